@@ -1,0 +1,48 @@
+"""One point of a space: an order with a readable name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import SpaceError
+from .order import counts, parse_order
+
+__all__ = ["Candidate"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Candidate:
+    """An order proposed by a space.
+
+    ``name`` is readable and unique within a space (``"sandwich16_6"``, ``"perm07"``,
+    ``"iot1246"``); ``params`` holds what identifies it inside the space
+    (``{"k": 6}``, ``{"index": 3}``, ``{"subset": "1246"}``). Sweeps mark the
+    interleaved reference run with ``baseline=True``; its :attr:`family` is then
+    ``"baseline"``.
+    """
+
+    order: str
+    space: str
+    name: str
+    params: dict[str, Any] = field(default_factory=dict, hash=False)
+    baseline: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "order", parse_order(self.order, kind="decoder"))
+        for name in ("space", "name"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value:
+                raise SpaceError(name, value, "a non-empty string")
+        if not isinstance(self.params, dict):
+            raise SpaceError("params", self.params, "a dict")
+
+    @property
+    def family(self) -> str:
+        """The space name, or ``"baseline"`` for a sweep's baseline."""
+        return "baseline" if self.baseline else self.space
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Sublayers of each kind (``{"s": …, "f": …, "c": …}``)."""
+        return counts(self.order)

@@ -1,0 +1,132 @@
+"""Cost of an order: parameters, s-units, and the bottom/top split by parameter count."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .errors import SpaceError
+from .order import parse_order
+
+__all__ = ["STRADDLE", "Halves", "halves", "order_params", "unit_costs", "units"]
+
+STRADDLE = ("fractional", "bottom", "top", "drop")
+"""Ways to count the sublayer that straddles the middle in :func:`halves`."""
+
+
+def _canonical(order: str) -> str:
+    return parse_order(order, kind="decoder")
+
+
+def _positive_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SpaceError(name, value, "a positive integer")
+    return value
+
+
+def _positive_float(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise SpaceError(name, value, "a positive number")
+    return float(value)
+
+
+def unit_costs(*, d_model: int, d_ff: int, exact: bool = False) -> dict[str, int]:
+    """Parameters of one sublayer of each kind.
+
+    Weights only: ``s`` = ``c`` = 4d² (q, k, v, out projections), ``f`` = 2·d·d_ff.
+    With ``exact`` also the biases and the sublayer's LayerNorm (weight + bias):
+    ``s``/``c`` add 4d + 2d, ``f`` adds d_ff + d + 2d — the same count as ``models/``.
+    """
+    d = _positive_int("d_model", d_model)
+    ff = _positive_int("d_ff", d_ff)
+    attention = 4 * d * d + (6 * d if exact else 0)
+    feedforward = 2 * d * ff + (ff + 3 * d if exact else 0)
+    return {"s": attention, "f": feedforward, "c": attention}
+
+
+def order_params(order: str, *, d_model: int, d_ff: int, exact: bool = False) -> int:
+    """Total sublayer parameters of ``order`` (embeddings and output layers excluded)."""
+    costs = unit_costs(d_model=d_model, d_ff=d_ff, exact=exact)
+    return sum(costs[ch] for ch in _canonical(order))
+
+
+def _weights(f_units: float, c_units: float) -> dict[str, float]:
+    return {
+        "s": 1.0,
+        "f": _positive_float("f_units", f_units),
+        "c": _positive_float("c_units", c_units),
+    }
+
+
+def units(order: str, *, f_units: float = 2.0, c_units: float = 1.0) -> float:
+    """Cost of ``order`` in s-units: one ``s`` = 1, ``f`` = ``f_units``, ``c`` = ``c_units``.
+
+    With d_ff = 4d (the paper's setting) an ``f`` costs two ``s``, hence the default.
+    """
+    weights = _weights(f_units, c_units)
+    return float(sum(weights[ch] for ch in _canonical(order)))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Halves:
+    """Sublayer counts in the bottom (input side) and top half of an order.
+
+    Both dicts have the keys ``"s"``, ``"f"`` and ``"c"``; counts are floats because a
+    straddling sublayer may be split.
+    """
+
+    bottom: dict[str, float] = field(default_factory=dict)
+    top: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("bottom", "top"):
+            part = getattr(self, name)
+            if set(part) - set("sfc"):
+                raise SpaceError(name, part, "a dict with keys among s, f, c")
+            object.__setattr__(self, name, {k: float(part.get(k, 0.0)) for k in "sfc"})
+
+
+def halves(
+    order: str,
+    *,
+    straddle: str = "fractional",
+    f_units: float = 2.0,
+    c_units: float = 1.0,
+) -> Halves:
+    """Split ``order`` in half by parameter count and count each kind per half.
+
+    Sublayers are laid out on ``[0, units(order))`` input first; the cut is at half the
+    total. A sublayer that crosses the cut ("straddles") is counted by ``straddle``:
+
+    * ``"fractional"`` (default): the share of its units on each side
+      (``sfs``: s[0,1) f[1,3) s[3,4), cut 2 → bottom s 1, f 0.5; top f 0.5, s 1);
+    * ``"bottom"`` / ``"top"``: wholly in that half;
+    * ``"drop"``: in neither.
+
+    Example: ``ssssff`` (8 units, cut at 4) → bottom ``{s: 4}``, top ``{f: 2}``.
+    """
+    if straddle not in STRADDLE:
+        raise SpaceError("straddle", straddle, "one of " + ", ".join(STRADDLE))
+    weights = _weights(f_units, c_units)
+    canonical = _canonical(order)
+    total = sum(weights[ch] for ch in canonical)
+    cut = total / 2
+    eps = 1e-9 * total
+    bottom = dict.fromkeys("sfc", 0.0)
+    top = dict.fromkeys("sfc", 0.0)
+    start = 0.0
+    for ch in canonical:
+        width = weights[ch]
+        end = start + width
+        if end <= cut + eps:
+            bottom[ch] += 1
+        elif start >= cut - eps:
+            top[ch] += 1
+        elif straddle == "fractional":
+            bottom[ch] += (cut - start) / width
+            top[ch] += (end - cut) / width
+        elif straddle == "bottom":
+            bottom[ch] += 1
+        elif straddle == "top":
+            top[ch] += 1
+        start = end
+    return Halves(bottom=bottom, top=top)

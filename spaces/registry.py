@@ -1,0 +1,210 @@
+"""Named spaces: argument checking and expansion to :class:`Candidate` lists.
+
+``expand("sandwich", {"n": 16, "ks": [0, 6]})`` → candidates ``sandwich16_0`` and
+``sandwich16_6``. The model kind (``"lm"``, ``"encoder"``, ``"decoder"``) is a keyword
+of :func:`expand` / :func:`validate`, not a space argument: each space lists the kinds
+it supports, and orders are checked against that kind's alphabet.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .budgeted import budgeted, validate_budgeted
+from .candidate import Candidate
+from .errors import SpaceError
+from .explicit import explicit
+from .iot import iot_subsets, validate_iot
+from .order import ALPHABETS
+from .permutations import permutations, validate_permutations
+from .sandwich import sandwich, validate_sandwich
+
+__all__ = ["SPACES", "SpaceInfo", "check_kind", "expand", "validate"]
+
+_SHORT_NAME = 16  # explicit orders up to this length are named by themselves
+
+
+def _numbered(prefix: str, orders: list[str], space: str) -> list[Candidate]:
+    width = max(2, len(str(len(orders) - 1)))
+    return [
+        Candidate(order=o, space=space, name=f"{prefix}{i:0{width}d}", params={"index": i})
+        for i, o in enumerate(orders)
+    ]
+
+
+def _check_permutations(*, kind: str, n_s: int, n_f: int, count: int, seed: int = 0) -> None:
+    validate_permutations(n_s, n_f, count, seed)
+
+
+def _build_permutations(*, kind: str, n_s: int, n_f: int, count: int,
+                        seed: int = 0) -> list[Candidate]:
+    return _numbered("perm", permutations(n_s, n_f, count, seed), "permutations")
+
+
+def _check_budgeted(*, kind: str, budget_units: int, count: int, seed: int = 0,
+                    p_s: float = 0.5) -> None:
+    validate_budgeted(budget_units, count, seed, p_s)
+
+
+def _build_budgeted(*, kind: str, budget_units: int, count: int, seed: int = 0,
+                    p_s: float = 0.5) -> list[Candidate]:
+    return _numbered("budget", budgeted(budget_units, count, seed, p_s), "budgeted")
+
+
+def _check_sandwich(*, kind: str, n: int, ks: Sequence[int] | None = None) -> None:
+    validate_sandwich(n, ks, kind=kind)
+
+
+def _build_sandwich(*, kind: str, n: int, ks: Sequence[int] | None = None) -> list[Candidate]:
+    chosen = list(dict.fromkeys(range(n) if ks is None else ks))
+    orders = sandwich(n, chosen, kind=kind)
+    return [
+        Candidate(order=o, space="sandwich", name=f"sandwich{n}_{k}", params={"n": n, "k": k})
+        for o, k in zip(orders, chosen, strict=True)
+    ]
+
+
+def _check_explicit(*, kind: str, orders: Sequence[str]) -> None:
+    explicit(orders, kind=kind)  # parsing is cheap: this is the check
+
+
+def _build_explicit(*, kind: str, orders: Sequence[str]) -> list[Candidate]:
+    parsed = explicit(orders, kind=kind)
+    width = max(2, len(str(len(parsed) - 1)))
+    return [
+        Candidate(order=o, space="explicit",
+                  name=o if len(o) <= _SHORT_NAME else f"explicit{i:0{width}d}",
+                  params={"index": i})
+        for i, o in enumerate(parsed)
+    ]
+
+
+def _iot_stack(kind: str, stack: str | None) -> str:
+    if stack is None:
+        return "decoder" if kind == "decoder" else "encoder"
+    if stack == "decoder" and kind != "decoder":
+        raise SpaceError("stack", stack, f"'encoder' for kind {kind!r} (decoder blocks hold c)")
+    return stack
+
+
+def _check_iot(*, kind: str, stack: str | None = None, size: int = 4, mode: str = "paper",
+               seed: int = 0, count: int | None = None, layers: int = 6) -> None:
+    stack = _iot_stack(kind, stack)
+    validate_iot(stack, size, mode, seed, count)
+    iot_subsets(stack, 1, "exhaustive")[0].orders(layers)  # checks layers
+
+
+def _build_iot(*, kind: str, stack: str | None = None, size: int = 4, mode: str = "paper",
+               seed: int = 0, count: int | None = None, layers: int = 6) -> list[Candidate]:
+    stack = _iot_stack(kind, stack)
+    out = []
+    for subset in iot_subsets(stack, size, mode, seed, count):
+        orders = subset.orders(layers)
+        out.append(Candidate(
+            order=orders[0], space="iot_subsets", name=f"iot{subset.id}",
+            params={"subset": subset.id, "codes": list(subset.codes), "stack": stack,
+                    "layers": layers, "orders": list(orders)},
+        ))
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpaceInfo:
+    """A named space: its builder, argument check and supported model kinds.
+
+    ``build`` and ``check`` take keyword arguments (the space's arguments plus
+    ``kind``); calling the info itself builds.
+    """
+
+    name: str
+    build: Callable[..., list[Candidate]]
+    check: Callable[..., None]
+    kinds: tuple[str, ...]
+    summary: str
+
+    def __post_init__(self) -> None:
+        if set(self.kinds) - set(ALPHABETS):
+            raise SpaceError("kinds", self.kinds, "kinds among " + ", ".join(ALPHABETS))
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        """Argument names mapped to their default (``inspect.Parameter.empty`` if required)."""
+        params = inspect.signature(self.build).parameters
+        return {k: p.default for k, p in params.items() if k != "kind"}
+
+    @property
+    def required(self) -> tuple[str, ...]:
+        return tuple(k for k, v in self.arguments.items() if v is inspect.Parameter.empty)
+
+    def __call__(self, args: Mapping[str, Any], *, kind: str = "lm") -> list[Candidate]:
+        return expand(self.name, args, kind=kind)
+
+
+SPACES: dict[str, SpaceInfo] = {
+    info.name: info
+    for info in (
+        SpaceInfo(name="permutations", build=_build_permutations, check=_check_permutations,
+                  kinds=("lm", "encoder"),
+                  summary="random permutations of n_s s and n_f f sublayers"),
+        SpaceInfo(name="budgeted", build=_build_budgeted, check=_check_budgeted,
+                  kinds=("lm", "encoder"),
+                  summary="random s/f draws until a parameter budget is spent"),
+        SpaceInfo(name="sandwich", build=_build_sandwich, check=_check_sandwich,
+                  kinds=("lm", "encoder", "decoder"),
+                  summary="sandwich transformers s^k (sf)^(n-k) f^k"),
+        SpaceInfo(name="explicit", build=_build_explicit, check=_check_explicit,
+                  kinds=("lm", "encoder", "decoder"), summary="a given list of orders"),
+        SpaceInfo(name="iot_subsets", build=_build_iot, check=_check_iot,
+                  kinds=("lm", "encoder", "decoder"),
+                  summary="IOT block-order subsets stacked `layers` times"),
+    )
+}
+"""Space name → :class:`SpaceInfo`."""
+
+
+def _info(name: str) -> SpaceInfo:
+    try:
+        return SPACES[name]
+    except (KeyError, TypeError):
+        raise SpaceError("name", name, "one of " + ", ".join(sorted(SPACES))) from None
+
+
+def check_kind(name: str, kind: str) -> None:
+    """Raise :class:`SpaceError` unless space ``name`` supports model ``kind``."""
+    info = _info(name)
+    if kind not in ALPHABETS:
+        raise SpaceError("kind", kind, "one of " + ", ".join(ALPHABETS))
+    if kind not in info.kinds:
+        raise SpaceError("kind", kind, f"one of {', '.join(info.kinds)} for space {name!r}")
+
+
+def _arguments(name: str, args: Mapping[str, Any], kind: str) -> tuple[SpaceInfo, dict[str, Any]]:
+    info = _info(name)
+    check_kind(name, kind)
+    if not isinstance(args, Mapping):
+        raise SpaceError("args", args, "a mapping of argument names to values")
+    allowed = info.arguments
+    for key, value in args.items():
+        if key not in allowed:
+            raise SpaceError(str(key), value, f"no such argument for space {name!r} "
+                                              f"(expected one of {', '.join(allowed)})")
+    for key in info.required:
+        if key not in args:
+            raise SpaceError(key, None, f"a value: {key!r} is required by space {name!r}")
+    return info, dict(args)
+
+
+def validate(name: str, args: Mapping[str, Any], *, kind: str = "lm") -> None:
+    """Check a space's name, kind and arguments without generating its orders."""
+    info, kwargs = _arguments(name, args, kind)
+    info.check(kind=kind, **kwargs)
+
+
+def expand(name: str, args: Mapping[str, Any], *, kind: str = "lm") -> list[Candidate]:
+    """The candidates of space ``name`` with ``args`` (checked first) for model ``kind``."""
+    info, kwargs = _arguments(name, args, kind)
+    info.check(kind=kind, **kwargs)
+    return info.build(kind=kind, **kwargs)
