@@ -6,7 +6,7 @@ export SUBLAYER_DATA_DIR ?= $(abspath ../shared/data)
 export MLFLOW_DISABLE_TELEMETRY ?= true
 export RAY_AUTH_MODE ?= disabled
 
-.PHONY: install test lint run clean
+.PHONY: install test lint run train ui clean
 
 install: $(STAMP)
 
@@ -24,8 +24,17 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
+# The quickstart sweep: 10 tiny trials on Ray Tune, tracked in ./mlflow.db (~3-5 min).
 run: install
-	$(BIN)/sublayer train --order 'interleaved(2)' --data tinyshakespeare --config configs/debug_train.yaml
+	$(BIN)/sublayer sweep configs/quickstart.yaml
+
+# A single short training run, no Ray, no MLflow.
+train: install
+	$(BIN)/sublayer train --order 'sandwich(4,2)' --data tinyshakespeare --config configs/debug_train.yaml
+
+# The MLflow UI on ./mlflow.db at http://127.0.0.1:5000
+ui: install
+	$(BIN)/sublayer ui --tracking-uri sqlite:///mlflow.db
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache .mypy_cache

@@ -1,0 +1,220 @@
+"""Matplotlib figures built from the study results (Agg backend; no logic of their own).
+
+Agg backend, except inside a Jupyter kernel (where the inline backend shows figures).
+Every figure has a title, labelled axes with units, a legend, and named baseline lines.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import matplotlib
+
+if "ipykernel" not in sys.modules:  # headless everywhere except inside a Jupyter kernel
+    matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from .distribution import DistributionInfo  # noqa: E402
+from .halves import GROUPS, HalvesInfo  # noqa: E402
+from .sandwich import SandwichInfo  # noqa: E402
+from .seeds import SeedsInfo  # noqa: E402
+
+__all__ = [
+    "metric_label",
+    "plot_attention_distances",
+    "plot_distribution",
+    "plot_halves",
+    "plot_history",
+    "plot_position_map",
+    "plot_sandwich",
+    "plot_seeds",
+]
+
+_UNITS = {"ppl": "perplexity", "bpc": "bits per character", "loss": "nats per token",
+          "bleu": "BLEU"}
+_COLORS = {"better": "tab:green", "not better": "tab:gray", "s": "tab:green", "f": "tab:purple",
+           "c": "tab:orange"}
+
+
+def metric_label(metric: str) -> str:
+    """Axis label with unit, e.g. ``val_ppl (perplexity, lower is better)``."""
+    suffix = metric.rsplit("_", 1)[-1].lower()
+    unit = _UNITS.get(suffix, "value")
+    direction = "higher" if suffix in ("bleu", "acc") else "lower"
+    return f"{metric} ({unit}, {direction} is better)"
+
+
+def _baseline_lines(ax: plt.Axes, mean: float, best: float, n: int, *, vertical=False) -> None:
+    line = ax.axvline if vertical else ax.axhline
+    line(mean, color="tab:red", linestyle="--", linewidth=1.2,
+         label=f"average baseline ({mean:.4g}, n={n})")
+    line(best, color="tab:blue", linestyle=":", linewidth=1.2, label=f"best baseline ({best:.4g})")
+
+
+def plot_distribution(info: DistributionInfo, *, title: str | None = None) -> Figure:
+    """Strip + box plot of candidate trials vs baseline seeds (Fig. 2/3)."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
+    rng = np.random.default_rng(0)
+    groups = [("baseline seeds", np.asarray(info.baseline.values)),
+              ("candidate orders", info.models["value"].to_numpy(dtype=float))]
+    ax.boxplot([g for _, g in groups], positions=[0, 1], widths=0.5, showfliers=False,
+               medianprops={"color": "black"})
+    for i, (label, values) in enumerate(groups):
+        x = i + rng.uniform(-0.15, 0.15, size=len(values))
+        ax.scatter(x, values, s=22, alpha=0.8, zorder=3,
+                   color="tab:red" if i == 0 else "tab:green", label=f"{label} (n={len(values)})")
+    _baseline_lines(ax, info.baseline.mean, info.baseline.best, info.baseline.n)
+    ax.set_xticks([0, 1], [g for g, _ in groups])
+    ax.set_xlabel("group")
+    ax.set_ylabel(metric_label(info.metric))
+    ax.set_title(title or (
+        f"{info.count_at_least_average} of {info.n_models} candidates at least as good as "
+        "the average baseline"))
+    ax.legend(fontsize=8, loc="best")
+    return fig
+
+
+def plot_halves(info: HalvesInfo, *, title: str | None = None) -> Figure:
+    """Grouped bars: mean count of each sublayer kind per half, per group (Fig. 4)."""
+    kinds = [k for k in "sfc" if info.means.loc[info.means["kind"] == k, "mean"].sum() > 0]
+    cats = [(half, k) for half in ("bottom", "top") for k in kinds]
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
+    x = np.arange(len(cats))
+    sizes = info.group_sizes()
+    present = [g for g in GROUPS if sizes[g] > 0]
+    width = 0.8 / max(len(present), 1)
+    for i, group in enumerate(present):
+        heights = [info.mean(group, half, k) for half, k in cats]
+        ax.bar(x + (i - (len(present) - 1) / 2) * width, heights, width,
+               color=_COLORS[group], label=f"{group} than average baseline (n={sizes[group]})")
+    ax.set_xticks(x, [f"{half} half: {k}" for half, k in cats])
+    ax.set_xlabel(f"half of the model by parameter count (straddle: {info.straddle})")
+    ax.set_ylabel("mean number of sublayers (count)")
+    ax.set_title(title or "Sublayers per half: better vs not better models")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_position_map(info: HalvesInfo, *, title: str | None = None) -> Figure:
+    """P(s) against depth (parameter fraction) for better vs not better models."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
+    for group in GROUPS:
+        rows = info.position[info.position["group"] == group]
+        if rows.empty:
+            continue
+        mid = (rows["lo"] + rows["hi"]) / 2
+        ax.plot(mid, rows["p_s"], marker="o", color=_COLORS[group],
+                label=f"{group} than average baseline (n={int(rows['n'].iloc[0])})")
+    share = 1.0 / (1.0 + info.f_units)
+    ax.axhline(share, color="black", linestyle=":", linewidth=1,
+               label=f"interleaved baseline ({share:.2f} of parameters in s)")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("depth (fraction of parameters from the input)")
+    ax.set_ylabel("P(s): share of parameters in s sublayers")
+    ax.set_title(title or "Where the self-attention sits")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_sandwich(
+    info: SandwichInfo, *, statements: pd.DataFrame | None = None, title: str | None = None
+) -> Figure:
+    """Metric vs sandwich coefficient k with average and best baseline (Fig. 5).
+
+    ``statements`` (k, beats_average, beats_best) adds the paper's verbal claims as a
+    marker row under the plot."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
+    pts = info.points
+    ks = pts["k"].to_numpy()
+    dense = len(ks) > 2 and bool(np.all(np.diff(ks) == 1))
+    several = bool((pts["n"] > 1).any())
+    ax.errorbar(ks, pts["mean"], yerr=pts["sd"].fillna(0.0), marker="o", color="black",
+                capsize=3, linestyle="-" if dense else "none",
+                label="sandwich (mean ± sd over seeds)" if several else "sandwich (one run per k)")
+    _baseline_lines(ax, info.baseline.mean, info.baseline.best, info.baseline.n)
+    if statements is not None and not statements.empty:
+        lo, hi = ax.get_ylim()
+        y = lo - 0.04 * (hi - lo)
+        for flag, color, label in (
+            (statements["beats_best"], "tab:blue", "stated: beats best baseline"),
+            (statements["beats_average"] & ~statements["beats_best"], "tab:red",
+             "stated: beats average baseline only"),
+            (~statements["beats_average"], "tab:gray", "stated: does not beat average"),
+        ):
+            ks = statements.loc[flag, "k"]
+            ax.scatter(ks, np.full(len(ks), y), marker="s", color=color, label=label, zorder=3)
+        ax.set_ylim(y - 0.04 * (hi - lo), hi)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("sandwich coefficient k (count)")
+    ax.set_ylabel(metric_label(info.metric))
+    ax.set_title(title or f"Sandwich coefficient: best k = {info.best_k}")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_seeds(info: SeedsInfo, *, title: str | None = None) -> Figure:
+    """Per-order mean ± sd over seeds vs the baseline mean ± sd (Fig. 6)."""
+    table = info.table
+    fig, ax = plt.subplots(figsize=(8.4, 1.2 + 0.45 * max(len(table), 2)), layout="constrained")
+    y = np.arange(len(table))
+    ax.errorbar(table["mean"], y, xerr=table["sd"].fillna(0.0), fmt="none", ecolor="black",
+                capsize=3, label="order mean ± sd over seeds")
+    better = table["better"].to_numpy(dtype=bool)
+    ax.scatter(table["mean"][better], y[better], color="tab:green", zorder=3,
+               label="better (Welch p < alpha and CI excludes 0)")
+    ax.scatter(table["mean"][~better], y[~better], color="tab:gray", zorder=3,
+               label="not shown to be better")
+    if len(table):
+        bm, bs = float(table["baseline_mean"].iloc[0]), float(table["baseline_sd"].iloc[0])
+        ax.axvline(bm, color="tab:red", linestyle="--", label=f"average baseline ({bm:.4g})")
+        if np.isfinite(bs):
+            ax.axvspan(bm - bs, bm + bs, color="tab:red", alpha=0.12, label="baseline ± sd")
+    ax.set_yticks(y, [f"{n} (n={k})" for n, k in zip(table["name"], table["n"], strict=True)])
+    ax.set_xlabel(metric_label(info.metric))
+    ax.set_ylabel("order (seeds)")
+    ax.set_title(title or "Orders over seeds vs baseline")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig
+
+
+def plot_attention_distances(table: pd.DataFrame, *, title: str | None = None) -> Figure:
+    """Heatmap of a pairwise attention distance table."""
+    fig, ax = plt.subplots(figsize=(5.4, 4.6), layout="constrained")
+    image = ax.imshow(table.to_numpy(dtype=float), cmap="viridis")
+    names = [str(n) for n in table.index]
+    ax.set_xticks(range(len(names)), names, rotation=45, ha="right")
+    ax.set_yticks(range(len(names)), names)
+    ax.set_xlabel("model B")
+    ax.set_ylabel("model A")
+    fig.colorbar(image, ax=ax, label="mean matched-head EMD (key positions)")
+    ax.set_title(title or "Attention distance between models")
+    return fig
+
+
+def plot_history(
+    history: pd.DataFrame, trials: pd.DataFrame, *, metric: str, title: str | None = None
+) -> Figure:
+    """Validation metric against training step, one line per trial (baselines dashed)."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
+    rows = history[history["key"] == metric]
+    base_ids = set(trials.loc[trials["baseline"], "run_id"])
+    labelled = set()
+    for run_id, curve in rows.groupby("run_id"):
+        is_base = run_id in base_ids
+        label = "baseline" if is_base else "candidate"
+        ax.plot(curve["step"], curve["value"], linestyle="--" if is_base else "-",
+                color="tab:red" if is_base else "tab:green", alpha=0.7,
+                label=None if label in labelled else f"{label} trials")
+        labelled.add(label)
+    ax.set_xlabel("training step (count)")
+    ax.set_ylabel(metric_label(metric))
+    ax.set_title(title or f"Learning curves: {metric}")
+    if labelled:
+        ax.legend(fontsize=8)
+    return fig

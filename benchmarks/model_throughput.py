@@ -1,0 +1,211 @@
+"""Training throughput of OrderedLM vs. Hugging Face GPT-2 of the same shape.
+
+Both models: same d, heads, layers (interleaved order (sf)^n), d_ff = 4d, vocabulary,
+context, learned positions, tied embeddings, GELU, dropout 0, AdamW. A training step is
+forward + backward + optimizer step. The two models are timed in alternating rounds so
+that background load hits both alike; tokens/s come from the median round (the best
+round, and tokens per process-CPU-second for shared machines, are reported too).
+
+    .venv/bin/python benchmarks/model_throughput.py --threads 2
+    .venv/bin/python benchmarks/model_throughput.py --device cuda --batch 16 --context 1024 --json
+
+Needs ``transformers`` (the ``bench`` extra). On CUDA the steps run under bf16 autocast
+and the MFU is ``tokens/s · 3 · flops_per_token / peak`` (forward + 2× for backward).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from models.accounting import flops_per_token, param_count  # noqa: E402
+from models.config import ModelConfig  # noqa: E402
+from models.lm import OrderedLM  # noqa: E402
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--d-model", type=int, default=256)
+    p.add_argument("--n-heads", type=int, default=4)
+    p.add_argument("--layers", type=int, default=4, help="transformer layers (order (sf)^n)")
+    p.add_argument("--vocab", type=int, default=8192)
+    p.add_argument("--context", type=int, default=256)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--warmup", type=int, default=3, help="untimed steps per model")
+    p.add_argument("--steps", type=int, default=3, help="timed steps per model per round")
+    p.add_argument("--rounds", type=int, default=5, help="alternating timing rounds")
+    p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--compile", action="store_true", help="torch.compile both models")
+    p.add_argument(
+        "--peak-tflops",
+        type=float,
+        default=989.0,
+        help="peak dense bf16 TFLOP/s for the MFU (H100 SXM: 989)",
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print one JSON object instead")
+    return p.parse_args(argv)
+
+
+def build_models(args: argparse.Namespace) -> tuple[ModelConfig, torch.nn.Module, torch.nn.Module]:
+    import transformers
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    transformers.logging.set_verbosity_error()
+
+    cfg = ModelConfig(
+        order=f"interleaved({args.layers})",
+        vocab_size=args.vocab,
+        d_model=args.d_model,
+        n_heads=args.n_heads,
+        d_ff=4 * args.d_model,
+        context=args.context,
+        dropout=0.0,
+        activation="gelu",
+        positions="learned",
+        tie_embeddings=True,
+    )
+    torch.manual_seed(args.seed)
+    ours = OrderedLM(cfg)
+    hf_cfg = GPT2Config(
+        vocab_size=args.vocab,
+        n_positions=args.context,
+        n_embd=args.d_model,
+        n_layer=args.layers,
+        n_head=args.n_heads,
+        n_inner=4 * args.d_model,
+        activation_function="gelu",
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        tie_word_embeddings=True,
+        use_cache=False,
+        bos_token_id=None,
+        eos_token_id=None,
+    )
+    hf_cfg._attn_implementation = "sdpa"
+    gpt2 = GPT2LMHeadModel(hf_cfg)
+    return cfg, ours, gpt2
+
+
+def make_step(model: torch.nn.Module, kind: str, args: argparse.Namespace) -> Callable[[], float]:
+    device = torch.device(args.device)
+    model.to(device).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    run = torch.compile(model) if args.compile else model
+    autocast = (
+        torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
+    )
+    gen = torch.Generator().manual_seed(args.seed)
+    x = torch.randint(0, args.vocab, (args.batch, args.context), generator=gen).to(device)
+    y = x.roll(-1, dims=1)
+
+    def step() -> float:
+        with autocast:
+            loss = run(x, y).loss if kind == "ours" else run(input_ids=x, labels=x).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return float(loss.detach())
+
+    return step
+
+
+def timed(step: Callable[[], float], n: int, device: str) -> tuple[float, float]:
+    """Wall-clock and process CPU seconds of ``n`` steps."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    start, cpu = time.perf_counter(), time.process_time()
+    for _ in range(n):
+        step()  # float(loss) synchronises every step on CUDA
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    return time.perf_counter() - start, time.process_time() - cpu
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    cfg, ours, gpt2 = build_models(args)
+    params = {
+        "ordered": sum(p.numel() for p in ours.parameters()),
+        "gpt2": sum(p.numel() for p in gpt2.parameters()),
+    }
+    assert params["ordered"] == param_count(cfg)
+    steps = {"ordered": make_step(ours, "ours", args), "gpt2": make_step(gpt2, "hf", args)}
+    for step in steps.values():
+        for _ in range(args.warmup):
+            step()
+    wall: dict[str, list[float]] = {name: [] for name in steps}
+    cpu: dict[str, list[float]] = {name: [] for name in steps}
+    names = list(steps)
+    for r in range(args.rounds):  # alternate who goes first
+        for name in names if r % 2 == 0 else names[::-1]:
+            seconds, cpu_seconds = timed(steps[name], args.steps, args.device)
+            wall[name].append(seconds)
+            cpu[name].append(cpu_seconds)
+    tokens = args.batch * args.context * args.steps  # per round
+    tps = {name: tokens / statistics.median(s) for name, s in wall.items()}
+    best = {name: tokens / min(s) for name, s in wall.items()}
+    per_cpu = {name: tokens / statistics.median(s) for name, s in cpu.items()}
+    fpt = flops_per_token(cfg)
+    result = {
+        "device": (
+            torch.cuda.get_device_name(args.device)
+            if args.device.startswith("cuda")
+            else args.device
+        ),
+        "threads": args.threads,
+        "torch": torch.__version__,
+        "shape": {
+            k: getattr(args, k)
+            for k in ("d_model", "n_heads", "layers", "vocab", "context", "batch")
+        },
+        "params": params,
+        "gpt2_attention": gpt2.config._attn_implementation,
+        "flops_per_token": fpt,
+        "tokens_per_s": {k: round(v, 1) for k, v in tps.items()},
+        "ratio": round(tps["ordered"] / tps["gpt2"], 3),
+        "best_tokens_per_s": {k: round(v, 1) for k, v in best.items()},
+        "best_ratio": round(best["ordered"] / best["gpt2"], 3),
+        # tokens per process-CPU-second: robust when other jobs share the cores
+        "tokens_per_cpu_s": {k: round(v, 1) for k, v in per_cpu.items()},
+        "cpu_ratio": round(per_cpu["ordered"] / per_cpu["gpt2"], 3),
+    }
+    if args.device.startswith("cuda"):
+        peak = args.peak_tflops * 1e12
+        result["mfu"] = {k: round(v * 3 * fpt / peak, 4) for k, v in tps.items()}
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"device {result['device']}, threads {args.threads}, shape {result['shape']}")
+        print(
+            f"{'model':<10} {'params':>12} {'tokens/s':>10} {'best':>10} {'tok/cpu-s':>10}"
+            + ("    MFU" if "mfu" in result else "")
+        )
+        for k in steps:
+            mfu = f" {result['mfu'][k]:6.1%}" if "mfu" in result else ""
+            print(
+                f"{k:<10} {params[k]:>12,} {tps[k]:>10,.0f} {best[k]:>10,.0f} "
+                f"{per_cpu[k]:>10,.0f}{mfu}"
+            )
+        print(
+            f"{'ratio':<10} {'':>12} {result['ratio']:>10.3f} {result['best_ratio']:>10.3f} "
+            f"{result['cpu_ratio']:>10.3f}"
+        )
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,16 @@
+"""The ordered transformer (torch only): configs, sublayers, LMs, corpora and training.
+
+Never imports ray or mlflow: ``models.train.fit`` takes a plain ``report`` callable.
+"""
+
+from models.accounting import flops_per_token, param_count
+from models.blocks import CrossAttention, FeedForward, Residual, SelfAttention, build_sublayer
+from models.config import PRESETS, ModelConfig, adaptive_bands, model_preset
+from models.errors import ConfigError
+from models.lm import AdaptiveInput, LMOutput, OrderedLM, capture_attention
+
+__all__ = [
+    "PRESETS", "AdaptiveInput", "ConfigError", "CrossAttention", "FeedForward", "LMOutput",
+    "ModelConfig", "OrderedLM", "Residual", "SelfAttention", "adaptive_bands", "build_sublayer",
+    "capture_attention", "flops_per_token", "model_preset", "param_count",
+]

@@ -1,0 +1,87 @@
+"""Analytic parameter and FLOP counts of an :class:`models.lm.OrderedLM` configuration.
+
+``param_count(cfg)`` equals ``sum(p.numel() for p in OrderedLM(cfg).parameters())``
+(shared parameters counted once) for every valid config; tests check this.
+"""
+
+from __future__ import annotations
+
+from models.config import ModelConfig, adaptive_bands
+from spaces.cost import unit_costs
+from spaces.order import counts
+
+__all__ = ["embedding_params", "flops_per_token", "head_params", "param_count"]
+
+
+def embedding_params(cfg: ModelConfig) -> int:
+    """Token embedding (plain V·d, or adaptive bands Σ |band|·dᵢ + dᵢ·d) plus learned positions."""
+    d = cfg.d_model
+    if cfg.adaptive_input:
+        tokens = sum((stop - start) * w + w * d for start, stop, w in adaptive_bands(cfg))
+    else:
+        tokens = cfg.require_vocab() * d
+    positions = cfg.context * d if cfg.positions == "learned" else 0
+    return tokens + positions
+
+
+def _tails(cfg: ModelConfig) -> list[tuple[int, int]]:
+    """(width, size) of each adaptive-softmax tail: Linear(d, width) → Linear(width, size)."""
+    return [(w, stop - start) for start, stop, w in adaptive_bands(cfg)[1:]]
+
+
+def head_params(cfg: ModelConfig) -> int:
+    """Parameters of the output layer that the input embedding does not already hold."""
+    vocab, d = cfg.require_vocab(), cfg.d_model
+    if not cfg.adaptive_softmax:
+        return 0 if cfg.tie_embeddings else vocab * d
+    n_clusters = len(cfg.cutoffs)
+    tails = sum(d * w + w * size for w, size in _tails(cfg))
+    if not cfg.tie_embeddings:
+        return (cfg.cutoffs[0] + n_clusters) * d + tails
+    if cfg.adaptive_input:
+        return n_clusters * d  # shortlist rows and both tail matrices are shared
+    return n_clusters * d + tails  # only the shortlist rows are shared
+
+
+def param_count(cfg: ModelConfig) -> int:
+    """Exact number of trainable parameters of ``OrderedLM(cfg)``.
+
+    embeddings (+ learned positions) + Σ per-sublayer exact costs
+    (:func:`spaces.cost.unit_costs` with ``exact=True``: weights, biases and the
+    sublayer's LayerNorm) + final LayerNorm (pre-norm only) + untied head parts.
+    """
+    costs = unit_costs(d_model=cfg.d_model, d_ff=cfg.d_ff, exact=True)
+    sublayers = sum(n * costs[kind] for kind, n in counts(cfg.order).items())
+    final_norm = 2 * cfg.d_model if cfg.norm == "pre" else 0
+    return embedding_params(cfg) + sublayers + final_norm + head_params(cfg)
+
+
+def flops_per_token(cfg: ModelConfig) -> int:
+    """Forward FLOPs per token (multiply-add = 2 FLOPs), full-context convention.
+
+    ``2 · N`` where N counts the weights of every matmul a token passes through outside
+    the input embedding: per ``s``/``c`` 4d², per ``f`` 2·d·d_ff, and the output layer
+    (V·d for a plain softmax, whether tied or not; Σ dᵢ·d + dᵢ·|bandᵢ| for the tied
+    adaptive-input softmax; for the adaptive softmax the head plus *every* tail, i.e.
+    the cost of full log-probabilities — training evaluates a tail only for the targets
+    in its cluster, so this is an upper bound there). Biases, norms, activations,
+    softmaxes and the adaptive-input projections are ignored.
+
+    Plus, per self-attention sublayer, ``2 · 2 · context · d``: the scores QKᵀ and the
+    weighted sum of values, each ``context · d`` multiply-adds per token, counted at the
+    full context (not halved for the causal mask), as in the PaLM / Chinchilla appendix.
+    Cross-attention sublayers add ``2 · 2 · context · d`` too (memory length taken as
+    the context).
+    """
+    vocab, d, ctx = cfg.require_vocab(), cfg.d_model, cfg.context
+    n = counts(cfg.order)
+    matmul = (n["s"] + n["c"]) * 4 * d * d + n["f"] * 2 * d * cfg.d_ff
+    if cfg.adaptive_softmax:
+        head = (cfg.cutoffs[0] + len(cfg.cutoffs)) * d
+        head += sum(d * w + w * size for w, size in _tails(cfg))
+    elif cfg.adaptive_input and cfg.tie_embeddings:
+        head = sum(d * w + w * (stop - start) for start, stop, w in adaptive_bands(cfg))
+    else:
+        head = vocab * d
+    attention = (n["s"] + n["c"]) * 2 * 2 * ctx * d
+    return 2 * (matmul + head) + attention

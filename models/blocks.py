@@ -1,0 +1,200 @@
+"""Sublayers — ``s`` self-attention, ``f`` feedforward, ``c`` cross-attention — and the
+residual wrapper that gives each one its own LayerNorm and dropout.
+
+Parameter counts (match :func:`spaces.cost.unit_costs` with ``exact=True``):
+
+* ``s``: fused q,k,v projection ``Linear(d, 3d)`` + output ``Linear(d, d)`` = 4d² + 4d
+  (a fused ``Linear(d, 3d)`` holds exactly the weights of three ``Linear(d, d)``);
+* ``c``: ``Linear(d, d)`` for queries + fused ``Linear(d, 2d)`` for keys/values over the
+  memory + output ``Linear(d, d)`` = 4d² + 4d;
+* ``f``: ``Linear(d, d_ff)`` + ``Linear(d_ff, d)`` = 2·d·d_ff + d_ff + d;
+* :class:`Residual` adds one ``LayerNorm(d)`` = 2d.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = [
+    "CrossAttention",
+    "FeedForward",
+    "Residual",
+    "SelfAttention",
+    "attend",
+    "build_sublayer",
+]
+
+
+def attend(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    causal: bool,
+    key_padding_mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+    capture: list[Tensor] | None = None,
+) -> Tensor:
+    """Scaled dot-product attention over heads: q (B, H, T, dh), k/v (B, H, S, dh).
+
+    ``key_padding_mask`` (B, S) bool is True at keys to ignore (padding). Without
+    ``capture`` this is ``F.scaled_dot_product_attention``; with a list it computes
+    ``softmax(QKᵀ/√dh + mask)`` explicitly and appends the detached (B, H, T, S)
+    probabilities to it.
+    """
+    t, s = q.shape[-2], k.shape[-2]
+    mask = None  # bool, True = may attend; broadcast to (B, H, T, S)
+    if key_padding_mask is not None:
+        mask = ~key_padding_mask[:, None, None, :].to(torch.bool)
+        if causal:
+            mask = mask & torch.ones(t, s, dtype=torch.bool, device=q.device).tril()
+    if capture is None:
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=causal and mask is None
+        )
+    if mask is None and causal:
+        mask = torch.ones(t, s, dtype=torch.bool, device=q.device).tril()
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])  # (B, H, T, S)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    probs = scores.softmax(dim=-1)
+    capture.append(probs.detach())
+    return F.dropout(probs, p=dropout_p) @ v
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention (causal by default), 4d² + 4d parameters.
+
+    Set ``capture`` to a list (see :func:`models.lm.capture_attention`) to record the
+    attention probabilities of every forward pass; ``None`` (the default) uses SDPA.
+    """
+
+    def __init__(
+        self, d_model: int, n_heads: int, *, attn_dropout: float = 0.0, causal: bool = True
+    ) -> None:
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model {d_model} is not a multiple of n_heads {n_heads}")
+        self.n_heads = n_heads
+        self.causal = causal
+        self.attn_dropout = attn_dropout
+        self.qkv = nn.Linear(d_model, 3 * d_model)  # rows: q, k, v
+        self.out = nn.Linear(d_model, d_model)
+        self.capture: list[Tensor] | None = None
+
+    def forward(self, x: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
+        b, t, d = x.shape  # (B, T, d)
+        qkv = self.qkv(x).view(b, t, 3, self.n_heads, d // self.n_heads)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, H, T, dh)
+        y = attend(
+            q,
+            k,
+            v,
+            causal=self.causal,
+            key_padding_mask=key_padding_mask,
+            dropout_p=self.attn_dropout if self.training else 0.0,
+            capture=self.capture,
+        )
+        return self.out(y.transpose(1, 2).reshape(b, t, d))
+
+
+class CrossAttention(nn.Module):
+    """Multi-head attention from ``x`` (B, T, d) over ``memory`` (B, S, d); non-causal."""
+
+    def __init__(self, d_model: int, n_heads: int, *, attn_dropout: float = 0.0) -> None:
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model {d_model} is not a multiple of n_heads {n_heads}")
+        self.n_heads = n_heads
+        self.attn_dropout = attn_dropout
+        self.q = nn.Linear(d_model, d_model)
+        self.kv = nn.Linear(d_model, 2 * d_model)  # rows: k, v
+        self.out = nn.Linear(d_model, d_model)
+
+    def forward(
+        self, x: Tensor, memory: Tensor, memory_padding_mask: Tensor | None = None
+    ) -> Tensor:
+        b, t, d = x.shape
+        s = memory.shape[1]
+        dh = d // self.n_heads
+        q = self.q(x).view(b, t, self.n_heads, dh).transpose(1, 2)  # (B, H, T, dh)
+        k, v = self.kv(memory).view(b, s, 2, self.n_heads, dh).permute(2, 0, 3, 1, 4).unbind(0)
+        y = attend(
+            q,
+            k,
+            v,
+            causal=False,
+            key_padding_mask=memory_padding_mask,
+            dropout_p=self.attn_dropout if self.training else 0.0,
+        )
+        return self.out(y.transpose(1, 2).reshape(b, t, d))
+
+
+class FeedForward(nn.Module):
+    """``Linear(d, d_ff) → activation → dropout → Linear(d_ff, d)``."""
+
+    def __init__(
+        self, d_model: int, d_ff: int, *, activation: str = "relu", act_dropout: float = 0.0
+    ) -> None:
+        super().__init__()
+        if activation not in ("relu", "gelu"):
+            raise ValueError(f"unknown activation {activation!r} (expected relu or gelu)")
+        self.fc1 = nn.Linear(d_model, d_ff)
+        self.act = nn.ReLU() if activation == "relu" else nn.GELU()
+        self.drop = nn.Dropout(act_dropout)
+        self.fc2 = nn.Linear(d_ff, d_model)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc2(self.drop(self.act(self.fc1(x))))
+
+
+class Residual(nn.Module):
+    """A sublayer with its LayerNorm, dropout and residual connection.
+
+    ``norm="pre"``: ``x + dropout(sub(norm(x)))``; ``norm="post"``: ``norm(x + dropout(sub(x)))``.
+    Extra arguments (masks, memory) are passed to the sublayer.
+    """
+
+    def __init__(self, sublayer: nn.Module, d_model: int, *, dropout: float, norm: str) -> None:
+        super().__init__()
+        if norm not in ("pre", "post"):
+            raise ValueError(f"unknown norm {norm!r} (expected pre or post)")
+        self.sublayer = sublayer
+        self.norm = nn.LayerNorm(d_model)
+        self.drop = nn.Dropout(dropout)
+        self.pre_norm = norm == "pre"
+
+    def forward(self, x: Tensor, *args: object, **kwargs: object) -> Tensor:
+        if self.pre_norm:
+            return x + self.drop(self.sublayer(self.norm(x), *args, **kwargs))
+        return self.norm(x + self.drop(self.sublayer(x, *args, **kwargs)))
+
+
+def build_sublayer(
+    kind: str,
+    *,
+    d_model: int,
+    n_heads: int,
+    d_ff: int,
+    dropout: float = 0.0,
+    attn_dropout: float = 0.0,
+    act_dropout: float = 0.0,
+    activation: str = "relu",
+    norm: str = "pre",
+    causal: bool = True,
+) -> Residual:
+    """One residual sublayer for an order symbol: ``"s"``, ``"f"`` or ``"c"``."""
+    sub: nn.Module
+    if kind == "s":
+        sub = SelfAttention(d_model, n_heads, attn_dropout=attn_dropout, causal=causal)
+    elif kind == "f":
+        sub = FeedForward(d_model, d_ff, activation=activation, act_dropout=act_dropout)
+    elif kind == "c":
+        sub = CrossAttention(d_model, n_heads, attn_dropout=attn_dropout)
+    else:
+        raise ValueError(f"unknown sublayer kind {kind!r} (expected s, f or c)")
+    return Residual(sub, d_model, dropout=dropout, norm=norm)

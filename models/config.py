@@ -1,0 +1,229 @@
+"""Model configuration: one frozen, validated dataclass plus named presets.
+
+``ModelConfig.order`` is canonicalised with :func:`spaces.order.parse_order`, so
+``"(sf)^2"``, ``"interleaved(2)"`` and ``"sfsf"`` give equal configs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from models.errors import ConfigError
+from spaces.order import parse_order
+
+__all__ = [
+    "ACTIVATIONS",
+    "NORMS",
+    "POSITIONS",
+    "PRESETS",
+    "ConfigError",
+    "ModelConfig",
+    "adaptive_bands",
+    "model_preset",
+]
+
+ACTIVATIONS = ("relu", "gelu")
+NORMS = ("pre", "post")
+POSITIONS = ("learned", "sinusoidal")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelConfig:
+    """Shape and regularisation of an :class:`models.lm.OrderedLM`.
+
+    ``vocab_size=None`` means "take it from the corpus" (see :meth:`with_vocab`).
+    ``cutoffs`` split the vocabulary into bands for the adaptive input/softmax
+    (Baevski & Auli 2019); band ``i`` has width ``d_model // adaptive_factor**i``.
+    """
+
+    order: str
+    vocab_size: int | None = None
+    d_model: int
+    n_heads: int
+    d_ff: int
+    context: int
+    dropout: float = 0.1
+    attn_dropout: float = 0.0
+    act_dropout: float = 0.0
+    activation: str = "relu"
+    norm: str = "pre"
+    positions: str = "learned"
+    scale_embedding: bool = False
+    tie_embeddings: bool = True
+    adaptive_input: bool = False
+    adaptive_softmax: bool = False
+    cutoffs: tuple[int, ...] = ()
+    adaptive_factor: float = 4.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.order, str):
+            raise ConfigError("model.order", self.order, "an order string such as 'sfsf'")
+        object.__setattr__(self, "order", parse_order(self.order, kind="lm"))
+        if self.vocab_size is not None and not (_is_int(self.vocab_size) and self.vocab_size >= 2):
+            raise ConfigError("model.vocab_size", self.vocab_size, "an integer >= 2 or null")
+        for name in ("d_model", "n_heads", "d_ff", "context"):
+            value = getattr(self, name)
+            if not (_is_int(value) and value > 0):
+                raise ConfigError(f"model.{name}", value, "a positive integer")
+        if self.d_model % self.n_heads:
+            raise ConfigError(
+                "model.d_model", self.d_model, f"a multiple of n_heads ({self.n_heads})"
+            )
+        for name in ("dropout", "attn_dropout", "act_dropout"):
+            value = getattr(self, name)
+            if not (_is_number(value) and 0.0 <= value < 1.0):
+                raise ConfigError(f"model.{name}", value, "a number in [0, 1)")
+            object.__setattr__(self, name, float(value))
+        for name, allowed in (
+            ("activation", ACTIVATIONS),
+            ("norm", NORMS),
+            ("positions", POSITIONS),
+        ):
+            value = getattr(self, name)
+            if value not in allowed:
+                raise ConfigError(f"model.{name}", value, "one of " + ", ".join(allowed))
+        for name in ("scale_embedding", "tie_embeddings", "adaptive_input", "adaptive_softmax"):
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                raise ConfigError(f"model.{name}", value, "true or false")
+        self._check_adaptive()
+
+    def _check_adaptive(self) -> None:
+        cutoffs = self.cutoffs
+        if isinstance(cutoffs, str) or not isinstance(cutoffs, tuple | list):
+            raise ConfigError("model.cutoffs", cutoffs, "a list of increasing integers")
+        cutoffs = tuple(cutoffs)
+        object.__setattr__(self, "cutoffs", cutoffs)
+        for i, c in enumerate(cutoffs):
+            if not (_is_int(c) and c > 0):
+                raise ConfigError(f"model.cutoffs[{i}]", c, "a positive integer")
+            if i and c <= cutoffs[i - 1]:
+                raise ConfigError(
+                    f"model.cutoffs[{i}]", c, f"an integer greater than {cutoffs[i - 1]}"
+                )
+        if cutoffs and self.vocab_size is not None and cutoffs[-1] >= self.vocab_size:
+            raise ConfigError(
+                f"model.cutoffs[{len(cutoffs) - 1}]",
+                cutoffs[-1],
+                f"an integer below vocab_size ({self.vocab_size})",
+            )
+        factor = self.adaptive_factor
+        if not (_is_number(factor) and factor >= 1.0):
+            raise ConfigError("model.adaptive_factor", factor, "a number >= 1")
+        object.__setattr__(self, "adaptive_factor", float(factor))
+        if self.adaptive_input or self.adaptive_softmax:
+            option = "adaptive_input" if self.adaptive_input else "adaptive_softmax"
+            if not cutoffs:
+                raise ConfigError(
+                    "model.cutoffs", cutoffs, f"at least one cutoff when {option} is true"
+                )
+            smallest = int(self.d_model // (self.adaptive_factor ** len(cutoffs)))
+            if smallest < 1:
+                raise ConfigError(
+                    "model.adaptive_factor",
+                    self.adaptive_factor,
+                    f"a factor leaving every band at least 1 wide "
+                    f"(d_model {self.d_model}, {len(cutoffs)} cutoffs)",
+                )
+
+    # -- construction helpers ------------------------------------------------------------
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ModelConfig:
+        """Build from a plain mapping (e.g. parsed YAML); unknown or missing keys raise."""
+        if not isinstance(data, Mapping):
+            raise ConfigError("model", data, "a mapping of model settings")
+        accepted = cls.field_names()
+        for key, value in data.items():
+            if key not in accepted:
+                raise ConfigError(
+                    f"model.{key}", value, "one of the model settings: " + ", ".join(accepted)
+                )
+        for f in dataclasses.fields(cls):
+            required = f.default is dataclasses.MISSING
+            if required and f.name not in data:
+                raise ConfigError(f"model.{f.name}", None, "a value (this setting is required)")
+        return cls(**dict(data))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-Python settings (``cutoffs`` as a list), the inverse of :meth:`from_dict`."""
+        out = dataclasses.asdict(self)
+        out["cutoffs"] = list(self.cutoffs)
+        return out
+
+    def with_vocab(self, vocab_size: int) -> ModelConfig:
+        """A copy with ``vocab_size`` set (validated again)."""
+        return dataclasses.replace(self, vocab_size=vocab_size)
+
+    def require_vocab(self) -> int:
+        """``vocab_size``, or ConfigError when it is still unknown."""
+        if self.vocab_size is None:
+            raise ConfigError(
+                "model.vocab_size", None, "an integer >= 2 (set it from the corpus: with_vocab(n))"
+            )
+        return self.vocab_size
+
+
+def adaptive_bands(cfg: ModelConfig) -> tuple[tuple[int, int, int], ...]:
+    """``(start, stop, width)`` of each vocabulary band of the adaptive input/softmax.
+
+    Band ``i`` covers token ids ``[start, stop)`` with embedding width
+    ``int(d_model // adaptive_factor**i)`` (the same rounding as
+    ``torch.nn.AdaptiveLogSoftmaxWithLoss`` uses for its tail widths).
+    """
+    vocab = cfg.require_vocab()
+    edges = (0, *cfg.cutoffs, vocab)
+    return tuple(
+        (edges[i], edges[i + 1], int(cfg.d_model // (cfg.adaptive_factor**i)))
+        for i in range(len(edges) - 1)
+    )
+
+
+PRESETS: dict[str, ModelConfig] = {
+    # Used by tests: two layers, runs in milliseconds on a CPU.
+    "debug": ModelConfig(order="sfsf", d_model=32, n_heads=2, d_ff=128, context=32),
+    "tiny": ModelConfig(order="interleaved(4)", d_model=64, n_heads=4, d_ff=256, context=64),
+    # Press et al. 2020 / Baevski & Auli 2019 WikiText-103 baseline (16 layers, 247M params).
+    "press2020": ModelConfig(
+        order="(sf)^16",
+        vocab_size=267735,
+        d_model=1024,
+        n_heads=16,
+        d_ff=4096,
+        context=512,
+        dropout=0.3,
+        attn_dropout=0.1,
+        act_dropout=0.1,
+        activation="relu",
+        norm="pre",
+        positions="sinusoidal",
+        scale_embedding=True,
+        tie_embeddings=True,
+        adaptive_input=True,
+        adaptive_softmax=True,
+        cutoffs=(20000, 60000),
+        adaptive_factor=4.0,
+    ),
+}
+
+
+def model_preset(name: str, **overrides: Any) -> ModelConfig:
+    """A preset with some settings replaced, e.g. ``model_preset("tiny", order="ssff")``."""
+    if name not in PRESETS:
+        raise ConfigError("model.preset", name, "one of " + ", ".join(PRESETS))
+    return ModelConfig.from_dict({**PRESETS[name].to_dict(), **overrides})

@@ -1,0 +1,121 @@
+"""Load a corpus as memory-mapped token-id arrays (tokenised once, then cached)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from models.data.cache import content_key, load_tokens, save_tokens
+from models.data.config import DataConfig
+from models.data.download import cache_root, resolve_files
+from models.data.errors import DataError
+from models.data.registry import ALL, CorpusSpec, get_spec, metric_for_level
+from models.data.tokenize import (
+    TOKENIZER_VERSION,
+    build_word_vocab,
+    count_words,
+    encode_units,
+    encode_words,
+    read_units,
+)
+
+__all__ = ["Corpus", "load_corpus", "split_sizes"]
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Corpus:
+    """Token ids of the three splits (read-only memmaps) and the vocabulary."""
+
+    name: str
+    level: str  # "char" | "word" | "byte"
+    train: np.ndarray
+    valid: np.ndarray
+    test: np.ndarray  # empty for text-files without a test file
+    itos: tuple[str, ...]
+    files: dict[str, Path] = field(default_factory=dict)  # split (or "all") -> source file
+    cache_path: Path | None = None  # folder of the cached .npy files
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.itos)
+
+    @property
+    def metric(self) -> str:
+        """Main validation metric name: "val_ppl" (word) or "val_bpc" (char/byte)."""
+        return metric_for_level(self.level)
+
+    def decode(self, ids) -> str:
+        """Text of a sequence of ids (words joined by spaces)."""
+        sep = " " if self.level == "word" else ""
+        return sep.join(self.itos[int(i)] for i in ids)
+
+
+def split_sizes(n: int, spec: CorpusSpec) -> tuple[int, int, int]:
+    """(train, valid, test) sizes of a single-file corpus of ``n`` units."""
+    if spec.fixed_split is not None:
+        n_train, n_valid = spec.fixed_split
+        if n <= n_train + n_valid:
+            raise DataError(
+                f"{spec.name}: the file has {n} units, expected more than {n_train + n_valid} "
+                f"for the {n_train}/{n_valid}/rest split"
+            )
+    else:
+        n_train, n_valid = n * 90 // 100, n * 5 // 100
+    return n_train, n_valid, n - n_train - n_valid
+
+
+def _build(spec: CorpusSpec, level: str, files: dict[str, Path]) -> tuple[dict, list[str]]:
+    if spec.single_file:
+        (units,), itos = encode_units([read_units(files[ALL], level)], level)
+        n_train, n_valid, _ = split_sizes(len(units), spec)
+        arrays = {
+            "train": units[:n_train],
+            "valid": units[n_train : n_train + n_valid],
+            "test": units[n_train + n_valid :],
+        }
+        return arrays, itos
+    splits = [s for s in ("train", "valid", "test") if s in files]
+    if level == "word":
+        itos = build_word_vocab(count_words(files["train"]))
+        stoi = {w: i for i, w in enumerate(itos)}
+        arrays = {s: encode_words(files[s], stoi) for s in splits}
+    else:
+        ids, itos = encode_units([read_units(files[s], level) for s in splits], level)
+        arrays = dict(zip(splits, ids, strict=True))
+    for s in ("valid", "test"):
+        arrays.setdefault(s, np.zeros(0, dtype=np.int64))
+    return arrays, itos
+
+
+def load_corpus(cfg: DataConfig) -> Corpus:
+    """Find, tokenise (once; cached by content hash) and memory-map a corpus.
+
+    Raises DataError when files are missing (naming the file and where to put it),
+    unreadable, or fail their checksum on download.
+    """
+    spec = get_spec(cfg.name)
+    level = cfg.resolved_level
+    files = resolve_files(cfg, spec)
+    key = content_key(name=spec.name, level=level, files=files)
+    folder = cache_root(cfg) / "tokens" / f"{spec.name}-{level}-{key[:16]}"
+    cached = load_tokens(folder)
+    if cached is None:
+        arrays, itos = _build(spec, level, files)
+        meta = {"name": spec.name, "level": level, "key": key, "tokenizer": TOKENIZER_VERSION}
+        save_tokens(folder, arrays, itos, meta)
+        cached = load_tokens(folder)
+        if cached is None:  # pragma: no cover - only if the folder vanished meanwhile
+            raise DataError(f"{spec.name}: token cache {folder} could not be read back")
+    arrays, itos, _ = cached
+    return Corpus(
+        name=spec.name,
+        level=level,
+        train=arrays["train"],
+        valid=arrays["valid"],
+        test=arrays["test"],
+        itos=tuple(itos),
+        files=files,
+        cache_path=folder,
+    )

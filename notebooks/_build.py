@@ -1,0 +1,144 @@
+"""Generate the analysis notebooks (run: ``python notebooks/_build.py``).
+
+Every cell calls ``analysis`` functions; the notebooks hold no analysis logic. The tests
+execute the committed notebooks with nbclient and check they match this generator.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+HERE = Path(__file__).resolve().parent
+
+_SWEEP_ENV = '''import os
+
+experiment = os.environ.get("SUBLAYER_NOTEBOOK_EXPERIMENT")
+tracking_uri = os.environ.get("SUBLAYER_NOTEBOOK_TRACKING_URI") or os.environ.get(
+    "MLFLOW_TRACKING_URI")
+print("sweep:", experiment or "none (set SUBLAYER_NOTEBOOK_EXPERIMENT to analyse one)")'''
+
+
+def distribution_study() -> list:
+    return [
+        new_markdown_cell(
+            "# Distribution study (Press et al. 2020, Fig. 2–4)\n\n"
+            "Random orders against the baseline seeds, then the bottom/top halves by "
+            "parameter count. First the paper's own numbers (Tables 1 and 2), then a sweep "
+            "of ours when `SUBLAYER_NOTEBOOK_EXPERIMENT` (and optionally "
+            "`SUBLAYER_NOTEBOOK_TRACKING_URI`) is set."),
+        new_code_cell("from analysis import distribution, halves_study, paper, plots"),
+        new_markdown_cell("## Table 1: 20 random permutations of 16 s + 16 f"),
+        new_code_cell("table1 = paper.table1()\ninfo1 = distribution(table1)\ninfo1.summary()"),
+        new_code_cell("plots.plot_distribution(info1);"),
+        new_markdown_cell("## Table 2: 20 parameter-budgeted random models"),
+        new_code_cell("info2 = distribution(paper.table2())\ninfo2.summary()"),
+        new_code_cell("plots.plot_distribution(info2);"),
+        new_markdown_cell(
+            "## Bottom / top halves (Fig. 4)\n\nBetter models have more `s` in the bottom "
+            "half and more `f` in the top half."),
+        new_code_cell("halves1 = halves_study(table1)\nhalves1.means.pivot_table("
+                      "index=['group', 'half'], columns='kind', values='mean')"),
+        new_code_cell("plots.plot_halves(halves1);"),
+        new_code_cell("halves1.mann_whitney, halves1.spearman"),
+        new_code_cell("plots.plot_position_map(halves1);"),
+        new_markdown_cell("## A sweep from MLflow"),
+        new_code_cell(_SWEEP_ENV),
+        new_code_cell(
+            "if experiment:\n"
+            "    from analysis import runs\n\n"
+            "    sweep = runs.load(experiment, tracking_uri)\n"
+            "    sweep_info = distribution(sweep)\n"
+            "    display(sweep_info.summary())\n"
+            "    plots.plot_distribution(sweep_info)\n"
+            "    plots.plot_halves(halves_study(sweep))"),
+    ]
+
+
+def sandwich_coefficient() -> list:
+    return [
+        new_markdown_cell(
+            "# Sandwich coefficient (Press et al. 2020, Fig. 5)\n\n"
+            "sandwich^n_k = `s^k (sf)^(n−k) f^k`. The paper states dev perplexities only for "
+            "k = 6 (17.84) and k = 15 (18.82); for the other k it states which beat the "
+            "average / best baseline."),
+        new_code_cell("from analysis import paper, plots, sandwich_curve, "
+                      "seed_comparison_from_stats"),
+        new_code_cell("info = sandwich_curve(paper.sandwich_points())\ninfo.points"),
+        new_code_cell("statements = paper.sandwich_statements()\nstatements"),
+        new_code_cell("plots.plot_sandwich(info, statements=statements);"),
+        new_markdown_cell(
+            "## sandwich^16_6 over 5 seeds (17.98 ± 0.10) against the baseline\n\n"
+            "Only summary statistics are published, so the test is Welch's t from them "
+            "(no bootstrap)."),
+        new_code_cell("seeds = seed_comparison_from_stats(paper.sandwich_seed_summary())\n"
+                      "print(seeds.table.loc[0, 'statement'])"),
+        new_code_cell("plots.plot_seeds(seeds);"),
+        new_markdown_cell("## A sandwich sweep from MLflow"),
+        new_code_cell(_SWEEP_ENV),
+        new_code_cell(
+            "if experiment:\n"
+            "    from analysis import runs\n\n"
+            "    sweep_info = sandwich_curve(runs.load(experiment, tracking_uri))\n"
+            "    display(sweep_info.points)\n"
+            "    plots.plot_sandwich(sweep_info)"),
+    ]
+
+
+def attention_distance() -> list:
+    return [
+        new_markdown_cell(
+            "# Attention distance (Press et al. 2020, Table 7)\n\n"
+            "Per token and self-attention sublayer, heads of two models are matched with the "
+            "Hungarian algorithm minimising the summed earth mover's distance; the result is "
+            "averaged over tokens and layers. Here on small synthetic attention arrays; for "
+            "real models use `analysis.attention_capture.capture(model, idx)` or "
+            "`tiny_model_attention(order)`."),
+        new_code_cell("from analysis import distance_table, group_distances, paper, plots, "
+                      "synthetic_attention"),
+        new_code_cell(
+            "models = {\n"
+            "    'baseline_a': synthetic_attention(4, heads=4, context=16, seed=0, "
+            "locality=1.0),\n"
+            "    'baseline_b': synthetic_attention(4, heads=4, context=16, seed=1, "
+            "locality=1.0),\n"
+            "    'sandwich_a': synthetic_attention(4, heads=4, context=16, seed=2, "
+            "locality=0.2),\n"
+            "    'sandwich_b': synthetic_attention(4, heads=4, context=16, seed=3, "
+            "locality=0.2),\n"
+            "}\n"
+            "table = distance_table(models)\ntable"),
+        new_code_cell("group_distances(table, {'baseline_a': 'baseline', 'baseline_b': "
+                      "'baseline', 'sandwich_a': 'sandwich', 'sandwich_b': 'sandwich'})"),
+        new_code_cell("plots.plot_attention_distances(table);"),
+        new_markdown_cell("## The paper's Table 7 (WikiText-103 models)"),
+        new_code_cell("paper.attention_distances()"),
+    ]
+
+
+NOTEBOOKS = {
+    "01_distribution_study.ipynb": distribution_study,
+    "02_sandwich_coefficient.ipynb": sandwich_coefficient,
+    "03_attention_distance.ipynb": attention_distance,
+}
+
+
+def build(out_dir: Path = HERE) -> list[Path]:
+    """Write the notebooks (unexecuted) into ``out_dir``; return their paths."""
+    paths = []
+    for name, cells in NOTEBOOKS.items():
+        nb = new_notebook(cells=cells())
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                     "language": "python"}
+        path = Path(out_dir) / name
+        nbformat.write(nb, path)
+        paths.append(path)
+    return paths
+
+
+if __name__ == "__main__":
+    for p in build(Path(sys.argv[1]) if len(sys.argv) > 1 else HERE):
+        print(p)

@@ -1,0 +1,207 @@
+"""The ``sublayer`` command line: ``train``, ``spaces sample``, ``sweep``, ``ui``, ``analyze``.
+
+Every bad input prints one clear message to stderr and exits with status 2 before
+anything is written, Ray is started or MLflow is touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["main"]
+
+EXIT_BAD_INPUT = 2
+
+
+def _bad(message: str) -> int:
+    print(f"sublayer: error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def _print_table(rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
+    def fmt(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.4g}" if math.isfinite(v) else str(v)
+        return "" if v is None else str(v)
+
+    cells = [[fmt(r.get(c)) for c in columns] for r in rows]
+    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
+    for row in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))
+
+
+# -- sublayer train ---------------------------------------------------------------------
+def _cmd_train(args: argparse.Namespace) -> int:
+    from models.train import fit
+
+    from .train_cli import build_spec, progress_printer
+
+    try:
+        spec = build_spec(args)
+    except ValueError as exc:
+        return _bad(str(exc))
+    from models.accounting import flops_per_token, param_count
+    from models.data import load_corpus
+
+    try:
+        corpus = load_corpus(spec.data)
+    except ValueError as exc:
+        return _bad(str(exc))
+    model = spec.model if spec.model.vocab_size else spec.model.with_vocab(corpus.vocab_size)
+    print(f"order {model.order}  ({len(model.order)} sublayers)  params {param_count(model):,}  "
+          f"FLOPs/token {flops_per_token(model):,}  corpus {spec.data.name} "
+          f"({len(corpus.train):,} train tokens, vocab {corpus.vocab_size})")
+    on_step, on_eval = progress_printer(spec)
+    result = fit(spec, on_eval, corpus=corpus, on_step=on_step,
+                 checkpoint_dir=args.checkpoint_dir, resume_from=args.resume_from)
+    m = result.metrics
+    print(f"done: status {result.status}, {result.steps} steps, "
+          + ", ".join(f"{k} {v:.4g}" for k, v in m.items()
+                      if k != "step" and isinstance(v, float)))
+    return 0 if result.status == "finished" else 1
+
+
+# -- sublayer spaces sample ---------------------------------------------------------------
+def _parse_value(text: str) -> Any:
+    import yaml
+
+    return yaml.safe_load(text)
+
+
+def _cmd_spaces_sample(args: argparse.Namespace) -> int:
+    from spaces.cost import units
+    from spaces.registry import SPACES, expand
+
+    kwargs: dict[str, Any] = {}
+    for item in args.args:
+        if "=" not in item:
+            return _bad(f"space argument {item!r}: expected NAME=VALUE (e.g. n=16)")
+        key, value = item.split("=", 1)
+        kwargs[key] = _parse_value(value)
+    if args.space == "sandwich" and "k" in kwargs and "ks" not in kwargs:
+        kwargs["ks"] = kwargs.pop("k")
+    try:
+        cands = expand(args.space, kwargs, kind=args.kind)
+    except ValueError as exc:
+        known = ", ".join(f"{n} ({i.summary})" for n, i in SPACES.items())
+        return _bad(f"{exc}\n  spaces: {known}")
+    rows = [{"name": c.name, "order": c.order, "n_s": c.counts["s"], "n_f": c.counts["f"],
+             "n_c": c.counts["c"], "units": units(c.order)} for c in cands]
+    cols = ["name", "n_s", "n_f"] + (["n_c"] if args.kind == "decoder" else []) + ["units", "order"]
+    _print_table(rows, cols)
+    print(f"{len(rows)} order(s)")
+    return 0
+
+
+# -- sublayer sweep -------------------------------------------------------------------------
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from .config import load_experiment
+    from .plan import plan_sweep, trial_table
+    from .problems import ExperimentError
+
+    try:
+        exp = load_experiment(args.file)
+        plan = plan_sweep(exp, args.file)
+    except ExperimentError as exc:
+        return _bad(str(exc))
+    rows = trial_table(plan)
+    if args.dry_run:
+        _print_table(rows, ["name", "family", "seed", "n_s", "n_f", "units", "params",
+                            "flops_per_token", "order"])
+        extra = ""
+        if exp.search.algorithm != "grid":
+            extra = (f" + up to {exp.search.num_samples} proposed by {exp.search.algorithm} "
+                     f"from {len(plan.candidates)} candidates")
+        print(f"{len(rows)} trial(s){extra}; metric {plan.metric}; nothing was run")
+        return 0
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    from .sweep import run_sweep
+
+    try:
+        outcome = run_sweep(plan, resume=args.resume, address=args.address,
+                            tracking_uri=args.tracking_uri)
+    except ExperimentError as exc:
+        return _bad(str(exc))
+    _print_table(outcome.trials, ["name", "family", "seed", "status", "steps", plan.metric,
+                                  f"best_{plan.metric}"])
+    uri = args.tracking_uri or exp.tracking.uri
+    print(f"{len(outcome.trials)} trial(s) tracked in MLflow experiment "
+          f"{exp.experiment_name!r} (parent run {outcome.parent_run_id}) at {uri}")
+    print(f"watch them with: sublayer ui --tracking-uri {uri}")
+    return 0
+
+
+# -- sublayer ui ----------------------------------------------------------------------------
+def _cmd_ui(args: argparse.Namespace) -> int:
+    from .ui import serve
+
+    return serve(tracking_uri=args.tracking_uri, host=args.host, port=args.port)
+
+
+# -- sublayer analyze -----------------------------------------------------------------------
+def _cmd_analyze(args: argparse.Namespace) -> int:
+    from analysis.cli import run_analyze
+
+    return run_analyze(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sublayer", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    from .train_cli import add_train_arguments
+
+    p = sub.add_parser("train", help="train one order on a corpus")
+    add_train_arguments(p)
+    p.set_defaults(func=_cmd_train)
+
+    p = sub.add_parser("spaces", help="inspect search spaces")
+    ssub = p.add_subparsers(dest="spaces_command", required=True)
+    s = ssub.add_parser("sample", help="print the orders of a space with their counts and costs")
+    s.add_argument("space", help="permutations, budgeted, sandwich, explicit or iot_subsets")
+    s.add_argument("args", nargs="*", help="space arguments as NAME=VALUE (e.g. n=16 k=[0,6])")
+    s.add_argument("--kind", default="lm", choices=["lm", "encoder", "decoder"])
+    s.set_defaults(func=_cmd_spaces_sample)
+
+    p = sub.add_parser("sweep", help="run an experiment file on Ray Tune, tracked in MLflow")
+    p.add_argument("file", help="experiment YAML (see configs/)")
+    p.add_argument("--dry-run", action="store_true", help="print the trial table and stop")
+    p.add_argument("--resume", action="store_true", help="finish a sweep whose driver was killed")
+    p.add_argument("--address", default=None, help="Ray cluster address (default: $RAY_ADDRESS "
+                   "or a local Ray)")
+    p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: the file's "
+                   "tracking.uri, sqlite:///mlflow.db)")
+    p.set_defaults(func=_cmd_sweep)
+
+    p = sub.add_parser("ui", help="open the MLflow UI on a sweep's store")
+    p.add_argument("--tracking-uri", default="sqlite:///mlflow.db")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=5000)
+    p.set_defaults(func=_cmd_ui)
+
+    p = sub.add_parser("analyze", help="figures, tables and a report from sweeps or paper data")
+    from analysis.cli import add_arguments
+
+    add_arguments(p)
+    p.set_defaults(func=_cmd_analyze)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse already printed its message; usage errors are 2
+        return int(exc.code or 0)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

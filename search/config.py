@@ -1,0 +1,193 @@
+"""Experiment files (``configs/*.yaml``): schema, loading and whole-file validation.
+
+``load_experiment(path)`` parses the YAML, validates every section (pydantic for
+shapes and types, then the spaces, the model, the data and the resources) and raises
+one :class:`ExperimentError` listing *every* problem with its YAML path. Nothing here
+starts Ray or touches MLflow.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import pydantic
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from models.data import DataConfig
+from models.train import TrainConfig
+
+from .problems import ExperimentError, Problem, from_validation_error
+
+__all__ = [
+    "Experiment", "SpaceSpec", "BaselineSpec", "Resources", "SchedulerSpec", "SearchSpec",
+    "FailureSpec", "TrackingSpec", "RaySpec", "load_experiment", "parse_experiment",
+    "config_hash",
+]
+
+
+Seeds = Annotated[int, Field(ge=1)] | Annotated[list[Annotated[int, Field(ge=0)]],
+                                                Field(min_length=1)]
+"""A count ``n`` (seeds ``0..n-1``, n >= 1) or a non-empty list of seeds >= 0."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SpaceSpec(BaseModel):
+    """``{type: sandwich, n: 16, k: [0, 6]}``: a space name and its arguments."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    type: Literal["permutations", "budgeted", "sandwich", "explicit", "iot_subsets"]
+
+    @property
+    def args(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class BaselineSpec(_Strict):
+    """The interleaved order at the same budget, trained with several seeds."""
+
+    enabled: bool = True
+    seeds: Seeds = 3
+    """A count (seeds 0..n-1) or an explicit list."""
+    order: str | None = None
+    """Override the baseline order (default: ``(sf)^n`` with the space's budget)."""
+
+
+class Resources(_Strict):
+    cpu: float = Field(1.0, gt=0)
+    gpu: float = Field(0.0, ge=0)
+    """Fractions share one GPU between trials (``0.5`` = two trials per GPU)."""
+
+
+class SchedulerSpec(_Strict):
+    type: Literal["fifo", "asha"] = "fifo"
+    grace_period: int = Field(1, ge=1)
+    """ASHA: evaluations before a trial can be stopped."""
+    reduction_factor: float = Field(2.0, gt=1)
+    metric: str = "val_loss"
+    mode: Literal["min", "max"] = "min"
+
+
+class SearchSpec(_Strict):
+    algorithm: Literal["grid", "optuna", "evolution"] = "grid"
+    num_samples: int | None = Field(None, ge=1)
+    """Trial budget of ``optuna``/``evolution`` (not counting the baseline seeds)."""
+    seed: int = 0
+    population: int = Field(8, ge=2)
+    """Evolution: population size (regularized evolution, Real et al. 2019)."""
+    sample_size: int = Field(3, ge=1)
+    """Evolution: tournament size."""
+    metric: str | None = None
+    """Metric the searcher optimises (default: the corpus's main validation metric)."""
+
+
+class FailureSpec(_Strict):
+    retries: int = Field(0, ge=0)
+
+
+class TrackingSpec(_Strict):
+    uri: str = "sqlite:///mlflow.db"
+    experiment: str | None = None
+    """MLflow experiment name (default: the sweep name)."""
+    log_checkpoints: bool = False
+    """Attach each finished trial's final checkpoint to its MLflow run."""
+
+
+class RaySpec(_Strict):
+    address: str | None = None
+    storage_path: str = "ray_results"
+    num_cpus: int | None = Field(None, ge=1)
+    num_gpus: int | None = Field(None, ge=0)
+
+
+class Experiment(_Strict):
+    """One sweep: what to train, how to search, where to run and track it."""
+
+    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
+    description: str = ""
+    task: Literal["lm"] = "lm"
+    space: SpaceSpec | list[SpaceSpec]
+    seeds: Seeds = 1
+    baseline: BaselineSpec = BaselineSpec()
+    model: dict[str, Any] = Field(default_factory=dict)
+    """ModelConfig fields (without ``order``) and an optional ``preset``."""
+    data: DataConfig
+    train: TrainConfig = TrainConfig()
+    resources: Resources = Resources()
+    max_concurrent: int | None = Field(None, ge=1)
+    scheduler: SchedulerSpec = SchedulerSpec()
+    search: SearchSpec = SearchSpec()
+    failure: FailureSpec = FailureSpec()
+    tracking: TrackingSpec = TrackingSpec()
+    ray: RaySpec = RaySpec()
+    reuse: bool = False
+    """Take trials whose (order, seed, config hash) already finished from MLflow."""
+
+    @property
+    def spaces(self) -> list[SpaceSpec]:
+        return list(self.space) if isinstance(self.space, list) else [self.space]
+
+    @property
+    def seed_list(self) -> list[int]:
+        return list(range(self.seeds)) if isinstance(self.seeds, int) else list(self.seeds)
+
+    @property
+    def baseline_seeds(self) -> list[int]:
+        s = self.baseline.seeds
+        return list(range(s)) if isinstance(s, int) else list(s)
+
+    @property
+    def experiment_name(self) -> str:
+        return self.tracking.experiment or self.name
+
+    def storage_path(self) -> str:
+        return str(Path(self.ray.storage_path).expanduser().resolve())
+
+
+def config_hash(settings: dict[str, Any]) -> str:
+    """Short stable hash of every setting except the order and the seed."""
+    keep = {k: v for k, v in settings.items() if k not in ("model.order", "train.seed")}
+    blob = json.dumps(keep, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def parse_experiment(raw: Any, source: str = "<experiment>") -> Experiment:
+    """Shape- and type-check a parsed YAML document (no cross-field checks yet)."""
+    if not isinstance(raw, dict):
+        raise ExperimentError(source, [Problem("", type(raw).__name__, "a YAML mapping at the top level")])
+    try:
+        return Experiment.model_validate(raw)
+    except pydantic.ValidationError as err:
+        raise ExperimentError(source, from_validation_error(err)) from None
+
+
+def read_yaml(path: str | os.PathLike[str]) -> Any:
+    p = Path(path)
+    if not p.is_file():
+        raise ExperimentError(str(path), [Problem("", str(path), "an existing experiment YAML file")])
+    try:
+        return yaml.safe_load(p.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
+        raise ExperimentError(str(path), [Problem("", f"invalid YAML at {where}", "well-formed YAML")]) from None
+
+
+def load_experiment(path: str | os.PathLike[str]) -> Experiment:
+    """Read and shape-check an experiment file; see :func:`search.plan.plan_sweep` for the rest."""
+    return parse_experiment(read_yaml(path), str(path))
+
+
+def settings_of(exp: Experiment) -> dict[str, Any]:
+    """The experiment's data/train settings, flat (``train.lr``), for hashing and params."""
+    out = {f"data.{k}": v for k, v in asdict(exp.data).items()}
+    out.update({f"train.{k}": v for k, v in asdict(exp.train).items()})
+    return out

@@ -1,0 +1,176 @@
+"""Validation problems with YAML paths, collected from pydantic and our own checks."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic
+
+_FIELD_MESSAGE = re.compile(r"^([A-Za-z_][\w.\[\]-]*): (got .*)$", re.S)
+
+__all__ = ["Problem", "ExperimentError", "path_str", "from_validation_error", "from_exception"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with an experiment file: where, what was there, what was expected."""
+
+    path: str
+    value: Any
+    expected: str
+
+    def __str__(self) -> str:
+        where = self.path or "<file>"
+        if self.value is _MISSING:
+            return f"{where}: {self.expected}"  # a complete phrase ("got …, expected …")
+        return f"{where}: got {self.value!r}, expected {self.expected}"
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+_MISSING: Any = _Missing()
+
+
+class ExperimentError(ValueError):
+    """An experiment file with one or more problems (the CLI exits with status 2)."""
+
+    def __init__(self, source: str, problems: Sequence[Problem]) -> None:
+        super().__init__(source, list(problems))
+        self.source = source
+        self.problems = list(problems)
+
+    def __str__(self) -> str:
+        lines = [f"{self.source}: {len(self.problems)} problem(s)"]
+        lines += [f"  - {p}" for p in self.problems]
+        return "\n".join(lines)
+
+
+def path_str(loc: Iterable[str | int]) -> str:
+    """``("space", "k", 3)`` -> ``space.k[3]``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _join(prefix: str, field: str) -> str:
+    if not prefix:
+        return field
+    if field.startswith("["):
+        return prefix + field
+    # errors of nested configs already name their section ("model.d_model")
+    head = prefix.split(".")[-1].split("[")[0]
+    if field == head or field.startswith(head + ".") or field.startswith(head + "["):
+        field = field[len(head):].lstrip(".")
+        return f"{prefix}.{field}" if field and not field.startswith("[") else prefix + field
+    return f"{prefix}.{field}"
+
+
+def from_exception(exc: BaseException, prefix: str = "", value: Any = _MISSING) -> Problem:
+    """A problem from one of our errors (``field``/``value``/``expected`` attributes)."""
+    field = getattr(exc, "field", None)
+    if field is not None and hasattr(exc, "expected"):
+        return Problem(_join(prefix, str(field)), getattr(exc, "value", _MISSING), str(exc.expected))
+    return Problem(prefix, value, str(exc))
+
+
+_TYPE_WORDS = {
+    "int_parsing": "an integer", "int_type": "an integer", "int_from_float": "an integer",
+    "float_parsing": "a number", "float_type": "a number", "bool_parsing": "true or false",
+    "bool_type": "true or false", "string_type": "a string", "list_type": "a list",
+    "tuple_type": "a list", "dict_type": "a mapping", "model_type": "a mapping",
+    "dataclass_type": "a mapping", "too_short": "a non-empty list",
+    "string_too_short": "a non-empty string",
+}
+_BOUND_WORDS = {  # constraint errors: the phrase and the ctx key holding the bound
+    "greater_than": ("a number > {}", "gt"), "greater_than_equal": ("a number >= {}", "ge"),
+    "less_than": ("a number < {}", "lt"), "less_than_equal": ("a number <= {}", "le"),
+    "string_pattern_mismatch": ("a string matching {!r}", "pattern"),
+}
+
+
+def _is_union_tag(part: str | int) -> bool:
+    """pydantic names the member of a union in ``loc`` (``int``, ``list[int]``, ``SpaceSpec``)."""
+    return isinstance(part, str) and (
+        part[:1].isupper() or "[" in part or part.startswith("constrained-")
+        or part in ("int", "float", "str", "bool", "none"))
+
+
+def _is_mismatch(kind: str) -> bool:
+    return kind.endswith(("_type", "_parsing")) or kind == "int_from_float"
+
+
+def _merge_unions(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One error per union: the member the value was meant for, else "an X or a Y".
+
+    For ``seeds: 'x'`` (``int | list[int]``) pydantic reports both members; when every
+    member rejects the value's type they become one item, otherwise the members that
+    merely rejected the type (``list_type`` for ``seeds: -1``) are dropped.
+    """
+    def tags(item: dict[str, Any]) -> list[int]:
+        loc = item["loc"]
+        if item["type"] in ("extra_forbidden", "unexpected_keyword_argument"):  # the user's key
+            loc = loc[:-1]
+        return [j for j, part in enumerate(loc) if _is_union_tag(part)]
+
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    out = []
+    for i, item in enumerate(items):
+        found = tags(item)
+        if found:
+            groups.setdefault(tuple(item["loc"][:found[0]]), []).append(i)
+        out.append({**item, "loc": tuple(p for j, p in enumerate(item["loc"]) if j not in found)})
+    drop: set[int] = set()
+    for root, members in groups.items():
+        shallow = [i for i in members
+                   if len(items[i]["loc"]) == len(root) + 1 and _is_mismatch(items[i]["type"])]
+        if len(shallow) < len(members):
+            drop.update(shallow)
+            continue
+        words = list(dict.fromkeys(_TYPE_WORDS.get(items[i]["type"], items[i]["msg"])
+                                   for i in shallow))
+        out[shallow[0]] = {**out[shallow[0]], "type": "union_mismatch",
+                           "msg": " or ".join(words)}
+        drop.update(shallow[1:])
+    return [item for i, item in enumerate(out) if i not in drop]
+
+
+def from_validation_error(err: pydantic.ValidationError, prefix: str = "") -> list[Problem]:
+    """Turn pydantic's errors into problems with YAML paths and plain words."""
+    problems: list[Problem] = []
+    for item in _merge_unions(list(err.errors())):
+        loc = path_str(item["loc"])
+        path = f"{prefix}.{loc}" if prefix and loc else (prefix or loc)
+        kind = item["type"]
+        value = item.get("input", _MISSING)
+        cause = (item.get("ctx") or {}).get("error")
+        if kind in ("extra_forbidden", "unexpected_keyword_argument"):
+            problems.append(Problem(path, _MISSING, "unknown key (remove it or check its spelling)"))
+        elif kind in ("missing", "missing_keyword_argument", "missing_argument"):
+            problems.append(Problem(path, _MISSING, "a value for this required key"))
+        elif isinstance(cause, BaseException) and hasattr(cause, "expected"):
+            problems.append(from_exception(cause, path))
+        elif isinstance(cause, BaseException) and _FIELD_MESSAGE.match(str(cause)):
+            field, rest = _FIELD_MESSAGE.match(str(cause)).groups()  # type: ignore[union-attr]
+            problems.append(Problem(_join(path, field), _MISSING, rest))
+        elif isinstance(cause, BaseException):
+            problems.append(Problem(path, value, str(cause)))
+        elif kind == "literal_error":
+            problems.append(Problem(path, value, f"one of {item['ctx']['expected']}"))
+        elif kind == "union_mismatch":
+            problems.append(Problem(path, value, item["msg"]))
+        elif kind in _BOUND_WORDS and _BOUND_WORDS[kind][1] in (item.get("ctx") or {}):
+            phrase, key = _BOUND_WORDS[kind]
+            problems.append(Problem(path, value, phrase.format(item["ctx"][key])))
+        else:
+            problems.append(Problem(path, value, _TYPE_WORDS.get(kind, item["msg"])))
+    return problems

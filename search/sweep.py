@@ -1,0 +1,193 @@
+"""Run a planned sweep on Ray Tune with MLflow tracking (``sublayer sweep``).
+
+Order of events: connect to (or start) Ray and check that some node can hold one
+trial; open the MLflow store, experiment and parent run; run or restore the Tuner;
+close every run on every exit path.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray import tune
+from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+from ray.tune.search import ConcurrencyLimiter
+
+from .plan import SweepPlan, trial_table
+from .problems import ExperimentError, Problem
+from .searchers import make_searcher
+from .tracking import MlflowTracking, close_sweep, ensure_store, open_sweep_run
+from .trainable import train_trial
+
+__all__ = ["SweepOutcome", "run_sweep", "connect", "latest_run_name"]
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    experiment_id: str
+    parent_run_id: str
+    ray_run: str
+    trials: list[dict[str, Any]]
+    """One row per Ray trial: name, order, seed, status, final/best metric."""
+
+
+def connect(plan: SweepPlan, address: str | None) -> bool:
+    """Join ``address`` or start a local Ray; return True if this call started Ray."""
+    if ray.is_initialized():
+        return False
+    exp = plan.experiment
+    if address:
+        ray.init(address=address, log_to_driver=False, logging_level="WARNING")
+    else:
+        ray.init(num_cpus=exp.ray.num_cpus, num_gpus=exp.ray.num_gpus, include_dashboard=False,
+                 log_to_driver=False, logging_level="WARNING")
+    return True
+
+
+def check_cluster(plan: SweepPlan) -> None:
+    """Some alive node must hold one trial's resources (checked before MLflow is touched)."""
+    want = plan.experiment.resources
+    nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+    if any(n.get("CPU", 0) >= want.cpu and n.get("GPU", 0) >= want.gpu for n in nodes):
+        return
+    best = max(((n.get("CPU", 0), n.get("GPU", 0)) for n in nodes), default=(0, 0))
+    problems = []
+    if want.gpu > best[1] or not nodes:
+        problems.append(Problem("resources.gpu", want.gpu, f"at most {best[1]:g} (largest GPU count "
+                                f"of a node in the cluster)"))
+    if want.cpu > best[0] or not problems:
+        problems.append(Problem("resources.cpu", want.cpu, f"at most {best[0]:g} (largest CPU count "
+                                f"of a node in the cluster)"))
+    raise ExperimentError(plan.source, problems)
+
+
+def _pointer(plan: SweepPlan) -> Path:
+    return Path(plan.experiment.storage_path()) / f"{plan.experiment.name}.latest"
+
+
+def latest_run_name(plan: SweepPlan) -> str | None:
+    ptr = _pointer(plan)
+    return ptr.read_text().strip() if ptr.is_file() else None
+
+
+def _scheduler(plan: SweepPlan) -> Any:
+    spec = plan.experiment.scheduler
+    if spec.type == "fifo":
+        return FIFOScheduler()
+    return ASHAScheduler(time_attr="step", metric=spec.metric, mode=spec.mode,
+                         max_t=plan.experiment.train.steps,
+                         grace_period=spec.grace_period * plan.experiment.train.eval_every,
+                         reduction_factor=spec.reduction_factor)
+
+
+def _tuner(plan: SweepPlan, ray_run: str, callback: MlflowTracking) -> tune.Tuner:
+    exp = plan.experiment
+    searcher: Any = make_searcher(plan)
+    if exp.max_concurrent:
+        searcher = ConcurrencyLimiter(searcher, max_concurrent=exp.max_concurrent)
+    if exp.search.algorithm == "grid":
+        num_samples = len(plan.trials)
+    else:
+        num_samples = len(plan.trials) + int(exp.search.num_samples or 0)
+    trainable = tune.with_resources(tune.with_parameters(train_trial, plan=plan),
+                                    {"cpu": exp.resources.cpu, "gpu": exp.resources.gpu})
+    return tune.Tuner(
+        trainable,
+        tune_config=tune.TuneConfig(search_alg=searcher, scheduler=_scheduler(plan),
+                                    num_samples=num_samples, reuse_actors=True),
+        run_config=tune.RunConfig(
+            name=ray_run, storage_path=exp.storage_path(), callbacks=[callback],
+            failure_config=tune.FailureConfig(max_failures=exp.failure.retries),
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+            verbose=0,
+        ),
+    )
+
+
+def _rows(results: Any, plan: SweepPlan) -> list[dict[str, Any]]:
+    rows = []
+    for res in results:
+        cfg = (res.config or {}).get("trial", {})
+        last = res.metrics or {}
+        rows.append({
+            "name": cfg.get("name"), "order": cfg.get("order"), "seed": cfg.get("seed"),
+            "family": "baseline" if cfg.get("baseline") else cfg.get("space"),
+            "status": "failed" if res.error else last.get("status", "finished"),
+            "steps": last.get("step"), plan.metric: last.get(plan.metric),
+            f"best_{plan.metric}": last.get(f"best_{plan.metric}"),
+        })
+    return sorted(rows, key=lambda r: (str(r["family"]), str(r["name"])))
+
+
+def _table_csv(plan: SweepPlan) -> str:
+    rows = trial_table(plan)
+    buf = io.StringIO()
+    if rows:
+        writer = csv.DictWriter(buf, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return buf.getvalue()
+
+
+def run_sweep(plan: SweepPlan, *, resume: bool = False, address: str | None = None,
+              tracking_uri: str | None = None) -> SweepOutcome:
+    """Run (or resume) the sweep; every trial ends up as a closed MLflow child run."""
+    exp = plan.experiment
+    address = address or exp.ray.address or os.environ.get("RAY_ADDRESS")
+    uri = tracking_uri or exp.tracking.uri
+    storage = Path(exp.storage_path())
+    if resume:
+        ray_run = latest_run_name(plan)
+        if ray_run is None or not tune.Tuner.can_restore(str(storage / ray_run)):
+            raise ExperimentError(plan.source, [Problem("--resume", str(storage / exp.name),
+                                                        "a sweep started earlier with this file "
+                                                        "(none found under ray.storage_path)")])
+    else:
+        ray_run = f"{exp.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "1")
+    started = connect(plan, address)
+    try:
+        check_cluster(plan)
+        client = ensure_store(uri)
+        exp_id, parent_id = open_sweep_run(client, plan, ray_run, resume=resume)
+        if not resume:
+            storage.mkdir(parents=True, exist_ok=True)
+            _pointer(plan).write_text(ray_run)
+            client.log_text(parent_id, Path(plan.source).read_text() if Path(plan.source).is_file()
+                            else json.dumps(exp.model_dump(), indent=2, default=str),
+                            "experiment.yaml")
+            client.log_text(parent_id, _table_csv(plan), "trials.csv")
+        callback = MlflowTracking(tracking_uri=uri, experiment_id=exp_id, parent_run_id=parent_id,
+                                  plan=plan)
+        status = "FAILED"
+        try:
+            if resume:
+                tuner = tune.Tuner.restore(
+                    str(storage / ray_run),
+                    trainable=tune.with_resources(tune.with_parameters(train_trial, plan=plan),
+                                                  {"cpu": exp.resources.cpu,
+                                                   "gpu": exp.resources.gpu}),
+                    resume_unfinished=True, resume_errored=False, restart_errored=False)
+            else:
+                tuner = _tuner(plan, ray_run, callback)
+            results = tuner.fit()
+            status = "FINISHED"
+        except KeyboardInterrupt:
+            status = "KILLED"
+            raise
+        finally:
+            close_sweep(client, exp_id, parent_id, status)
+        return SweepOutcome(experiment_id=exp_id, parent_run_id=parent_id, ray_run=ray_run,
+                            trials=_rows(results, plan))
+    finally:
+        if started:
+            ray.shutdown()

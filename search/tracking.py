@@ -1,0 +1,229 @@
+"""MLflow tracking, written by the driver only, in batches.
+
+One parent run per sweep (tag ``sublayer.role=sweep``), one child run per trial
+(tags ``mlflow.parentRunId`` and ``sublayer.role=trial``). Ray's own
+``MLflowLoggerCallback`` makes one HTTP call per metric key; this callback makes one
+``log_batch`` call per report.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import math
+import subprocess
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.tracking import MlflowClient
+from ray.tune import Callback
+
+from .plan import SweepPlan, Trial
+
+__all__ = ["MlflowTracking", "open_sweep_run", "close_sweep", "ensure_store", "TRIAL_METRICS",
+           "environment_tags"]
+
+TRIAL_METRICS = ("train_loss", "val_loss", "val_ppl", "val_bpc", "best_val_ppl", "best_val_bpc",
+                 "lr", "tokens_per_s")
+_BATCH = 100  # MLflow accepts at most 100 params / 1000 metrics per log_batch call
+ROLE, STATUS, STORAGE = "sublayer.role", "sublayer.status", "sublayer.ray_run"
+
+
+def ensure_store(uri: str) -> MlflowClient:
+    """A client whose store exists (a new SQLite file is created here, once, by the driver)."""
+    if uri.startswith("sqlite:///"):
+        Path(uri.removeprefix("sqlite:///")).expanduser().resolve().parent.mkdir(parents=True,
+                                                                                 exist_ok=True)
+    client = MlflowClient(tracking_uri=uri)
+    client.search_experiments(max_results=1)
+    return client
+
+
+def _version(pkg: str) -> str:
+    try:
+        return importlib.metadata.version(pkg)
+    except importlib.metadata.PackageNotFoundError:
+        return "absent"
+
+
+def environment_tags() -> dict[str, str]:
+    """Git commit of the project and versions of the packages that shape results."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                                cwd=Path(__file__).resolve().parent, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    tags = {"sublayer.git_commit": commit or "unknown"}
+    for pkg in ("sublayer-search", "torch", "ray", "mlflow", "optuna"):
+        tags[f"version.{pkg}"] = _version(pkg)
+    return tags
+
+
+def _chunks(items: list[Any], size: int = _BATCH) -> Iterable[list[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+def open_sweep_run(client: MlflowClient, plan: SweepPlan, ray_run: str,
+                   *, resume: bool) -> tuple[str, str]:
+    """(experiment id, parent run id): reused on ``--resume``, created otherwise."""
+    exp = plan.experiment
+    found = client.get_experiment_by_name(exp.experiment_name)
+    exp_id = found.experiment_id if found else client.create_experiment(exp.experiment_name)
+    if resume:
+        runs = client.search_runs([exp_id], filter_string=f"tags.`{STORAGE}` = '{ray_run}' and "
+                                  f"tags.`{ROLE}` = 'sweep'", max_results=1)
+        if runs:
+            client.update_run(runs[0].info.run_id, status="RUNNING")
+            return exp_id, runs[0].info.run_id
+    tags = {ROLE: "sweep", STORAGE: ray_run, "mlflow.note.content": exp.description,
+            "sublayer.search": exp.search.algorithm, "sublayer.metric": plan.metric,
+            **environment_tags()}
+    run = client.create_run(exp_id, run_name=exp.name, tags=tags)
+    params = [Param("source", plan.source), Param("search", exp.search.algorithm),
+              Param("scheduler", exp.scheduler.type), Param("trials_planned", str(len(plan.trials))),
+              Param("config_hash", plan.config_hash)]
+    client.log_batch(run.info.run_id, params=params)
+    return exp_id, run.info.run_id
+
+
+def close_sweep(client: MlflowClient, exp_id: str, parent_id: str, status: str) -> None:
+    """Finish the parent run and mark any child still RUNNING as KILLED."""
+    children = client.search_runs([exp_id], filter_string=f"tags.mlflow.parentRunId = '{parent_id}' "
+                                  "and attributes.status = 'RUNNING'")
+    for run in children:
+        client.set_tag(run.info.run_id, STATUS, "killed")
+        client.set_terminated(run.info.run_id, status="KILLED")
+    client.set_terminated(parent_id, status=status)
+
+
+def _fmt(value: Any) -> str:
+    text = "" if value is None else str(value)
+    return text[:6000]
+
+
+class MlflowTracking(Callback):
+    """Driver-side Ray Tune callback: a child run per trial, metrics via ``log_batch``."""
+
+    def __init__(self, *, tracking_uri: str, experiment_id: str, parent_run_id: str,
+                 plan: SweepPlan) -> None:
+        self.tracking_uri = tracking_uri
+        self.experiment_id = experiment_id
+        self.parent_run_id = parent_run_id
+        self.plan = plan
+        self._client: MlflowClient | None = None
+        self._runs: dict[str, str] = {}
+        self._last_step: dict[str, int] = {}
+        self._placed: set[str] = set()
+        self._env = environment_tags()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_client": None}
+
+    @property
+    def client(self) -> MlflowClient:
+        if self._client is None:
+            self._client = MlflowClient(tracking_uri=self.tracking_uri)
+        return self._client
+
+    # -- run bookkeeping ---------------------------------------------------------------
+    def _existing(self) -> dict[str, Any]:
+        runs = self.client.search_runs(
+            [self.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{self.parent_run_id}'",
+            max_results=10000)
+        return {r.data.tags.get("ray.trial_id"): r for r in runs}
+
+    def _describe(self, trial: Trial, ray_id: str) -> tuple[list[Param], list[RunTag]]:
+        row = self.plan.row(trial)
+        spec = self.plan.spec_for(trial)
+        params: dict[str, Any] = {k: v for k, v in row.items() if k not in ("name", "family")}
+        params.update(candidate=trial.candidate, metric=self.plan.metric,
+                      config_hash=self.plan.config_hash)
+        params.update({k: v for k, v in trial.params.items() if k not in params})
+        params.update(spec.flat())
+        tags = {"mlflow.parentRunId": self.parent_run_id, ROLE: "trial", "sublayer.space": trial.space,
+                "sublayer.family": trial.family, "sublayer.baseline": str(trial.baseline).lower(),
+                STATUS: "running", "ray.trial_id": ray_id, **self._env}
+        return ([Param(k, _fmt(v)) for k, v in params.items() if v is not None],
+                [RunTag(k, _fmt(v)) for k, v in tags.items()])
+
+    def _run_for(self, trial: Any) -> str:
+        if trial.trial_id in self._runs:
+            return self._runs[trial.trial_id]
+        spec = Trial.from_config(trial.config["trial"])
+        old = self._existing().get(trial.trial_id)
+        if old is not None:  # resumed after the driver died: same run, no duplicate
+            run_id = old.info.run_id
+            self.client.update_run(run_id, status="RUNNING")
+            history = self.client.get_metric_history(run_id, "val_loss")
+            self._last_step[trial.trial_id] = max((m.step for m in history), default=-1)
+        else:
+            params, tags = self._describe(spec, trial.trial_id)
+            run = self.client.create_run(self.experiment_id, run_name=spec.name,
+                                         tags={t.key: t.value for t in tags})
+            run_id = run.info.run_id
+            for chunk in _chunks(params):
+                self.client.log_batch(run_id, params=chunk)
+        self._runs[trial.trial_id] = run_id
+        return run_id
+
+    # -- Ray Tune hooks ----------------------------------------------------------------
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._run_for(trial)
+
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict,
+                        **info: Any) -> None:
+        run_id = self._run_for(trial)
+        if trial.trial_id not in self._placed and "node_id" in result:
+            self._placed.add(trial.trial_id)
+            self.client.log_batch(run_id, tags=[RunTag(f"ray.{k}", _fmt(result.get(k)))
+                                                 for k in ("node_id", "node_ip", "gpu_ids")]
+                                + [RunTag("sublayer.resumed_from_step",
+                                          str(result.get("resumed_from_step", 0)))])
+        step = int(result.get("step", result.get("training_iteration", 0)))
+        if step <= self._last_step.get(trial.trial_id, -1):
+            return  # already logged before a resume
+        now = int(time.time() * 1000)
+        metrics = [Metric(k, float(result[k]), now, step) for k in TRIAL_METRICS
+                   if k in result and isinstance(result[k], int | float)]
+        if metrics:
+            self.client.log_batch(run_id, metrics=metrics)
+        self._last_step[trial.trial_id] = step
+
+    def _finish(self, trial: Any, status: str, mlflow_status: str, extra: dict[str, str]) -> None:
+        run_id = self._run_for(trial)
+        last = trial.last_result or {}
+        metric = self.plan.metric
+        now = int(time.time() * 1000)
+        finals = []
+        step = int(last.get("step", 0))
+        for key, name in ((metric, f"final_{metric}"), (f"best_{metric}", f"best_{metric}")):
+            value = last.get(key)
+            if isinstance(value, int | float) and math.isfinite(value):
+                finals.append(Metric(name, float(value), now, step))
+        tags = [RunTag(STATUS, status)] + [RunTag(k, _fmt(v)) for k, v in extra.items()]
+        self.client.log_batch(run_id, metrics=finals, tags=tags)
+        if self.plan.experiment.tracking.log_checkpoints and status == "finished" and trial.checkpoint:
+            self.client.log_artifacts(run_id, trial.checkpoint.path, "checkpoint")
+        self.client.set_terminated(run_id, status=mlflow_status)
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        last = trial.last_result or {}
+        status = last.get("status", "finished")
+        steps = self.plan.experiment.train.steps
+        if status == "diverged":
+            self._finish(trial, "diverged", "FAILED", {"sublayer.error": "loss became NaN or inf"})
+        elif status == "running" and int(last.get("step", steps)) < steps:
+            self._finish(trial, "stopped", "FINISHED", {"sublayer.stopped_by": "scheduler"})
+        else:
+            self._finish(trial, "finished", "FINISHED", {})
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        message = "trial raised"
+        path = getattr(trial, "error_file", None)
+        if path and Path(path).is_file():
+            message = Path(path).read_text(errors="replace")[-5000:]
+        self._finish(trial, "failed", "FAILED", {"sublayer.error": message,
+                                                 "sublayer.attempts": str(trial.num_failures)})

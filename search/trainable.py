@@ -1,0 +1,52 @@
+"""The Ray Tune trainable: one trial = ``models.train.fit`` on one (order, seed).
+
+It reports every evaluation with ``ray.tune.report`` and hands each checkpoint to
+Tune, so a restarted trial resumes from its last evaluation.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any
+
+import ray
+from ray import tune
+
+from models.train import fit, load_checkpoint
+
+from .plan import SweepPlan, Trial
+
+__all__ = ["train_trial", "FAIL_ENV"]
+
+FAIL_ENV = "SUBLAYER_FAIL_TRIALS"
+"""Comma-separated trial names that raise before training (fault injection for tests and
+for checking a cluster's failure policy)."""
+
+
+class InjectedFailure(RuntimeError):
+    pass
+
+
+def train_trial(config: dict[str, Any], plan: SweepPlan) -> None:
+    trial = Trial.from_config(config["trial"])
+    if trial.name in os.environ.get(FAIL_ENV, "").split(","):
+        raise InjectedFailure(f"trial {trial.name} failed on purpose (listed in ${FAIL_ENV})")
+    spec = plan.spec_for(trial)
+    with tempfile.TemporaryDirectory(prefix="sublayer-trial-") as work:
+        resume, resumed_from = None, 0
+        restored = tune.get_checkpoint()
+        if restored is not None:
+            resume = restored.to_directory(os.path.join(work, "resume"))
+            resumed_from = int(load_checkpoint(resume)["step"])
+
+        where = {"node_id": ray.get_runtime_context().get_node_id(),
+                 "node_ip": ray.util.get_node_ip_address(),
+                 "gpu_ids": ",".join(str(g) for g in ray.get_gpu_ids()),
+                 "resumed_from_step": resumed_from}
+
+        def report(metrics: dict[str, Any], checkpoint: str | None = None) -> None:
+            ckpt = tune.Checkpoint.from_directory(checkpoint) if checkpoint else None
+            tune.report({**metrics, **where}, checkpoint=ckpt)
+
+        fit(spec, report, checkpoint_dir=os.path.join(work, "ckpt"), resume_from=resume)

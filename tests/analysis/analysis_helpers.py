@@ -1,0 +1,51 @@
+"""Hand-made trial frames for the analysis tests (imported as a plain module)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pandas as pd
+
+from analysis.frame import trials_frame
+from spaces.cost import units
+from spaces.order import counts
+
+_IDS = itertools.count()
+SWEEP = "sweep-sandwich"
+NO_BASELINE = "sweep-no-baseline"
+
+
+def trial(
+    order: str,
+    value: float,
+    *,
+    baseline: bool = False,
+    seed: int | None = None,
+    k: int | None = None,
+    status: str = "finished",
+    metric: str = "val_ppl",
+    name: str | None = None,
+) -> dict[str, object]:
+    n = counts(order)
+    return {
+        "run_id": f"r{next(_IDS):04d}",
+        "name": name or (f"interleaved@seed{seed}" if baseline else order),
+        "order": order,
+        "family": "baseline" if baseline else "hand",
+        "space": "hand",
+        "seed": seed,
+        "k": k,
+        "n_s": n["s"],
+        "n_f": n["f"],
+        "units": units(order),
+        "params": None,
+        "metric": metric,
+        "final": value,
+        "best": value,
+        "status": status,
+        "baseline": baseline,
+    }
+
+
+def frame(*rows: dict[str, object]) -> pd.DataFrame:
+    return trials_frame(rows)

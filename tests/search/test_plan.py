@@ -1,0 +1,172 @@
+"""Sweep plans: trial tables, seeds, the baseline merge, and ``sublayer sweep --dry-run``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray
+import yaml
+
+from search.cli import main
+from search.config import load_experiment, parse_experiment
+from search.plan import SweepPlan, Trial, plan_sweep, trial_table
+from search.problems import ExperimentError
+from spaces.cost import units
+from spaces.order import interleaved, sandwich_order
+
+REPO = Path(__file__).resolve().parents[2]
+QUICKSTART = REPO / "configs" / "quickstart.yaml"
+PRESS_PRESETS = sorted((REPO / "configs").glob("press2020_*.yaml"))
+
+
+def _plan(**overrides: Any) -> SweepPlan:
+    raw: dict[str, Any] = {"name": "plan", "space": {"type": "sandwich", "n": 4, "k": [1, 2]},
+                           "model": {"preset": "debug"}, "data": {"name": "tinyshakespeare"}}
+    raw.update(overrides)
+    return plan_sweep(parse_experiment(raw))
+
+
+def test_quickstart_plan() -> None:
+    plan = plan_sweep(load_experiment(QUICKSTART), str(QUICKSTART))
+    names = [t.name for t in plan.trials]
+    assert len(plan.trials) == 10 and len(set(names)) == 10
+    assert names[:3] == ["interleaved4@seed0", "interleaved4@seed1", "interleaved4@seed2"]
+    assert [t.name for t in plan.trials if t.space == "permutations"] == [
+        f"perm0{i}@seed0" for i in range(4)]
+    assert names[-3:] == ["sandwich4_1@seed0", "sandwich4_2@seed0", "sandwich4_3@seed0"]
+    assert [t.family for t in plan.trials].count("baseline") == 3
+    assert all(t.order == "sfsfsfsf" and t.baseline for t in plan.trials[:3])
+    assert {units(t.order) for t in plan.trials} == {12.0}
+    assert plan.metric == "val_bpc" and plan.model.vocab_size == 65
+    assert plan.baseline is not None and plan.baseline.order == interleaved(4)
+    assert len(plan.candidates) == 4 + 3  # the pool excludes the baseline
+    rows = trial_table(plan)
+    assert len({r["params"] for r in rows}) == 1  # same counts, same parameters
+    assert all(r["params"] > 0 and r["flops_per_token"] > r["params"] for r in rows)
+    assert rows[-1]["k"] == 3 and rows[-1]["order"] == sandwich_order(4, 3)
+
+
+def test_trials_round_trip_and_specs() -> None:
+    plan = _plan(seeds=[4], baseline={"seeds": 1})
+    for trial in plan.trials:
+        assert Trial.from_config(trial.to_config()) == trial
+        spec = plan.spec_for(trial)
+        assert spec.model.order == trial.order and spec.train.seed == trial.seed
+        assert spec.model.vocab_size == plan.model.vocab_size
+    hashes = {plan.config_hash, _plan(seeds=[7], baseline={"seeds": 2}).config_hash}
+    assert len(hashes) == 1  # orders and seeds are not part of the config hash
+    assert _plan(train={"lr": 0.01}).config_hash != plan.config_hash
+
+
+def test_sandwich_with_k0_merges_into_the_baseline() -> None:
+    plan = _plan(space={"type": "sandwich", "n": 4, "k": [0, 1, 2]}, seeds=[0, 1],
+                 baseline={"seeds": 3})
+    base = [t for t in plan.trials if t.baseline]
+    assert [t.seed for t in base] == [0, 1, 2]
+    assert all(t.order == sandwich_order(4, 0) == interleaved(4) for t in base)
+    # seeds 0 and 1 are both the baseline and sandwich k=0: one trial each, k kept
+    assert [t.params.get("k") for t in base] == [0, 0, None]
+    others = [t for t in plan.trials if not t.baseline]
+    assert sorted((t.params["k"], t.seed) for t in others) == [(1, 0), (1, 1), (2, 0), (2, 1)]
+    assert len(plan.trials) == 7
+    pairs = [(t.order, t.seed) for t in plan.trials]
+    assert len(set(pairs)) == len(pairs)
+
+
+@pytest.mark.parametrize(("seeds", "expected"), [(2, [0, 1]), (1, [0]), ([3, 7], [3, 7])])
+def test_seeds_count_or_list(seeds: Any, expected: list[int]) -> None:
+    plan = _plan(seeds=seeds, baseline={"seeds": [5]})
+    for k in (1, 2):
+        assert [t.seed for t in plan.trials if t.params.get("k") == k] == expected
+    assert [t.seed for t in plan.trials if t.baseline] == [5]
+
+
+def test_baseline_disabled() -> None:
+    plan = _plan(space={"type": "sandwich", "n": 4, "k": [0, 3]}, seeds=2,
+                 baseline={"enabled": False})
+    assert plan.baseline is None
+    assert not any(t.baseline for t in plan.trials)
+    assert [t.name for t in plan.trials] == ["sandwich4_0@seed0", "sandwich4_0@seed1",
+                                             "sandwich4_3@seed0", "sandwich4_3@seed1"]
+    assert plan.model.order == "sf"  # no baseline: the template keeps its placeholder
+
+
+def test_explicit_baseline_order() -> None:
+    plan = _plan(baseline={"order": "s^4 f^4", "seeds": 2})
+    base = [t for t in plan.trials if t.baseline]
+    assert [(t.name, t.order) for t in base] == [("baseline_8@seed0", "ssssffff"),
+                                                  ("baseline_8@seed1", "ssssffff")]
+    assert plan.model.order == "ssssffff"
+
+
+def test_mixed_budgets_need_an_explicit_baseline() -> None:
+    spaces = [{"type": "sandwich", "n": 4, "k": [1]}, {"type": "sandwich", "n": 3, "k": [1]}]
+    with pytest.raises(ExperimentError) as info:
+        _plan(space=spaces)
+    (problem,) = info.value.problems
+    assert problem.path == "baseline.order" and "mixes budgets [9.0, 12.0]" in str(problem)
+    plan = _plan(space=spaces, baseline={"order": "(sf)^3", "seeds": 1})
+    assert [t.name for t in plan.trials] == ["baseline_6@seed0", "sandwich4_1@seed0",
+                                             "sandwich3_1@seed0"]
+
+
+def test_budget_not_a_whole_number_of_layers() -> None:
+    with pytest.raises(ExperimentError, match=r"baseline.order: .*budget of 2 units"):
+        _plan(space={"type": "permutations", "n_s": 2, "n_f": 0, "count": 1})
+    assert len(_plan(space={"type": "permutations", "n_s": 2, "n_f": 0, "count": 1},
+                     baseline={"enabled": False}).trials) == 1
+
+
+def test_adaptive_search_plans_only_the_baseline() -> None:
+    plan = _plan(space={"type": "sandwich", "n": 4}, seeds=[0],
+                 search={"algorithm": "optuna", "num_samples": 5})
+    assert all(t.baseline for t in plan.trials) and len(plan.trials) == 3
+    assert [c.name for c in plan.candidates] == [f"sandwich4_{k}" for k in range(4)]
+
+
+def _snapshot(tmp_path: Path) -> set[str]:
+    return {p.name for p in tmp_path.iterdir()}
+
+
+def test_dry_run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                     capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)  # quickstart.yaml uses ./mlflow.db and ./ray_results
+    assert main(["sweep", str(QUICKSTART), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    header = out.splitlines()[0].split()
+    assert header == ["name", "family", "seed", "n_s", "n_f", "units", "params",
+                      "flops_per_token", "order"]
+    lines = out.splitlines()
+    assert len(lines) == 1 + 10 + 1
+    assert lines[1].split()[:3] == ["interleaved4@seed0", "baseline", "0"]
+    assert lines[-2].split()[0] == "sandwich4_3@seed0" and lines[-2].endswith("ssssffff")
+    assert "10 trial(s)" in lines[-1] and "val_bpc" in lines[-1]
+    assert _snapshot(tmp_path) == set()  # no mlflow.db, no ray_results
+    assert not ray.is_initialized()
+
+
+def test_dry_run_of_an_adaptive_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    raw = yaml.safe_load(QUICKSTART.read_text())
+    raw["search"] = {"algorithm": "evolution", "num_samples": 6}
+    raw["space"] = raw["space"][0]
+    path = tmp_path / "evo.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert main(["sweep", str(path), "--dry-run"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("3 trial(s) + up to 6 proposed by evolution from 4 candidates")
+    assert _snapshot(tmp_path) == {"evo.yaml"}
+
+
+@pytest.mark.parametrize("preset", PRESS_PRESETS, ids=[p.stem for p in PRESS_PRESETS])
+def test_paper_presets_plan(preset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                            capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    code = main(["sweep", str(preset), "--dry-run"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "trial(s)" in captured.out.splitlines()[-1]
+    assert _snapshot(tmp_path) == set()

@@ -1,0 +1,328 @@
+"""One contract every searcher must pass, driven in-process (no Ray cluster, no training).
+
+Each factory builds a searcher from a real sweep plan (``plan_sweep`` on an in-memory
+experiment) or from space candidates. The driver plays Ray Tune's part: it calls
+``set_search_properties``, then ``suggest(trial_id)`` with a few trials in flight, and
+completes them with a synthetic, deterministic objective computed from the order (a
+unit test of the searcher protocol, not of training), sometimes as an error or NaN.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray
+from ray.tune.search import Searcher
+
+from search.config import parse_experiment
+from search.plan import SweepPlan, Trial, plan_sweep
+from search.searchers import (
+    EvolutionSearcher,
+    GridSearcher,
+    OptunaTrials,
+    WithBaseline,
+    make_searcher,
+)
+from spaces.cost import units
+from spaces.order import interleaved, parse_order, sandwich_order
+from spaces.registry import expand
+
+METRIC = "val_bpc"
+FINISHED = Searcher.FINISHED
+
+
+def objective(order: str) -> float:
+    """A synthetic 'val_bpc': position-weighted count of ``s`` in the top half (lower is better)."""
+    n = len(order)
+    top = sum((i + 1) / n for i, ch in enumerate(order) if ch == "s" and i >= n / 2)
+    return 1.0 + top / n
+
+
+def _plan(space: Any, *, algorithm: str = "grid", num_samples: int | None = None,
+          seeds: Any = 1, baseline: Any = None, **search: Any) -> SweepPlan:
+    raw: dict[str, Any] = {
+        "name": "contract", "space": space, "seeds": seeds,
+        "model": {"preset": "debug"}, "data": {"name": "tinyshakespeare"},
+        "search": {"algorithm": algorithm, **search},
+    }
+    if num_samples is not None:
+        raw["search"]["num_samples"] = num_samples
+    if baseline is not None:
+        raw["baseline"] = baseline
+    return plan_sweep(parse_experiment(raw))
+
+
+@dataclass(frozen=True)
+class Case:
+    """A searcher factory and what the contract expects of it."""
+
+    name: str
+    make: Callable[[], Searcher]
+    budget: int
+    """Suggestions before FINISHED (planned trials, or baseline + num_samples)."""
+    exhaustible: bool = False
+    """The space may run out before the budget (evolution: every neighbour tried)."""
+    baseline_first: int = 0
+    """Leading suggestions that must be baseline trials."""
+
+
+SANDWICH = {"type": "sandwich", "n": 4, "k": [0, 1, 2, 3]}
+PERMS = {"type": "permutations", "n_s": 4, "n_f": 4, "count": 12, "seed": 3}
+
+
+def _grid_plan() -> SweepPlan:
+    return _plan([SANDWICH, {"type": "explicit", "orders": ["ssffsfsf", "sfsfssff"]}],
+                 seeds=2, baseline={"seeds": 3})
+
+
+def _evolution_direct() -> EvolutionSearcher:
+    cands = expand("permutations", {"n_s": 4, "n_f": 4, "count": 12, "seed": 3})
+    return EvolutionSearcher(cands, num_samples=20, population=4, sample_size=2, seed=5,
+                             trial_seed=1, metric=METRIC, mode="min")
+
+
+def _optuna_direct() -> OptunaTrials:
+    cands = expand("permutations", {"n_s": 3, "n_f": 3, "count": 5, "seed": 0})
+    return OptunaTrials(cands, num_samples=9, seeds=[0, 1], metric=METRIC, seed=7)
+
+
+CASES = [
+    Case("grid", lambda: make_searcher(_grid_plan()), budget=len(_grid_plan().trials)),
+    Case("grid-direct", lambda: GridSearcher(_grid_plan().trials, metric=METRIC),
+         budget=len(_grid_plan().trials)),
+    Case("optuna-direct", _optuna_direct, budget=9),
+    Case("optuna-plan", lambda: make_searcher(
+        _plan({**SANDWICH, "k": [1, 2, 3]}, algorithm="optuna", num_samples=8, seeds=[0, 1],
+              seed=2)),
+        budget=3 + 8, baseline_first=3),
+    Case("evolution-direct", _evolution_direct, budget=20, exhaustible=True),
+    Case("evolution-plan", lambda: make_searcher(
+        _plan(PERMS, algorithm="evolution", num_samples=15, population=4, sample_size=2,
+              seed=1, seeds=[5], baseline={"seeds": 2})),
+        budget=2 + 15, exhaustible=True, baseline_first=2),
+    Case("baseline+grid", lambda: WithBaseline(
+        GridSearcher([t for t in _grid_plan().trials if not t.baseline], metric=METRIC),
+        [t for t in _grid_plan().trials if t.baseline]),
+        budget=len(_grid_plan().trials), baseline_first=3),
+]
+
+
+@pytest.fixture(params=CASES, ids=[c.name for c in CASES])
+def case(request: pytest.FixtureRequest) -> Case:
+    return request.param
+
+
+class Driver:
+    """Plays Ray Tune: trials in flight, results, errors and NaNs, in a fixed pattern."""
+
+    def __init__(self, searcher: Searcher, *, concurrency: int = 2) -> None:
+        self.searcher = searcher
+        self.concurrency = concurrency
+        self.live: deque[tuple[str, dict[str, Any]]] = deque()
+        self.suggested: list[dict[str, Any]] = []
+        self.finished = False
+        self.calls = 0
+        searcher.set_search_properties(METRIC, "min", {})
+
+    def _complete(self) -> None:
+        trial_id, cfg = self.live.popleft()
+        n = int(trial_id[1:])
+        value = objective(cfg["trial"]["order"])
+        if n % 7 == 3:  # a crashed trial
+            self.searcher.on_trial_complete(trial_id, result=None, error=True)
+        elif n % 7 == 5:  # a diverged one
+            self.searcher.on_trial_result(trial_id, {METRIC: 9.0, "training_iteration": 1})
+            self.searcher.on_trial_complete(trial_id, result={METRIC: math.nan})
+        else:
+            self.searcher.on_trial_result(trial_id, {METRIC: value + 0.5,
+                                                     "training_iteration": 1})
+            self.searcher.on_trial_complete(trial_id, result={METRIC: value,
+                                                              "training_iteration": 2})
+
+    def step(self) -> dict[str, Any] | None:
+        """One suggestion (completing trials as needed); None once FINISHED."""
+        while not self.finished:
+            self.calls += 1
+            assert self.calls < 1000, "the searcher never finishes"
+            trial_id = f"t{self.calls:04d}"
+            got = self.searcher.suggest(trial_id)
+            if got == FINISHED:
+                self.finished = True
+                while self.live:
+                    self._complete()
+                return None
+            if got is None:  # waiting for results
+                assert self.live, "searcher waits for results but no trial is running"
+                self._complete()
+                continue
+            assert isinstance(got, dict), got
+            self.suggested.append(got)
+            self.live.append((trial_id, got))
+            if len(self.live) >= self.concurrency:
+                self._complete()
+            return got
+        return None
+
+    def run(self) -> list[dict[str, Any]]:
+        while self.step() is not None:
+            pass
+        return self.suggested
+
+
+def test_contract(case: Case) -> None:
+    searcher = case.make()
+    out = Driver(searcher).run()
+    trials = []
+    for got in out:
+        assert set(got) == {"trial"}, got
+        trial = Trial.from_config(got["trial"])
+        assert trial.to_config() == got["trial"]
+        assert parse_order(trial.order, kind="lm") == trial.order
+        trials.append(trial)
+    names = [t.name for t in trials]
+    assert len(set(names)) == len(names), "duplicate trial names"
+    pairs = [(t.order, t.seed) for t in trials]
+    dupes = {p for p in pairs if pairs.count(p) > 1}
+    assert not dupes, f"(order, seed) suggested twice: {dupes}"
+    if case.exhaustible:
+        assert case.baseline_first < len(trials) <= case.budget
+    else:
+        assert len(trials) == case.budget
+    assert all(t.baseline for t in trials[:case.baseline_first])
+    assert not any(t.baseline for t in trials[case.baseline_first:]) or case.name.startswith("grid")
+    # FINISHED stays FINISHED
+    assert searcher.suggest("after-the-end") == FINISHED
+    assert not ray.is_initialized()
+
+
+def test_grid_suggests_exactly_the_plan() -> None:
+    plan = _grid_plan()
+    out = Driver(make_searcher(plan), concurrency=3).run()
+    assert [o["trial"] for o in out] == [t.to_config() for t in plan.trials]
+
+
+@pytest.mark.parametrize("split", [0, 3, 7])
+def test_save_restore_continues_identically(case: Case, split: int, tmp_path: Path) -> None:
+    original = Driver(case.make())
+    for _ in range(split):
+        original.step()
+    path = tmp_path / "searcher.pkl"
+    original.searcher.save(str(path))
+    fresh = case.make()
+    fresh.restore(str(path))
+    restored = Driver(fresh)
+    restored.live, restored.calls = deque(original.live), original.calls
+    restored.finished = original.finished
+    assert restored.run() == original.run()[split:]
+
+
+def test_restore_replaces_state_of_a_used_searcher(tmp_path: Path) -> None:
+    """restore() into a searcher that already ran must not mix in its own history."""
+    a = Driver(_evolution_direct())
+    for _ in range(6):
+        a.step()
+    a.searcher.save(str(tmp_path / "s.pkl"))
+    b = Driver(_evolution_direct())
+    for _ in range(2):
+        b.step()
+    b.searcher.restore(str(tmp_path / "s.pkl"))
+    b.live, b.calls, b.suggested = deque(a.live), a.calls, []
+    assert b.run() == a.run()[6:]
+
+
+# -- evolution ---------------------------------------------------------------------------
+def _parent_orders(out: list[dict[str, Any]]) -> dict[str, str]:
+    return {o["trial"]["candidate"]: o["trial"]["order"] for o in out}
+
+
+def test_evolution_children_keep_budget_and_never_repeat() -> None:
+    cands = expand("budgeted", {"budget_units": 14, "count": 10, "seed": 2})
+    assert len({units(c.order) for c in cands}) == 1
+    searcher = EvolutionSearcher(cands, num_samples=40, population=5, sample_size=2, seed=3,
+                                 metric=METRIC, mode="min")
+    out = Driver(searcher, concurrency=3).run()
+    orders = [o["trial"]["order"] for o in out]
+    assert len(orders) == 40 and len(set(orders)) == len(orders)
+    by_name = _parent_orders(out)
+    children = [o["trial"] for o in out if o["trial"]["space"] == "evolution"]
+    assert len(children) >= 25  # 10 initial candidates at most, the rest mutations
+    for child in children:
+        parent = by_name[child["params"]["parent"]]
+        assert units(child["order"]) == units(parent) == 14
+        assert child["seed"] == 0 and child["order"] != parent
+
+
+def test_evolution_beats_random_sampling_on_average() -> None:
+    """Same number of trained orders: evolution's best beats a random sample's best.
+
+    Soft (averaged over 10 fixed seeds) but it fails for a searcher that ignores results:
+    measured margin ~0.03, evolution ahead on 9 of 10 seeds.
+    """
+    pool = expand("permutations", {"n_s": 8, "n_f": 8, "count": 300, "seed": 11})
+    evo_best, rand_best = [], []
+    for seed in range(10):
+        searcher = EvolutionSearcher(pool, num_samples=60, population=8, sample_size=3,
+                                     seed=seed, metric=METRIC, mode="min")
+        out = Driver(searcher).run()
+        assert len(out) == 60
+        evo_best.append(min(objective(o["trial"]["order"]) for o in out))
+        sample = random.Random(seed).sample(pool, 60)
+        rand_best.append(min(objective(c.order) for c in sample))
+    wins = sum(e < r for e, r in zip(evo_best, rand_best, strict=True))
+    assert statistics.mean(evo_best) < statistics.mean(rand_best) - 0.01, (evo_best, rand_best)
+    assert wins >= 6, (evo_best, rand_best)
+
+
+def test_evolution_failed_trials_do_not_enter_the_population() -> None:
+    cands = expand("sandwich", {"n": 3})
+    searcher = EvolutionSearcher(cands, num_samples=5, population=2, seed=0, metric=METRIC)
+    searcher.set_search_properties(METRIC, "min", {})
+    first = [searcher.suggest(f"t{i}") for i in range(3)]
+    assert all(isinstance(f, dict) for f in first)  # 3 initial candidates
+    searcher.on_trial_complete("t0", result=None, error=True)
+    searcher.on_trial_complete("t1", result={METRIC: math.inf})
+    assert searcher.suggest("t3") is None  # nothing to breed from yet: wait
+    searcher.on_trial_complete("t2", result={METRIC: 1.5})
+    child = searcher.suggest("t4")
+    assert isinstance(child, dict) and child["trial"]["params"] == {
+        "parent": first[2]["trial"]["candidate"]}
+
+
+# -- optuna --------------------------------------------------------------------------------
+@pytest.mark.parametrize("ks", [None, [0, 2, 5]])
+def test_optuna_sandwich_suggests_k_in_range(ks: list[int] | None) -> None:
+    args: dict[str, Any] = {"n": 6} if ks is None else {"n": 6, "ks": ks}
+    cands = expand("sandwich", args)
+    allowed = set(range(6)) if ks is None else set(ks)
+    searcher = OptunaTrials(cands, num_samples=14, seeds=[0, 1, 2], metric=METRIC, seed=0)
+    out = Driver(searcher).run()
+    assert len(out) == 14
+    for o in out:
+        k = o["trial"]["params"]["k"]
+        assert k in allowed
+        assert o["trial"]["order"] == sandwich_order(6, k)
+    replicates = {}
+    for o in out:
+        replicates.setdefault(o["trial"]["order"], []).append(o["trial"]["seed"])
+    for seeds in replicates.values():  # replicates take the next seed, never one twice
+        assert seeds == sorted(seeds) and len(set(seeds)) == len(seeds)
+        assert seeds[: 3] == [0, 1, 2][: len(seeds)]
+
+
+@pytest.mark.parametrize("algorithm", ["optuna", "evolution"])
+def test_adaptive_searchers_never_repeat_a_baseline_trial(algorithm: str) -> None:
+    """The baseline order inside the space (sandwich k=0) must not be trained twice per seed."""
+    plan = _plan({"type": "sandwich", "n": 2}, algorithm=algorithm, num_samples=6,
+                 seeds=[0], baseline={"seeds": 1}, population=2)
+    assert plan.trials[0].order == interleaved(2) == plan.candidates[0].order
+    out = Driver(make_searcher(plan)).run()
+    pairs = [(o["trial"]["order"], o["trial"]["seed"]) for o in out]
+    assert len(set(pairs)) == len(pairs), pairs
