@@ -1,0 +1,110 @@
+"""SIGKILL the driver of a running sweep, then ``sublayer sweep --resume`` finishes it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.slow
+
+ORDERS = ["sfsf", "ssff", "fsfs", "sffs"]
+
+
+def _experiment(tmp_path: Path) -> Path:
+    doc = {
+        "name": "resume",
+        "space": {"type": "explicit", "orders": ORDERS},
+        "baseline": {"enabled": False},
+        "model": {"preset": "debug", "dropout": 0.0},
+        "data": {"name": "tinyshakespeare"},
+        "train": {"steps": 240, "batch_size": 8, "eval_every": 20, "eval_batches": 2},
+        "resources": {"cpu": 1},
+        "max_concurrent": 1,
+        "tracking": {"uri": f"sqlite:///{tmp_path}/mlflow.db"},
+        "ray": {"storage_path": str(tmp_path / "ray"), "num_cpus": 1},
+    }
+    path = tmp_path / "resume.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-c", "import sys; from search.cli import main; sys.exit(main())", *args]
+
+
+def _children(client, exp_name: str):
+    exp = client.get_experiment_by_name(exp_name)
+    if exp is None:
+        return []
+    return client.search_runs([exp.experiment_id], filter_string="tags.`sublayer.role` = 'trial'")
+
+
+def test_resume_after_sigkill_finishes_the_sweep_without_duplicates(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    path = _experiment(tmp_path)
+    env = {**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "1", "HOME": str(tmp_path)}
+    driver = subprocess.Popen(_cli("sweep", str(path)), cwd=tmp_path, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    client = None
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            if driver.poll() is not None:
+                pytest.fail(f"the sweep ended (status {driver.returncode}) before it could be killed")
+            # the pointer file is written once the driver has created the MLflow store
+            if client is None and (tmp_path / "ray" / "resume.latest").exists():
+                client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+            if client is None:
+                continue
+            runs = _children(client, "resume")
+            finished = [r for r in runs if r.info.status == "FINISHED"]
+            running = [r for r in runs if r.info.status == "RUNNING"
+                       and client.get_metric_history(r.info.run_id, "val_loss")]
+            if finished and running:
+                time.sleep(1.5)  # let Tune snapshot the experiment after that checkpoint
+                break
+        else:
+            pytest.fail("no trial finished within the time limit")
+    finally:
+        os.kill(driver.pid, signal.SIGKILL)  # the driver dies first, as on a crash
+        driver.wait()
+        try:  # then what it had started (raylet, workers): nothing else is touched
+            os.killpg(driver.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    before = {r.info.run_name: r for r in _children(client, "resume")}
+    done_before = {n: r.info.end_time for n, r in before.items() if r.info.status == "FINISHED"}
+    interrupted_names = [n for n, r in before.items() if r.info.status == "RUNNING"
+                         and client.get_metric_history(r.info.run_id, "val_loss")]
+    assert done_before and len(interrupted_names) == 1
+
+    resumed = subprocess.run(_cli("sweep", str(path), "--resume"), cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=400)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+
+    after = _children(client, "resume")
+    names = [r.info.run_name for r in after]
+    assert sorted(names) == sorted(f"{o}@seed0" for o in ORDERS)  # each trial exactly once
+    assert all(r.info.status == "FINISHED" for r in after)
+    assert {r.data.tags["sublayer.status"] for r in after} == {"finished"}
+    by_name = {r.info.run_name: r for r in after}
+    for name, end in done_before.items():  # finished trials were not trained again
+        assert by_name[name].info.end_time == end
+    interrupted = by_name[interrupted_names[0]]
+    assert int(interrupted.data.tags["sublayer.resumed_from_step"]) >= 20
+    steps = [m.step for m in client.get_metric_history(interrupted.info.run_id, "val_loss")]
+    assert sorted(steps) == list(range(20, 241, 20))  # every evaluation once, none twice
+    parents = client.search_runs([after[0].info.experiment_id],
+                                 filter_string="tags.`sublayer.role` = 'sweep'")
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
