@@ -102,16 +102,19 @@ def _cmd_spaces_sample(args: argparse.Namespace) -> int:
 # -- sublayer sweep -------------------------------------------------------------------------
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from .config import load_experiment
-    from .plan import plan_sweep, trial_table
+    from .plan import plan_sweep, resource_problems, trial_table
     from .problems import ExperimentError
 
     try:
         exp = load_experiment(args.file)
-        plan = plan_sweep(exp, args.file)
+        plan = plan_sweep(exp, args.file, address=args.address, check_resources=not args.dry_run)
     except ExperimentError as exc:
         return _bad(str(exc))
     rows = trial_table(plan)
     if args.dry_run:
+        for problem in resource_problems(exp, args.address):
+            print(f"sublayer: warning: {problem} (a cluster must provide this; give --address "
+                  "to check it there)", file=sys.stderr)
         _print_table(rows, ["name", "family", "seed", "n_s", "n_f", "units", "params",
                             "flops_per_token", "order"])
         extra = ""

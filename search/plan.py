@@ -241,14 +241,29 @@ def _check_search(exp: Experiment, pool: Sequence[Candidate], problems: list[Pro
                                 "val_loss or train_loss (reported at every evaluation)"))
 
 
-def plan_sweep(exp: Experiment, source: str = "<experiment>") -> SweepPlan:
-    """Validate everything about ``exp`` and expand it; raise one error listing every problem."""
+def resource_problems(exp: Experiment, address: str | None = None) -> list[Problem]:
+    """Problems of ``resources`` on this machine (none when a cluster address is given)."""
+    problems: list[Problem] = []
+    if not address:
+        _check_resources(exp, problems)
+    return problems
+
+
+def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | None = None,
+               check_resources: bool = True) -> SweepPlan:
+    """Validate everything about ``exp`` and expand it; raise one error listing every problem.
+
+    Resources are checked against this machine unless a cluster ``address`` is given
+    (then :func:`search.sweep.check_cluster` checks them after connecting) or
+    ``check_resources`` is false (``--dry-run`` only warns).
+    """
     problems: list[Problem] = []
     template = _model_template(exp, problems)
     pool = _expand_spaces(exp, problems)
     base = _baseline(exp, pool, template, problems)
     metric, vocab = _check_data(exp, problems)  # noqa: F841 (metric may be overridden)
-    _check_resources(exp, problems)
+    if check_resources:
+        problems += resource_problems(exp, address)
     _check_search(exp, pool, problems)
     if template is not None and base is not None:
         template = replace(template, order=base.order)
