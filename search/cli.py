@@ -134,6 +134,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     _print_table(outcome.trials, ["name", "family", "seed", "status", "steps", plan.metric,
                                   f"best_{plan.metric}"])
     uri = args.tracking_uri or exp.tracking.uri
+    if outcome.reused:
+        print(f"{outcome.reused} trial(s) reused from earlier runs (reuse: true)")
     print(f"{len(outcome.trials)} trial(s) tracked in MLflow experiment "
           f"{exp.experiment_name!r} (parent run {outcome.parent_run_id}) at {uri}")
     print(f"watch them with: sublayer ui --tracking-uri {uri}")

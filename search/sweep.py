@@ -24,7 +24,7 @@ from ray.tune.search import ConcurrencyLimiter
 from .plan import SweepPlan, trial_table
 from .problems import ExperimentError, Problem
 from .searchers import make_searcher
-from .tracking import MlflowTracking, close_sweep, ensure_store, open_sweep_run
+from .tracking import MlflowTracking, close_sweep, ensure_store, finished_trials, open_sweep_run
 from .trainable import train_trial
 
 __all__ = ["SweepOutcome", "run_sweep", "connect", "latest_run_name"]
@@ -37,6 +37,8 @@ class SweepOutcome:
     ray_run: str
     trials: list[dict[str, Any]]
     """One row per Ray trial: name, order, seed, status, final/best metric."""
+    reused: int = 0
+    """Trials taken from earlier runs of the experiment (``reuse: true``)."""
 
 
 def connect(plan: SweepPlan, address: str | None) -> bool:
@@ -137,6 +139,23 @@ def _table_csv(plan: SweepPlan) -> str:
     return buf.getvalue()
 
 
+def _reuse(client: Any, exp_id: str, parent_id: str,
+           plan: SweepPlan) -> tuple[SweepPlan, dict[tuple[str, int], str]]:
+    """Drop trials whose (order, seed, config hash) already finished in this experiment."""
+    from dataclasses import replace
+
+    done = finished_trials(client, exp_id, plan.config_hash)
+    reused = {(t.order, t.seed): done[(t.order, t.seed)] for t in plan.trials
+              if (t.order, t.seed) in done}
+    if reused:
+        lines = [f"{order}\t{seed}\t{run_id}" for (order, seed), run_id in reused.items()]
+        client.log_text(parent_id, "order\tseed\trun_id\n" + "\n".join(lines) + "\n",
+                        "reused_trials.tsv")
+    client.set_tag(parent_id, "sublayer.reused_trials", str(len(reused)))
+    kept = [t for t in plan.trials if (t.order, t.seed) not in reused]
+    return replace(plan, trials=kept), reused
+
+
 def run_sweep(plan: SweepPlan, *, resume: bool = False, address: str | None = None,
               tracking_uri: str | None = None) -> SweepOutcome:
     """Run (or resume) the sweep; every trial ends up as a closed MLflow child run."""
@@ -159,6 +178,9 @@ def run_sweep(plan: SweepPlan, *, resume: bool = False, address: str | None = No
         check_cluster(plan)
         client = ensure_store(uri)
         exp_id, parent_id = open_sweep_run(client, plan, ray_run, resume=resume)
+        reused: dict[tuple[str, int], str] = {}
+        if exp.reuse and not resume:
+            plan, reused = _reuse(client, exp_id, parent_id, plan)
         if not resume:
             storage.mkdir(parents=True, exist_ok=True)
             _pointer(plan).write_text(ray_run)
@@ -169,6 +191,7 @@ def run_sweep(plan: SweepPlan, *, resume: bool = False, address: str | None = No
         callback = MlflowTracking(tracking_uri=uri, experiment_id=exp_id, parent_run_id=parent_id,
                                   plan=plan)
         status = "FAILED"
+        results: Any = []
         try:
             if resume:
                 tuner = tune.Tuner.restore(
@@ -177,9 +200,9 @@ def run_sweep(plan: SweepPlan, *, resume: bool = False, address: str | None = No
                                                   {"cpu": exp.resources.cpu,
                                                    "gpu": exp.resources.gpu}),
                     resume_unfinished=True, resume_errored=False, restart_errored=False)
-            else:
-                tuner = _tuner(plan, ray_run, callback)
-            results = tuner.fit()
+                results = tuner.fit()
+            elif plan.trials or exp.search.algorithm != "grid":  # else: every trial was reused
+                results = _tuner(plan, ray_run, callback).fit()
             status = "FINISHED"
         except KeyboardInterrupt:
             status = "KILLED"
@@ -187,7 +210,7 @@ def run_sweep(plan: SweepPlan, *, resume: bool = False, address: str | None = No
         finally:
             close_sweep(client, exp_id, parent_id, status)
         return SweepOutcome(experiment_id=exp_id, parent_run_id=parent_id, ray_run=ray_run,
-                            trials=_rows(results, plan))
+                            trials=_rows(results, plan), reused=len(reused))
     finally:
         if started:
             ray.shutdown()

@@ -22,7 +22,7 @@ from ray.tune import Callback
 
 from .plan import SweepPlan, Trial
 
-__all__ = ["MlflowTracking", "open_sweep_run", "close_sweep", "ensure_store", "TRIAL_METRICS",
+__all__ = ["MlflowTracking", "open_sweep_run", "close_sweep", "finished_trials", "ensure_store", "TRIAL_METRICS",
            "environment_tags"]
 
 TRIAL_METRICS = ("train_loss", "val_loss", "val_ppl", "val_bpc", "best_val_ppl", "best_val_bpc",
@@ -87,6 +87,15 @@ def open_sweep_run(client: MlflowClient, plan: SweepPlan, ray_run: str,
               Param("config_hash", plan.config_hash)]
     client.log_batch(run.info.run_id, params=params)
     return exp_id, run.info.run_id
+
+
+def finished_trials(client: MlflowClient, exp_id: str, config_hash: str) -> dict[tuple[str, int], str]:
+    """(order, seed) -> run id of every trial that finished with these settings."""
+    runs = client.search_runs(
+        [exp_id], max_results=50000,
+        filter_string=f"params.config_hash = '{config_hash}' and tags.`{STATUS}` = 'finished' "
+                      "and attributes.status = 'FINISHED'")
+    return {(r.data.params["order"], int(r.data.params["seed"])): r.info.run_id for r in runs}
 
 
 def close_sweep(client: MlflowClient, exp_id: str, parent_id: str, status: str) -> None:

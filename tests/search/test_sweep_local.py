@@ -175,3 +175,20 @@ def test_asha_closes_every_run(local_ray, tmp_path):
     assert len(runs) == 4
     assert all(r.info.status == "FINISHED" for r in runs.values())
     assert {r.data.tags["sublayer.status"] for r in runs.values()} <= {"finished", "stopped"}
+
+
+def test_reuse_takes_finished_trials_from_mlflow(local_ray, tmp_path):
+    first = write_experiment(tmp_path, "reuse", space={"type": "explicit", "orders": ["ssff"]},
+                             baseline={"enabled": False}, seeds=[0], reuse=True)
+    _, outcome1 = run(first)
+    again = write_experiment(tmp_path, "reuse", space={"type": "explicit", "orders": ["ssff"]},
+                             baseline={"enabled": False}, seeds=[0, 1], reuse=True)
+    _, outcome2 = run(again)
+    assert outcome2.reused == 1
+    assert [row["name"] for row in outcome2.trials] == ["ssff@seed1"]  # only the new seed trained
+    client, runs1 = children(tmp_path, outcome1)
+    _, runs2 = children(tmp_path, outcome2)
+    assert set(runs1) == {"ssff@seed0"} and set(runs2) == {"ssff@seed1"}
+    parent = client.get_run(outcome2.parent_run_id)
+    assert parent.data.tags["sublayer.reused_trials"] == "1"
+    assert "reused_trials.tsv" in {a.path for a in client.list_artifacts(outcome2.parent_run_id)}
