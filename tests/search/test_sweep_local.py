@@ -101,6 +101,19 @@ def test_grid_sweep_over_two_spaces_tracks_every_trial(local_ray, tmp_path):
     assert base.data.params["k"] == "0" and base.data.tags["sublayer.baseline"] == "true"
     assert {r.data.params["config_hash"] for r in runs.values()} == {plan.config_hash}
 
+    # `sublayer analyze` end to end on this sweep: files written and attached to the parent
+    from search.cli import main
+
+    out = tmp_path / "report"
+    assert main(["analyze", "--experiment", "grid", "--tracking-uri",
+                 f"sqlite:///{tmp_path}/mlflow.db", "--out", str(out)]) == 0
+    html = (out / "report.html").read_text()
+    assert "interleaved2" in html or "baseline" in html
+    assert list((out / "figures").glob("*.png")) and list((out / "figures").glob("*.svg"))
+    assert list((out / "tables").glob("*.csv"))
+    attached = {a.path for a in client.list_artifacts(outcome.parent_run_id, "analysis")}
+    assert "analysis/report.html" in attached
+
 
 def test_budgeted_and_explicit_spaces(local_ray, tmp_path):
     path = write_experiment(tmp_path, "budget", space=[
