@@ -138,8 +138,18 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         print(f"{outcome.reused} trial(s) reused from earlier runs (reuse: true)")
     print(f"{len(outcome.trials)} trial(s) tracked in MLflow experiment "
           f"{exp.experiment_name!r} (parent run {outcome.parent_run_id}) at {uri}")
-    print(f"watch them with: sublayer ui --tracking-uri {uri}")
+    if uri.startswith("http"):
+        print(f"open: {uri.rstrip('/')}/{runs_page(outcome.experiment_id, plan.metric)}")
+    else:
+        print(f"watch them with: sublayer ui --tracking-uri {uri}  then open "
+              f"http://127.0.0.1:5000/{runs_page(outcome.experiment_id, plan.metric)}")
     return 0
+
+
+def runs_page(experiment_id: str, metric: str) -> str:
+    """The MLflow UI page listing every trial flat, best first (the default nests them)."""
+    return (f"#/experiments/{experiment_id}/runs?orderByKey=metrics.%60final_{metric}%60"
+            "&orderByAsc=true")
 
 
 # -- sublayer ui ----------------------------------------------------------------------------

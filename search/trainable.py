@@ -28,6 +28,14 @@ class InjectedFailure(RuntimeError):
     pass
 
 
+def _node_ip(node_id: str) -> str:
+    """The address the node registered with (``ray start --node-ip-address``)."""
+    for node in ray.nodes():
+        if node.get("NodeID") == node_id:
+            return str(node.get("NodeManagerAddress", ""))
+    return ray.util.get_node_ip_address()
+
+
 def train_trial(config: dict[str, Any], plan: SweepPlan) -> None:
     trial = Trial.from_config(config["trial"])
     if trial.name in os.environ.get(FAIL_ENV, "").split(","):
@@ -40,8 +48,8 @@ def train_trial(config: dict[str, Any], plan: SweepPlan) -> None:
             resume = restored.to_directory(os.path.join(work, "resume"))
             resumed_from = int(load_checkpoint(resume)["step"])
 
-        where = {"node_id": ray.get_runtime_context().get_node_id(),
-                 "node_ip": ray.util.get_node_ip_address(),
+        node_id = ray.get_runtime_context().get_node_id()
+        where = {"node_id": node_id, "node_ip": _node_ip(node_id),
                  "gpu_ids": ",".join(str(g) for g in ray.get_gpu_ids()),
                  "resumed_from_step": resumed_from}
 

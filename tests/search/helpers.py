@@ -1,0 +1,277 @@
+"""Shared helpers for the end-to-end sweep tests: tiny experiment files, real servers.
+
+Every process a test starts is started here in its own session and stopped here by
+its id (SIGTERM, then SIGKILL for the whole process group it created), so a test
+never touches Ray or MLflow processes that belong to anyone else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+SUBLAYER = VENV_BIN / "sublayer"
+RAY = VENV_BIN / "ray"
+MLFLOW = VENV_BIN / "mlflow"
+
+TINY_TRAIN = {"steps": 20, "batch_size": 8, "eval_every": 10, "eval_batches": 2}
+"""Two evaluations of a two-layer model: a trial takes about a second of compute."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nobody listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def short_tempdir(prefix: str) -> Path:
+    """A short path under /tmp: Ray's Unix sockets must fit in 107 characters."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+
+
+@contextlib.contextmanager
+def scratch(prefix: str) -> Iterator[Path]:
+    """A :func:`short_tempdir` removed afterwards (Ray's session logs included)."""
+    path = short_tempdir(prefix)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def write_experiment(folder: Path, name: str, *, orders: Sequence[str],
+                     tracking_uri: str, resources: Mapping[str, float] | None = None,
+                     max_concurrent: int | None = None, **extra: Any) -> Path:
+    """A tiny experiment YAML (debug model, 20 steps, explicit orders, no baseline)."""
+    doc: dict[str, Any] = {
+        "name": name,
+        "description": f"end-to-end test {name}",
+        "space": {"type": "explicit", "orders": list(orders)},
+        "seeds": [0],
+        "baseline": {"enabled": False},
+        "model": {"preset": "debug", "dropout": 0.0},
+        "data": {"name": "tinyshakespeare"},
+        "train": dict(TINY_TRAIN),
+        "resources": dict(resources or {"cpu": 1}),
+        "tracking": {"uri": tracking_uri},
+        "ray": {"storage_path": str(folder / "ray_results")},
+    }
+    if max_concurrent is not None:
+        doc["max_concurrent"] = max_concurrent
+    doc.update(extra)
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def subprocess_env(home: Path, **overrides: str) -> dict[str, str]:
+    """Environment for Ray/MLflow/sublayer subprocesses: private HOME and Ray temp dir."""
+    env = dict(os.environ)
+    env.update({
+        "HOME": str(home),
+        "RAY_TMPDIR": str(home / "raytmp"),
+        "RAY_AUTH_MODE": "disabled",
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+        "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "PYTHONPATH": str(REPO),
+        "SUBLAYER_DATA_DIR": os.environ.get("SUBLAYER_DATA_DIR",
+                                            str(REPO.parent / "shared" / "data")),
+    })
+    env.pop("RAY_ADDRESS", None)
+    env.update(overrides)
+    (home / "raytmp").mkdir(parents=True, exist_ok=True)
+    return env
+
+
+def start(cmd: Sequence[str | os.PathLike[str]], *, env: Mapping[str, str], log: Path,
+          cwd: Path = REPO) -> subprocess.Popen[bytes]:
+    """Start ``cmd`` in a new session (its own process group), output to ``log``."""
+    with open(log, "ab") as out:
+        return subprocess.Popen([str(c) for c in cmd], env=dict(env), stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, cwd=cwd)
+
+
+def stop(proc: subprocess.Popen[bytes], *, grace: float = 15.0) -> None:
+    """SIGTERM ``proc``, SIGKILL it after ``grace`` s, then kill what is left of its group."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)  # the group is ours: start_new_session=True
+
+
+def tail(path: Path, chars: int = 4000) -> str:
+    return path.read_text(errors="replace")[-chars:] if path.is_file() else f"({path} missing)"
+
+
+def run_cli(args: Sequence[str], *, env: Mapping[str, str], log: Path,
+            timeout: float) -> subprocess.CompletedProcess[str]:
+    """``sublayer ARGS`` as a subprocess; its output goes to ``log`` and is returned."""
+    proc = start([SUBLAYER, *args], env=env, log=log)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stop(proc)
+        raise AssertionError(
+            f"sublayer {' '.join(args)} ran past {timeout} s:\n{tail(log)}") from None
+    finally:
+        stop(proc)
+    return subprocess.CompletedProcess(list(args), proc.returncode, tail(log, 20000), "")
+
+
+# -- Ray cluster -------------------------------------------------------------------------
+@dataclass
+class RayCluster:
+    address: str
+    env: dict[str, str]
+    logs: list[Path]
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+
+def _alive_nodes(address: str, env: Mapping[str, str]) -> int:
+    code = (f"import ray; ray.init(address={address!r}, logging_level='ERROR', "
+            "log_to_driver=False); print('NODES', sum(1 for n in ray.nodes() if n['Alive']))")
+    out = subprocess.run([sys.executable, "-c", code], env=dict(env), capture_output=True,
+                         text=True, timeout=60, cwd=REPO)
+    for line in out.stdout.splitlines():
+        if line.startswith("NODES "):
+            return int(line.split()[1])
+    return 0
+
+
+@contextlib.contextmanager
+def ray_cluster(home: Path, *, nodes: int = 2, cpus: int = 2, gpus: int = 1,
+                timeout: float = 90.0) -> Iterator[RayCluster]:
+    """A head and ``nodes - 1`` workers on 127.0.0.1, each a ``ray start --block`` we own."""
+    env = subprocess_env(home)
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    temp = short_tempdir("rayc")
+    cluster = RayCluster(address=address, env=env, logs=[])
+    common = [f"--num-cpus={cpus}", f"--num-gpus={gpus}", "--block", "--disable-usage-stats",
+              "--node-ip-address=127.0.0.1"]
+    try:
+        log = home / "ray-head.log"
+        cluster.logs.append(log)
+        cluster.procs.append(start([RAY, "start", "--head", f"--port={port}",
+                                    f"--temp-dir={temp}", "--include-dashboard=false",
+                                    *common], env=env, log=log))
+        for i in range(1, nodes):
+            time.sleep(2.0)
+            log = home / f"ray-worker{i}.log"
+            cluster.logs.append(log)
+            cluster.procs.append(start([RAY, "start", f"--address={address}", *common],
+                                       env=env, log=log))
+        deadline = time.monotonic() + timeout
+        seen = 0
+        while time.monotonic() < deadline:
+            dead = [p for p in cluster.procs if p.poll() is not None]
+            if dead:
+                raise AssertionError("ray start exited early:\n" + "\n".join(
+                    f"--- {log}\n{tail(log)}" for log in cluster.logs))
+            seen = _alive_nodes(address, env)
+            if seen >= nodes:
+                break
+            time.sleep(2.0)
+        else:
+            raise AssertionError(f"only {seen} of {nodes} Ray nodes came up in {timeout} s:\n"
+                                 + "\n".join(f"--- {log}\n{tail(log)}" for log in cluster.logs))
+        yield cluster
+    finally:
+        for proc in reversed(cluster.procs):
+            stop(proc, grace=20.0)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+# -- MLflow server -----------------------------------------------------------------------
+@dataclass
+class MlflowServer:
+    url: str
+    log: Path
+    proc: subprocess.Popen[bytes]
+
+
+def http_json(url: str, body: Mapping[str, Any] | None = None, *, timeout: float = 30.0) -> Any:
+    """GET (no body) or POST ``body`` as JSON; the decoded JSON answer."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method="GET" if body is None else "POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return json.loads(resp.read().decode() or "{}")
+
+
+def search_runs(url: str, experiment_ids: Sequence[str], filter_string: str = "") -> list[dict]:
+    """Every run of the experiments matching ``filter_string``, through the REST API."""
+    runs: list[dict] = []
+    token = None
+    while True:
+        body: dict[str, Any] = {"experiment_ids": list(experiment_ids),
+                                "filter": filter_string, "max_results": 1000}
+        if token:
+            body["page_token"] = token
+        page = http_json(f"{url}/api/2.0/mlflow/runs/search", body)
+        runs.extend(page.get("runs", []))
+        token = page.get("next_page_token")
+        if not token:
+            return runs
+
+
+def run_tags(run: Mapping[str, Any]) -> dict[str, str]:
+    return {t["key"]: t["value"] for t in run.get("data", {}).get("tags", [])}
+
+
+@contextlib.contextmanager
+def mlflow_server(folder: Path, *, timeout: float = 90.0) -> Iterator[MlflowServer]:
+    """A light ``mlflow server`` (SQLite store, one worker, no job runner) on a free port."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = folder / "mlflow-server.log"
+    env = subprocess_env(folder / "home", MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
+    proc = start([MLFLOW, "server", "--backend-store-uri", f"sqlite:///{folder / 'db.sqlite'}",
+                  "--artifacts-destination", str(folder / "artifacts"),
+                  "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+                 env=env, log=log, cwd=folder)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                raise AssertionError(f"mlflow server exited with {proc.returncode}:\n{tail(log)}")
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=2) as resp:
+                    if resp.status == 200:
+                        break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(f"mlflow server not ready in {timeout} s:\n{tail(log)}")
+            time.sleep(0.5)
+        yield MlflowServer(url=url, log=log, proc=proc)
+    finally:
+        stop(proc)
