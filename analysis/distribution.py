@@ -11,10 +11,7 @@ from .errors import AnalysisError
 from .frame import (
     BaselineStats,
     at_least_as_good,
-    baseline_stats,
-    candidates,
-    select_metric,
-    validate_trials,
+    study_inputs,
 )
 
 __all__ = ["DistributionInfo", "distribution"]
@@ -82,10 +79,7 @@ def distribution(
     Failed, diverged, killed and unfinished trials are left out of the counts and
     reported as ``n_unusable``.
     """
-    frame = validate_trials(frame)
-    metric = select_metric(frame, metric)
-    base = baseline_stats(frame, metric, column=column)
-    rows = candidates(frame, metric, column=column)
+    frame, metric, base, rows = study_inputs(frame, metric, column=column, require_rows=False)
     all_candidates = frame[(frame["metric"] == metric) & ~frame["baseline"]]
     values = rows[column].to_numpy(dtype=float)
     lower = base.lower_is_better

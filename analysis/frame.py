@@ -174,6 +174,18 @@ def candidates(frame: pd.DataFrame, metric: str, *, column: str = "final") -> pd
     return rows[~rows["baseline"]]
 
 
+def study_inputs(frame: pd.DataFrame, metric: str | None, *, column: str = "final",
+                 require_rows: bool = True) -> tuple[pd.DataFrame, str, BaselineStats, pd.DataFrame]:
+    """The common start of every study: (validated frame, metric, baseline stats, candidates)."""
+    frame = validate_trials(frame)
+    metric = select_metric(frame, metric)
+    base = baseline_stats(frame, metric, column=column)
+    rows = candidates(frame, metric, column=column)
+    if require_rows and rows.empty:
+        raise AnalysisError(f"no usable non-baseline trial for metric {metric!r}")
+    return frame, metric, base, rows
+
+
 @dataclass(frozen=True, kw_only=True)
 class BaselineStats:
     """Summary of the baseline trials (sd is the sample sd, ddof=1; NaN for one value)."""

@@ -17,7 +17,7 @@ from spaces.cost import STRADDLE, halves
 from spaces.order import counts
 
 from .errors import AnalysisError
-from .frame import at_least_as_good, baseline_stats, candidates, select_metric, validate_trials
+from .frame import at_least_as_good, study_inputs
 
 __all__ = [
     "GROUPS",
@@ -177,12 +177,7 @@ def halves_study(
     middle counts — fractional, bottom, top or drop)."""
     if straddle not in STRADDLE:
         raise AnalysisError(f"unknown straddle {straddle!r}; expected one of {', '.join(STRADDLE)}")
-    frame = validate_trials(frame)
-    metric = select_metric(frame, metric)
-    base = baseline_stats(frame, metric, column=column)
-    rows = candidates(frame, metric, column=column)
-    if rows.empty:
-        raise AnalysisError(f"no usable non-baseline trial for metric {metric!r}")
+    frame, metric, base, rows = study_inputs(frame, metric, column=column)
     no_order = rows.loc[rows["order"].isna(), "name"].tolist()
     if no_order:
         raise AnalysisError(f"trial(s) without an order: {', '.join(map(str, no_order))}")

@@ -10,10 +10,7 @@ from .errors import AnalysisError
 from .frame import (
     BaselineStats,
     at_least_as_good,
-    baseline_stats,
-    candidates,
-    select_metric,
-    validate_trials,
+    study_inputs,
 )
 
 __all__ = ["SandwichInfo", "sandwich_curve"]
@@ -55,10 +52,7 @@ def sandwich_curve(
 ) -> SandwichInfo:
     """Mean (± sd over seeds) of the metric per sandwich coefficient k, with the
     average and best baseline for reference. Candidate rows need a ``k``."""
-    frame = validate_trials(frame)
-    metric = select_metric(frame, metric)
-    base = baseline_stats(frame, metric, column=column)
-    rows = candidates(frame, metric, column=column)
+    frame, metric, base, rows = study_inputs(frame, metric, column=column, require_rows=False)
     rows = rows[rows["k"].notna()]
     if rows.empty:
         raise AnalysisError(

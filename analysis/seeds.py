@@ -17,7 +17,7 @@ import pandas as pd
 from scipy import stats
 
 from .errors import AnalysisError
-from .frame import BaselineStats, baseline_stats, candidates, select_metric, validate_trials
+from .frame import BaselineStats, study_inputs
 
 __all__ = ["SeedsInfo", "seed_comparison", "seed_comparison_from_stats"]
 
@@ -108,12 +108,7 @@ def seed_comparison(
     Orders with fewer than 2 seeds (or a baseline with fewer than 2) get no test and
     no claim; their statement says so.
     """
-    frame = validate_trials(frame)
-    metric = select_metric(frame, metric)
-    base = baseline_stats(frame, metric, column=column)
-    rows = candidates(frame, metric, column=column)
-    if rows.empty:
-        raise AnalysisError(f"no usable non-baseline trial for metric {metric!r}")
+    frame, metric, base, rows = study_inputs(frame, metric, column=column)
     b = np.asarray(base.values, dtype=float)
     trials = pd.DataFrame({"name": rows["name"].map(_label).to_numpy(),
                            "order": rows["order"].to_numpy(), "seed": rows["seed"].to_numpy(),

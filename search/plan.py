@@ -261,7 +261,7 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
     template = _model_template(exp, problems)
     pool = _expand_spaces(exp, problems)
     base = _baseline(exp, pool, template, problems)
-    metric, vocab = _check_data(exp, problems)  # noqa: F841 (metric may be overridden)
+    metric, vocab = _check_data(exp, problems)
     if check_resources:
         problems += resource_problems(exp, address)
     _check_search(exp, pool, problems)
