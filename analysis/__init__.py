@@ -1,7 +1,7 @@
 """Analysis of sublayer-order sweeps: MLflow runs (or the paper's tables) -> tidy pandas
 frame -> pure study functions -> matplotlib figures and an HTML report. Never trains."""
 
-from . import paper, plots, runs
+from . import iot_paper, paper, plots, runs
 from .attention_distance import (
     attention_distance,
     distance_table,
@@ -21,7 +21,18 @@ from .frame import (
     validate_trials,
 )
 from .halves import HalvesInfo, MannWhitney, Spearman, halves_study, position_map
-from .report import Report, attach_to_sweep, experiment_report, paper_report
+from .iot import (
+    RoutingMatrixInfo,
+    RoutingSharesInfo,
+    SubsetsInfo,
+    iot_baseline,
+    is_translation,
+    routing_matrix,
+    routing_shares,
+    subset_study,
+    translation_seeds,
+)
+from .report import Report, attach_to_sweep, experiment_report, iot_paper_report, paper_report
 from .sandwich import SandwichInfo, sandwich_curve
 from .seeds import SeedsInfo, seed_comparison, seed_comparison_from_stats
 
@@ -34,9 +45,12 @@ __all__ = [
     "HalvesInfo",
     "MannWhitney",
     "Report",
+    "RoutingMatrixInfo",
+    "RoutingSharesInfo",
     "SandwichInfo",
     "SeedsInfo",
     "Spearman",
+    "SubsetsInfo",
     "attach_to_sweep",
     "attention_distance",
     "baseline_stats",
@@ -45,17 +59,25 @@ __all__ = [
     "experiment_report",
     "group_distances",
     "halves_study",
+    "iot_baseline",
+    "iot_paper",
+    "iot_paper_report",
+    "is_translation",
     "layer_distances",
     "lower_is_better",
     "paper",
     "paper_report",
     "plots",
     "position_map",
+    "routing_matrix",
+    "routing_shares",
     "runs",
     "sandwich_curve",
     "seed_comparison",
     "seed_comparison_from_stats",
+    "subset_study",
     "synthetic_attention",
     "trials_frame",
+    "translation_seeds",
     "validate_trials",
 ]

@@ -16,14 +16,16 @@ from .errors import AnalysisError
 
 __all__ = ["PAPERS", "add_arguments", "main", "run_analyze"]
 
-PAPERS = ("press2020",)
+PAPERS = ("press2020", "zhu2021")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``analyze`` options to ``parser``."""
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--experiment", help="MLflow experiment (sweep) name to analyse")
-    source.add_argument("--paper", choices=PAPERS, help="analyse a paper's published numbers")
+    source.add_argument("--paper", choices=PAPERS,
+                        help="analyse a paper's published numbers (press2020: Press et al. "
+                             "2020; zhu2021: IOT, Zhu et al. 2021)")
     parser.add_argument("--tracking-uri", default=None,
                         help="MLflow tracking URI (default: MLFLOW_TRACKING_URI / mlflow default)")
     parser.add_argument("--out", required=True, help="output folder for figures, CSVs, HTML")
@@ -56,13 +58,18 @@ def _run(args: argparse.Namespace) -> int:
     if not out:
         raise AnalysisError("--out is required")
     if bool(experiment) == bool(paper):
-        raise AnalysisError("give exactly one of --experiment NAME or --paper press2020")
+        raise AnalysisError("give exactly one of --experiment NAME or --paper "
+                            + "|".join(PAPERS))
     if paper:
         if paper not in PAPERS:
             raise AnalysisError(f"unknown paper {paper!r}; expected one of {', '.join(PAPERS)}")
-        result = report.paper_report(out, straddle=straddle)
+        if paper == "zhu2021":
+            result = report.iot_paper_report(out)
+        else:
+            result = report.paper_report(out, straddle=straddle)
     else:
         from . import runs
+        from .iot import is_translation
 
         uri = getattr(args, "tracking_uri", None)
         history = None
@@ -70,9 +77,13 @@ def _run(args: argparse.Namespace) -> int:
             trials, history = runs.load(experiment, uri, history=True)
         else:
             trials = runs.load(experiment, uri)
+        routing = None
+        if is_translation(trials) and "subset" in trials.columns and trials["subset"].notna(
+        ).any():
+            routing = runs.load_routing(experiment, uri)
         result = report.experiment_report(
             trials, out, title=f"Sweep {experiment!r}", metric=getattr(args, "metric", None),
-            straddle=straddle, history=history,
+            straddle=straddle, history=history, routing=routing,
         )
         if not getattr(args, "no_attach", False):
             try:

@@ -80,6 +80,8 @@ _HIGHER_IS_BETTER = ("bleu", "acc", "accuracy", "f1")
 def lower_is_better(metric: str) -> bool:
     """True for losses, perplexity and bits per character; False for BLEU/accuracy-like names."""
     name = metric.lower()
+    if "bleu" in name:  # val_bleu, best_val_bleu, sacrebleu, bleu4...
+        return False
     return not any(name.endswith(h) or f"{h}_" in name for h in _HIGHER_IS_BETTER)
 
 

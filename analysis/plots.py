@@ -21,6 +21,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from .distribution import DistributionInfo  # noqa: E402
 from .halves import GROUPS, HalvesInfo  # noqa: E402
+from .iot import RoutingMatrixInfo, RoutingSharesInfo, SubsetsInfo  # noqa: E402
 from .sandwich import SandwichInfo  # noqa: E402
 from .seeds import SeedsInfo  # noqa: E402
 
@@ -30,6 +31,10 @@ __all__ = [
     "plot_distribution",
     "plot_halves",
     "plot_history",
+    "plot_iot_sizes",
+    "plot_iot_subsets",
+    "plot_route_shares",
+    "plot_routing_matrix",
     "plot_position_map",
     "plot_sandwich",
     "plot_seeds",
@@ -217,4 +222,116 @@ def plot_history(
     ax.set_title(title or f"Learning curves: {metric}")
     if labelled:
         ax.legend(fontsize=8)
+    return fig
+
+
+def plot_iot_sizes(
+    info: SubsetsInfo, *, paper: pd.DataFrame | None = None, title: str | None = None
+) -> Figure:
+    """BLEU against the number of orders in the subset: mean ± sd over seeds and subsets
+    of each size, each subset's mean as a dot, the baseline lines. ``paper`` (columns
+    size, value, e.g. ``iot_paper.table3()``) adds the published curve on a second axis."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
+    for stack, sizes in info.sizes.groupby("stack", sort=True):
+        label = f"{stack} orders: mean ± sd over seeds and subsets"
+        ax.errorbar(sizes["size"], sizes["mean"], yerr=sizes["sd"].fillna(0.0), marker="o",
+                    color="black" if stack == "decoder" else "tab:brown", capsize=3,
+                    linestyle="-" if len(sizes) > 1 else "none", label=label)
+    subs = info.subsets
+    ax.scatter(subs["size"], subs["mean"], s=18, color="tab:green", alpha=0.7, zorder=3,
+               label=f"one subset (mean over seeds; n={len(subs)})")
+    base = info.baseline
+    ax.axhline(base.mean, color="tab:red", linestyle="--", linewidth=1.2,
+               label=f"average baseline ({base.mean:.4g}, n={base.n}, {info.baseline_source})")
+    ax.axhline(base.best, color="tab:blue", linestyle=":", linewidth=1.2,
+               label=f"best baseline ({base.best:.4g})")
+    if paper is not None and not paper.empty:
+        twin = ax.twinx()
+        twin.plot(paper["size"], paper["value"], marker="s", color="tab:orange",
+                  linestyle="--", label="Zhu et al. (2021) Table 3 (IWSLT14 De→En)")
+        twin.set_ylabel("published BLEU (IWSLT14 De→En, higher is better)")
+        handles, labels = ax.get_legend_handles_labels()
+        h2, l2 = twin.get_legend_handles_labels()
+        ax.legend(handles + h2, labels + l2, fontsize=7, loc="lower right")
+    else:
+        ax.legend(fontsize=8, loc="best")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("orders in the subset N (count)")
+    ax.set_ylabel(metric_label(info.metric))
+    ax.set_title(title or f"BLEU vs number of orders: best N = {info.best_size}")
+    return fig
+
+
+def plot_iot_subsets(info: SubsetsInfo, *, title: str | None = None) -> Figure:
+    """Per subset: mean BLEU ± sd over seeds (horizontal), coloured by size, baseline lines."""
+    subs = info.subsets.sort_values("mean", kind="stable").reset_index(drop=True)
+    fig, ax = plt.subplots(figsize=(7.4, 2.4 + 0.35 * len(subs)), layout="constrained")
+    y = np.arange(len(subs))
+    cmap = plt.get_cmap("viridis")
+    top = max(int(subs["size"].max()), 2)
+    for size, group in subs.groupby("size", sort=True):
+        ax.errorbar(group["mean"], group.index, xerr=group["sd"].fillna(0.0), fmt="o",
+                    color=cmap((int(size) - 1) / (top - 1)), capsize=3,
+                    label=f"N = {int(size)} (mean ± sd over seeds)")
+    base = info.baseline
+    _baseline_lines(ax, base.mean, base.best, base.n, vertical=True)
+    labels = [f"{{{r.codes}}}{' *' if r.paper_subset else ''} (n={r.n})"
+              for r in subs.itertuples()]
+    ax.set_yticks(y, labels)
+    ax.set_xlabel(metric_label(info.metric))
+    ax.set_ylabel("subset (* = the paper's for its N)")
+    ax.set_title(title or f"BLEU per subset: best {{{','.join(info.best_subset)}}}")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig
+
+
+def plot_route_shares(info: RoutingSharesInfo, *, title: str | None = None) -> Figure:
+    """Stacked bars: share of validation sentences routed to each order, per subset."""
+    table = info.matrix().fillna(0.0)
+    blocks = dict(zip(info.shares["code"], info.shares["block"], strict=False))
+    fig, ax = plt.subplots(figsize=(7.4, 1.4 + 0.4 * max(len(table), 2)), layout="constrained")
+    left = np.zeros(len(table))
+    cmap = plt.get_cmap("tab10")
+    for code in table.columns:
+        widths = table[code].to_numpy(dtype=float)
+        ax.barh(np.arange(len(table)), widths, left=left, color=cmap((int(code) - 1) % 10),
+                label=f"order {code} ({blocks.get(code, '?')})")
+        left += widths
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_yticks(np.arange(len(table)), [f"{{{','.join(s)}}}" for s in table.index])
+    ax.set_xlim(0, 1.02)
+    ax.set_xlabel("share of validation sentences routed to the order (fraction, mean over seeds)")
+    ax.set_ylabel("subset of orders")
+    ax.set_title(title or "Routing shares per order (final predictor, argmax)")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig
+
+
+def plot_routing_matrix(
+    info: RoutingMatrixInfo, *, subsets: list[str] | None = None, title: str | None = None
+) -> Figure:
+    """Heatmaps (one per subset): BLEU of the sentences routed to each order (rows) when
+    decoded with each order forced (columns); the diagonal is the routed order."""
+    names = subsets or info.subsets[:6]
+    fig, axes = plt.subplots(1, len(names), figsize=(3.6 * len(names) + 1.0, 3.8),
+                             layout="constrained", squeeze=False)
+    image = None
+    for ax, subset in zip(axes[0], names, strict=True):
+        m = info.matrix(subset)
+        image = ax.imshow(m.to_numpy(dtype=float), cmap="viridis")
+        for i in range(m.shape[0]):
+            for j in range(m.shape[1]):
+                value = m.iat[i, j]
+                if np.isfinite(value):
+                    bold = m.index[i] == m.columns[j]
+                    ax.text(j, i, f"{value:.1f}", ha="center", va="center", fontsize=7,
+                            color="white", fontweight="bold" if bold else "normal")
+        ax.set_xticks(range(m.shape[1]), [str(c) for c in m.columns])
+        ax.set_yticks(range(m.shape[0]), [str(c) for c in m.index])
+        ax.set_xlabel("order forced when decoding (code)")
+        ax.set_ylabel("split routed to order (code)")
+        ax.set_title(f"subset {{{','.join(subset)}}}", fontsize=9)
+    if image is not None:
+        fig.colorbar(image, ax=list(axes[0]), label="BLEU (higher is better)")
+    fig.suptitle(title or "Per-split × per-order BLEU (diagonal: the predictor's choice)")
     return fig

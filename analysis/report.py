@@ -14,15 +14,24 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.figure import Figure
 
-from . import paper, plots
+from . import iot_paper, paper, plots
 from .distribution import distribution
 from .errors import AnalysisError
 from .frame import baseline_stats, candidates, select_metric, validate_trials
 from .halves import halves_study
+from .iot import (
+    BASELINE_TRIALS,
+    iot_baseline,
+    is_translation,
+    routing_matrix,
+    routing_shares,
+    subset_study,
+    translation_seeds,
+)
 from .sandwich import sandwich_curve
 from .seeds import seed_comparison, seed_comparison_from_stats
 
-__all__ = ["Report", "attach_to_sweep", "experiment_report", "paper_report"]
+__all__ = ["Report", "attach_to_sweep", "experiment_report", "iot_paper_report", "paper_report"]
 
 
 _CSS = (
@@ -130,7 +139,8 @@ def _fmt(value: object) -> str:
 
 
 def _distribution_and_halves(
-    w: _Writer, frame: pd.DataFrame, *, label: str, stem: str, metric: str, straddle: str
+    w: _Writer, frame: pd.DataFrame, *, label: str, stem: str, metric: str, straddle: str,
+    halves: bool = True,
 ) -> None:
     info = distribution(frame, metric=metric)
     sec = w.section(f"{label}: distribution")
@@ -152,7 +162,13 @@ def _distribution_and_halves(
     w.figure(sec, f"{stem}_distribution", plots.plot_distribution(info))
     w.table(sec, f"{stem}_distribution", info.models)
     w.table(sec, f"{stem}_distribution_summary", pd.DataFrame([summary]))
+    if halves:
+        _halves_section(w, frame, label=label, stem=stem, metric=metric, straddle=straddle)
 
+
+def _halves_section(
+    w: _Writer, frame: pd.DataFrame, *, label: str, stem: str, metric: str, straddle: str
+) -> None:
     h = halves_study(frame, metric=metric, straddle=straddle)
     sec = w.section(f"{label}: bottom / top halves")
     sec.text = ("Each model is cut in half by parameter count (f = 2 s-units); counts of each "
@@ -207,17 +223,24 @@ def experiment_report(
     metric: str | None = None,
     straddle: str = "fractional",
     history: pd.DataFrame | None = None,
+    routing: pd.DataFrame | None = None,
 ) -> Report:
     """Run every study that applies to a sweep's trial frame and write the report.
 
     Always: trials table and status counts; with candidates: distribution and halves;
     with sandwich coefficients: sandwich curve; with ≥ 2 seeds of an order: seeds.
+    A translation sweep (param ``task`` = translation or a BLEU metric) gets the
+    translation sections instead (see :func:`_translation_sections`); ``routing`` is
+    ``runs.load_routing``'s frame for the per-split x per-order BLEU matrix.
     AnalysisError when the frame has no metric or no finished baseline.
     """
     frame = validate_trials(frame)
     if frame.empty:
         raise AnalysisError("the experiment has no trial runs (tag sublayer.role=trial)")
     metric = select_metric(frame, metric)
+    if is_translation(frame):
+        return _translation_report(frame, out_dir, title=title, metric=metric,
+                                   history=history, routing=routing)
     base = baseline_stats(frame, metric)
     w = _Writer(out_dir, title)
     sec = w.section("Trials")
@@ -246,6 +269,156 @@ def experiment_report(
             w.table(sec, "sandwich", info.points)
         if cands.groupby("order").size().max() >= 2:
             _seeds_section(w, seed_comparison(frame, metric=metric), label="Sweep", stem="sweep")
+    return w.write()
+
+
+def _trials_section(w: _Writer, frame: pd.DataFrame, *, metric: str, base, source: str,
+                    history: pd.DataFrame | None) -> None:
+    sec = w.section("Trials")
+    status = frame["status"].value_counts()
+    sec.numbers += [("trials", len(frame)), ("metric", metric)]
+    sec.numbers += [(f"status {s}", int(n)) for s, n in status.items()]
+    sec.numbers.append(("baseline", f"{base.mean:.4g} ± {base.sd:.2g} (n={base.n}), "
+                                    f"best {base.best:.4g} ({source})"))
+    w.table(sec, "trials", frame)
+    if history is not None and not history.empty:
+        w.figure(sec, "history", plots.plot_history(history, frame, metric=metric))
+        w.table(sec, "history", history)
+
+
+def _translation_report(
+    frame: pd.DataFrame, out_dir: str | Path, *, title: str, metric: str,
+    history: pd.DataFrame | None, routing: pd.DataFrame | None,
+) -> Report:
+    """Translation sweep: trials; distribution (when baseline trials exist); sandwich
+    curve per side; the IOT studies (BLEU per subset and per size, the paper's Table 3
+    beside it, routing shares, routing matrix); seeds per candidate. No halves study:
+    the ``order`` of a translation trial is its decoder order only."""
+    if "bleu" not in metric.lower():
+        raise AnalysisError(f"a translation sweep is studied on a BLEU metric, got {metric!r}")
+    base, source = iot_baseline(frame, metric)
+    w = _Writer(out_dir, title)
+    _trials_section(w, frame, metric=metric, base=base, source=source, history=history)
+    cands = candidates(frame, metric)
+    if cands.empty:
+        return w.write()
+    if source == BASELINE_TRIALS:
+        _distribution_and_halves(w, frame, label="Sweep", stem="sweep", metric=metric,
+                                 straddle="fractional", halves=False)
+        if cands["k"].notna().any():
+            sides = frame["side"] if "side" in frame.columns else pd.Series(None,
+                                                                            index=frame.index)
+            for side in sorted({s for s in sides[cands.index] if isinstance(s, str)}) or [None]:
+                keep = frame["baseline"] | (sides == side if side else sides.isna())
+                info = sandwich_curve(frame[keep], metric=metric)
+                label = f" ({side} side)" if side else ""
+                sec = w.section(f"Sandwich coefficient{label}")
+                sec.numbers += [("best k", info.best_k),
+                                ("k at least as good as the average baseline",
+                                 str(info.ks_beating("average")))]
+                stem = f"sandwich_{side}" if side else "sandwich"
+                w.figure(sec, stem, plots.plot_sandwich(info))
+                w.table(sec, stem, info.points)
+    if "subset" in frame.columns and cands["subset"].notna().any():
+        _iot_sections(w, frame, metric=metric, routing=routing)
+    seeds = translation_seeds(frame, metric=metric)
+    if (seeds.table["n"] >= 2).any():
+        _seeds_section(w, seeds, label="Translation", stem="translation")
+    return w.write()
+
+
+def _paper_comparison(sizes: pd.DataFrame) -> pd.DataFrame:
+    t3 = iot_paper.table3().set_index("size")
+    out = sizes[sizes["stack"] == "decoder"][["size", "n_subsets", "n", "mean", "sd",
+                                              "difference", "best_subset"]].copy()
+    out = out.rename(columns={"mean": "ours_mean", "sd": "ours_sd", "difference": "ours_gain"})
+    out["paper_subset"] = out["size"].map(t3["subset"])
+    out["paper_bleu"] = out["size"].map(t3["value"])
+    out["paper_gain"] = out["size"].map(t3["gain"])
+    out["paper_source"] = iot_paper.TABLE3
+    return out.reset_index(drop=True)
+
+
+def _iot_sections(w: _Writer, frame: pd.DataFrame, *, metric: str,
+                  routing: pd.DataFrame | None) -> None:
+    info = subset_study(frame, metric=metric)
+    sec = w.section("IOT: BLEU per subset and per subset size",
+                    "Mean ± sd over seeds per subset, and over seeds and subsets per size N, "
+                    f"against the baseline ({info.baseline_source}). The paper's Table 3 "
+                    "(IWSLT14 De→En, one number per N) is listed beside ours as gains over "
+                    "each study's own Transformer.")
+    best = info.subset(info.best_subset)
+    sec.numbers += [
+        ("subsets", len(info.subsets)),
+        ("best subset", f"{{{best['codes']}}} = {best['mean']:.4g} ± {best['sd']:.2g} "
+                        f"(n={best['n']})"),
+        ("best size N", info.best_size),
+        ("subsets at least as good as the average baseline",
+         f"{int(info.subsets['beats_average'].sum())} of {len(info.subsets)}"),
+    ]
+    for r in info.sizes.itertuples():
+        sec.numbers.append((f"{r.stack} N={r.size} (subsets {r.n_subsets}, trials {r.n})",
+                            f"{r.mean:.4g} ± {r.sd:.2g} ({r.difference:+.3g} vs baseline)"))
+    w.figure(sec, "iot_bleu_by_size", plots.plot_iot_sizes(info))
+    w.figure(sec, "iot_bleu_by_subset", plots.plot_iot_subsets(info))
+    w.table(sec, "iot_subsets", info.subsets)
+    w.table(sec, "iot_sizes", info.sizes)
+    w.table(sec, "iot_trials", info.trials)
+    comparison = _paper_comparison(info.sizes)
+    if not comparison.empty:
+        w.table(sec, "iot_paper_comparison", comparison)
+        sec.inline.append(("ours vs Zhu et al. (2021) Table 3 (IWSLT14 De→En)", comparison))
+    if any(str(c).startswith("route_share_") for c in frame.columns):
+        try:
+            shares = routing_shares(frame)
+        except AnalysisError:
+            shares = None
+        if shares is not None:
+            sec = w.section("IOT: routing shares",
+                            "Final share of validation sentences the predictor routes to "
+                            "each order (argmax), mean over seeds.")
+            for r in shares.dominant().itertuples():
+                sec.numbers.append((f"subset {{{','.join(r.subset)}}}: most used order",
+                                    f"{r.code} ({r.block}) {r.mean:.2f}"))
+            w.figure(sec, "iot_route_shares", plots.plot_route_shares(shares))
+            w.table(sec, "iot_route_shares", shares.shares)
+            w.table(sec, "iot_route_shares_by_trial", shares.by_trial)
+    if routing is not None and not routing.empty:
+        m = routing_matrix(routing)
+        sec = w.section("IOT: per-split × per-order BLEU (the paper's Fig. 2)",
+                        "Rows: the validation sentences routed to an order; columns: BLEU "
+                        "when that split is decoded with each order forced.")
+        sec.numbers.append(("splits whose routed order decodes them best",
+                            f"{int(m.diagonal['diagonal_best'].sum())} of {len(m.diagonal)}"))
+        w.figure(sec, "iot_routing_bleu", plots.plot_routing_matrix(m))
+        w.table(sec, "iot_routing_cells", m.cells)
+        w.table(sec, "iot_routing_diagonal", m.diagonal)
+
+
+def iot_paper_report(out_dir: str | Path) -> Report:
+    """Zhu et al. (2021) IOT results from the published numbers (Table 3, IWSLT14 De→En),
+    with Press et al. (2020)'s WMT14 En-De sandwich translation results."""
+    w = _Writer(out_dir, "Zhu et al. (2021): instance-wise layer reordering, published results")
+    t3 = iot_paper.table3()
+    info = subset_study(iot_paper.trials())
+    sec = w.section(
+        iot_paper.TABLE3.replace(f"{iot_paper.SOURCE}, ", ""),
+        f"Source: {iot_paper.TABLE3}. One BLEU per number N of decoder orders (the subset the "
+        "paper used for each N); no seeds or sd are published, so no significance test. "
+        "Table 13 is not reproduced: its numbers are not in the project's sources.")
+    sec.numbers += [(f"{r.model} {{{r.codes}}}", f"{r.value:.2f} ({r.gain:+.2f})")
+                    for r in t3.itertuples()]
+    sec.numbers.append(("best N", f"{info.best_size} ({info.sizes['mean'].max():.2f})"))
+    w.figure(sec, "zhu2021_bleu_by_size",
+             plots.plot_iot_sizes(info, title=f"{iot_paper.TABLE3}: BLEU vs N"))
+    w.table(sec, "zhu2021_table3", t3)
+    w.table(sec, "zhu2021_sizes", info.sizes)
+    sec.inline.append(("Table 3", t3))
+    sec = w.section("Other published tables")
+    for name, table in iot_paper.published_tables().items():
+        if name != "zhu2021_table3":
+            w.table(sec, name, table)
+            sec.inline.append((name.replace("_", " "), table))
     return w.write()
 
 

@@ -8,7 +8,10 @@ and metrics ``final_<metric>`` / ``best_<metric>``. mlflow is imported lazily.
 
 from __future__ import annotations
 
+import json
 import math
+import re
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 from urllib.parse import unquote, urlparse
@@ -21,7 +24,28 @@ from .frame import HISTORY_COLUMNS, STATUSES, lower_is_better, trials_frame
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow.tracking import MlflowClient
 
-__all__ = ["experiment_names", "find_sweep_run", "load", "load_history"]
+__all__ = [
+    "ROUTING_ARTIFACT",
+    "ROUTING_COLUMNS",
+    "TRANSLATION_COLUMNS",
+    "experiment_names",
+    "find_sweep_run",
+    "load",
+    "load_history",
+    "load_routing",
+    "routing_rows",
+]
+
+TRANSLATION_COLUMNS: tuple[str, ...] = (
+    "task", "encoder_order", "decoder_order", "subset", "subset_size", "codes", "stack", "side",
+)
+"""Extra columns of translation trials (dropped from the frame when no run has them);
+``route_share_<code>`` columns (final share of validation sentences routed to each
+decoder order) are added for every code any run logged."""
+ROUTING_ARTIFACT = "routing_bleu.json"
+ROUTING_COLUMNS: tuple[str, ...] = ("run_id", "name", "subset", "seed", "routed", "forced",
+                                    "bleu")
+_ROUTE_SHARE = re.compile(r"^route_share_(\d+)$")
 
 _RUN_STATUS = {"FINISHED": "finished", "FAILED": "failed", "KILLED": "killed",
                "RUNNING": "running", "SCHEDULED": "running"}
@@ -100,7 +124,7 @@ def _status(tags: dict[str, str], run_status: str) -> str:
 def _metric_name(params: dict[str, str], metrics: dict[str, float]) -> str | None:
     if params.get("metric"):
         return params["metric"]
-    for name in ("val_ppl", "val_bpc", "val_loss"):
+    for name in ("val_ppl", "val_bpc", "val_bleu", "val_loss"):
         if name in metrics or f"final_{name}" in metrics:
             return name
     return None
@@ -147,7 +171,52 @@ def _row(client: MlflowClient, run: Any) -> dict[str, Any]:
         "config_hash": params.get("config_hash"),
         "parent_run_id": tags.get("mlflow.parentRunId"),
         "trial_id": tags.get("ray.trial_id"),
+        **_translation_fields(params, metrics),
     }
+
+
+def _codes(text: str | None) -> str | None:
+    """``"1,2,4,6"``, ``"[1, 2, 4, 6]"`` or ``"1246"`` -> ``"1,2,4,6"``."""
+    if not text:
+        return None
+    digits = re.findall(r"\d+", text)
+    if len(digits) == 1 and len(digits[0]) > 1:  # "1246": one digit per code
+        digits = list(digits[0])
+    return ",".join(str(int(d)) for d in digits) or None
+
+
+def _translation_fields(params: dict[str, str], metrics: dict[str, float]) -> dict[str, Any]:
+    subset = params.get("subset") or None
+    codes = _codes(params.get("codes")) or (",".join(subset) if subset else None)
+    size = _number(params.get("subset_size"), int)
+    if size is None and subset:
+        size = len(subset)
+    fields: dict[str, Any] = {
+        "task": params.get("task") or None,
+        "encoder_order": params.get("encoder_order") or None,
+        "decoder_order": params.get("decoder_order") or None,
+        "subset": subset,
+        "subset_size": size,
+        "codes": codes,
+        "stack": params.get("stack") or None,
+        "side": params.get("side") or None,
+    }
+    for key, value in metrics.items():
+        match = _ROUTE_SHARE.match(key)
+        if match:
+            fields[f"route_share_{int(match.group(1))}"] = float(value)
+    return fields
+
+
+def _drop_empty_translation_columns(trials: pd.DataFrame) -> pd.DataFrame:
+    empty = [c for c in TRANSLATION_COLUMNS if c in trials.columns and trials[c].isna().all()]
+    out = trials.drop(columns=empty)
+    if "subset_size" in out.columns:
+        out["subset_size"] = out["subset_size"].astype("Int64")
+    shares = sorted((c for c in out.columns if _ROUTE_SHARE.match(c)),
+                    key=lambda c: int(c.rsplit("_", 1)[1]))
+    rest = [c for c in out.columns if c not in shares]
+    return out[rest + shares]
 
 
 @overload
@@ -166,11 +235,12 @@ def load(
     Failed, diverged and killed trials stay, flagged in ``status``. With ``history=True``
     returns ``(trials, history)`` where history is a long frame run_id, key, step, value
     of every logged metric. Unknown experiment → AnalysisError listing the available ones.
+    Translation trials add ``TRANSLATION_COLUMNS`` and ``route_share_<code>`` columns.
     """
     client = _client(tracking_uri)
     experiment_id = _experiment_id(client, experiment)
     runs = _search(client, experiment_id, _TRIAL_FILTER)
-    trials = trials_frame(_row(client, run) for run in runs)
+    trials = _drop_empty_translation_columns(trials_frame(_row(client, run) for run in runs))
     trials.attrs.update(experiment=experiment, experiment_id=experiment_id,
                         tracking_uri=tracking_uri)
     if not history:
@@ -206,3 +276,65 @@ def find_sweep_run(experiment: str, tracking_uri: str | None = None) -> str | No
     client = _client(tracking_uri)
     runs = _search(client, _experiment_id(client, experiment), _SWEEP_FILTER)
     return runs[-1].info.run_id if runs else None
+
+
+def routing_rows(
+    matrix: object, *, run_id: str = "", name: str | None = None, subset: str | None = None,
+    seed: int | None = None,
+) -> list[dict[str, Any]]:
+    """Long rows (``ROUTING_COLUMNS``) of one ``routing_bleu.json`` matrix
+    ``{"<routed code>": {"<forced code>": bleu}}``; AnalysisError when malformed."""
+    where = f"{ROUTING_ARTIFACT} of run {run_id or '?'}"
+    if not isinstance(matrix, dict):
+        raise AnalysisError(f"{where}: expected an object of rows, got {type(matrix).__name__}")
+    rows = []
+    for routed, cells in matrix.items():
+        if not str(routed).isdigit() or not isinstance(cells, dict):
+            raise AnalysisError(f"{where}: row {routed!r} must be a code with an object of "
+                                "forced code -> BLEU")
+        for forced, value in cells.items():
+            number = _number(str(value)) if not isinstance(value, bool) else None
+            if not str(forced).isdigit() or number is None:
+                raise AnalysisError(f"{where}: cell [{routed}][{forced}] = {value!r} is not "
+                                    "a code with a BLEU number")
+            rows.append({"run_id": run_id, "name": name, "subset": subset, "seed": seed,
+                         "routed": int(routed), "forced": int(forced), "bleu": float(number)})
+    return rows
+
+
+def _routing_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=list(ROUTING_COLUMNS))
+    frame["seed"] = pd.to_numeric(frame["seed"]).astype("Int64")
+    frame["routed"] = frame["routed"].astype("int64")
+    frame["forced"] = frame["forced"].astype("int64")
+    frame["bleu"] = frame["bleu"].astype(float)
+    return frame
+
+
+def load_routing(experiment: str, tracking_uri: str | None = None) -> pd.DataFrame:
+    """The per-split x per-order BLEU matrices (artifact ``routing_bleu.json``) of the
+    experiment's finished trials, downloaded with ``MlflowClient.download_artifacts``, as a
+    long frame (``ROUTING_COLUMNS``: routed = code the predictor chose for the split,
+    forced = code used to decode it). Runs without the artifact are skipped."""
+    client = _client(tracking_uri)
+    runs = _search(client, _experiment_id(client, experiment), _TRIAL_FILTER)
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="sublayer-routing-") as tmp:
+        for run in runs:
+            if _status(run.data.tags, run.info.status) != "finished":
+                continue
+            run_id = run.info.run_id
+            if ROUTING_ARTIFACT not in {a.path for a in client.list_artifacts(run_id)}:
+                continue
+            dest = Path(tmp) / run_id
+            dest.mkdir()
+            path = client.download_artifacts(run_id, ROUTING_ARTIFACT, str(dest))
+            try:
+                matrix = json.loads(Path(path).read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError) as exc:
+                raise AnalysisError(f"{ROUTING_ARTIFACT} of run {run_id}: {exc}") from exc
+            params = run.data.params
+            rows += routing_rows(matrix, run_id=run_id, name=run.info.run_name,
+                                 subset=params.get("subset") or None,
+                                 seed=_number(params.get("seed"), int))
+    return _routing_frame(rows)

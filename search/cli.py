@@ -139,17 +139,17 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     print(f"{len(outcome.trials)} trial(s) tracked in MLflow experiment "
           f"{exp.experiment_name!r} (parent run {outcome.parent_run_id}) at {uri}")
     if uri.startswith("http"):
-        print(f"open: {uri.rstrip('/')}/{runs_page(outcome.experiment_id, plan.metric)}")
+        print(f"open: {uri.rstrip('/')}/{runs_page(outcome.experiment_id, plan.metric, plan.mode)}")
     else:
         print(f"watch them with: sublayer ui --tracking-uri {uri}  then open "
-              f"http://127.0.0.1:5000/{runs_page(outcome.experiment_id, plan.metric)}")
+              f"http://127.0.0.1:5000/{runs_page(outcome.experiment_id, plan.metric, plan.mode)}")
     return 0
 
 
-def runs_page(experiment_id: str, metric: str) -> str:
+def runs_page(experiment_id: str, metric: str, mode: str = "min") -> str:
     """The MLflow UI page listing every trial flat, best first (the default nests them)."""
     return (f"#/experiments/{experiment_id}/runs?orderByKey=metrics.%60final_{metric}%60"
-            "&orderByAsc=true")
+            f"&orderByAsc={'true' if mode == 'min' else 'false'}")
 
 
 # -- sublayer ui ----------------------------------------------------------------------------

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -19,7 +18,6 @@ import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from models.data import DataConfig
 from models.train import TrainConfig
 
 from .problems import ExperimentError, Problem, from_validation_error
@@ -113,14 +111,18 @@ class Experiment(_Strict):
 
     name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
     description: str = ""
-    task: Literal["lm"] = "lm"
+    task: Literal["lm", "translation"] = "lm"
+    """``lm`` (OrderedLM on a corpus) or ``translation`` (OrderedSeq2Seq / IOT)."""
     space: SpaceSpec | list[SpaceSpec]
     seeds: Seeds = 1
     baseline: BaselineSpec = BaselineSpec()
     model: dict[str, Any] = Field(default_factory=dict)
     """ModelConfig fields (without ``order``) and an optional ``preset``."""
-    data: DataConfig
+    data: dict[str, Any]
+    """DataConfig fields (``ParallelDataConfig`` for translation); checked by the task."""
     train: TrainConfig = TrainConfig()
+    translation: dict[str, Any] = Field(default_factory=dict)
+    """TranslationConfig fields (beam, max_len, label_smoothing, …) for task: translation."""
     resources: Resources = Resources()
     max_concurrent: int | None = Field(None, ge=1)
     scheduler: SchedulerSpec = SchedulerSpec()
@@ -186,8 +188,3 @@ def load_experiment(path: str | os.PathLike[str]) -> Experiment:
     return parse_experiment(read_yaml(path), str(path))
 
 
-def settings_of(exp: Experiment) -> dict[str, Any]:
-    """The experiment's data/train settings, flat (``train.lr``), for hashing and params."""
-    out = {f"data.{k}": v for k, v in asdict(exp.data).items()}
-    out.update({f"train.{k}": v for k, v in asdict(exp.train).items()})
-    return out

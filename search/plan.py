@@ -12,20 +12,14 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from models.accounting import flops_per_token, param_count
-from models.config import ModelConfig, model_preset
-from models.data import DataError, corpus_info, load_corpus
-from models.data.download import resolve_files
-from models.data.registry import get_spec
-from models.train import TrialSpec
 from spaces.candidate import Candidate
-from spaces.cost import units
 from spaces.errors import OrderError
-from spaces.order import counts, interleaved, parse_order
+from spaces.order import counts, parse_order
 from spaces.registry import expand
 
-from .config import Experiment, config_hash, settings_of
+from .config import Experiment, config_hash
 from .problems import ExperimentError, Problem, from_exception
+from .tasks import Task, build, task_for
 
 __all__ = ["Trial", "SweepPlan", "plan_sweep", "trial_table"]
 
@@ -69,60 +63,66 @@ class SweepPlan:
 
     experiment: Experiment
     source: str
-    model: ModelConfig
-    """The model template (baseline order, vocabulary filled in)."""
+    model: Any
+    """The model template (baseline orders, vocabulary filled in)."""
+    data: Any
+    """The data config (``DataConfig``, or ``ParallelDataConfig`` for translation)."""
+    extra: Any = None
+    """Task settings beyond train (``TranslationConfig`` for translation)."""
     candidates: list[Candidate]
     """The space's pool, baseline excluded (searchers draw from it)."""
     baseline: Candidate | None
     trials: list[Trial]
     """Grid: every trial. Adaptive searchers: the baseline trials only."""
     metric: str
-    """Main validation metric (``val_ppl`` or ``val_bpc``)."""
+    """Main validation metric (``val_ppl``, ``val_bpc`` or ``val_bleu``)."""
+    task: Task
+    """LM or translation: configs, baseline, spec and fit of a trial."""
 
-    def spec_for(self, trial: Trial) -> TrialSpec:
-        exp = self.experiment
-        return TrialSpec(model=replace(self.model, order=trial.order), data=exp.data,
-                         train=replace(exp.train, seed=trial.seed))
+    @property
+    def mode(self) -> str:
+        """``min`` for losses and perplexities, ``max`` for BLEU."""
+        return self.task.mode
+
+    def model_for(self, trial: Trial) -> Any:
+        return self.task.model_for(self.model, trial.order, trial.params)
+
+    def spec_for(self, trial: Trial) -> Any:
+        train = replace(self.experiment.train, seed=trial.seed)
+        return self.task.spec(self.model_for(trial), self.data, train, self.extra)
+
+    def settings(self) -> dict[str, Any]:
+        """Every data/train/model setting, flat (``train.lr``), for hashing and params."""
+        out = {f"data.{k}": v for k, v in asdict(self.data).items()}
+        out.update({f"train.{k}": v for k, v in asdict(self.experiment.train).items()})
+        out.update({f"model.{k}": v for k, v in asdict(self.model).items()})
+        if self.extra is not None:
+            out.update({f"translation.{k}": v for k, v in asdict(self.extra).items()})
+        return out
 
     @property
     def config_hash(self) -> str:
-        return config_hash({**settings_of(self.experiment),
-                            **{f"model.{k}": v for k, v in asdict(self.model).items()}})
+        return config_hash(self.settings())
 
     def row(self, trial: Trial) -> dict[str, Any]:
         """The trial's table row: what the dry run prints and MLflow records as params."""
-        cfg = replace(self.model, order=trial.order)
         c = counts(trial.order)
-        return {
-            "name": trial.name, "order": trial.order, "seed": trial.seed, "space": trial.space,
-            "family": trial.family, "k": trial.params.get("k"), "n_s": c["s"], "n_f": c["f"],
-            "n_c": c["c"], "units": units(trial.order, f_units=_f_units(cfg)),
-            "params": param_count(cfg), "flops_per_token": flops_per_token(cfg),
-        }
-
-
-def _f_units(cfg: ModelConfig) -> float:
-    return (2 * cfg.d_model * cfg.d_ff) / (4 * cfg.d_model**2)
+        row = {"name": trial.name, "order": trial.order, "seed": trial.seed, "space": trial.space,
+               "family": trial.family, "k": trial.params.get("k"), "n_s": c["s"], "n_f": c["f"],
+               "n_c": c["c"]}
+        row.update(self.task.row(self.model_for(trial), trial.order, trial.params))
+        return row
 
 
 def trial_table(plan: SweepPlan) -> list[dict[str, Any]]:
     return [plan.row(t) for t in plan.trials]
 
 
-def _model_template(exp: Experiment, problems: list[Problem]) -> ModelConfig | None:
-    raw = dict(exp.model)
-    if "order" in raw:
-        problems.append(Problem("model.order", raw["order"],
-                                "no order here: orders come from the space and the baseline"))
-        raw.pop("order")
-    preset = raw.pop("preset", None)
-    try:
-        if preset is not None:
-            return model_preset(str(preset), order=_BASELINE_PLACEHOLDER, **raw)
-        return ModelConfig.from_dict({"order": _BASELINE_PLACEHOLDER, **raw})
-    except (ValueError, TypeError) as exc:
-        problems.append(from_exception(exc, "model", value=raw))
-        return None
+def _space_error_path(prefix: str, exc: Exception, original: dict[str, Any]) -> Problem:
+    prob = from_exception(exc, prefix)
+    if "k" in original and "ks" not in original:
+        prob = Problem(prob.path.replace(".ks", ".k"), prob.value, prob.expected)
+    return prob
 
 
 def _space_args(args: dict[str, Any]) -> dict[str, Any]:
@@ -135,72 +135,40 @@ def _space_args(args: dict[str, Any]) -> dict[str, Any]:
     return args
 
 
-def _space_error_path(prefix: str, exc: Exception, original: dict[str, Any]) -> Problem:
-    prob = from_exception(exc, prefix)
-    if "k" in original and "ks" not in original:
-        prob = Problem(prob.path.replace(".ks", ".k"), prob.value, prob.expected)
-    return prob
-
-
-def _expand_spaces(exp: Experiment, problems: list[Problem]) -> list[Candidate]:
+def _expand_spaces(exp: Experiment, task: Task, problems: list[Problem]) -> list[Candidate]:
     out: list[Candidate] = []
     many = isinstance(exp.space, list)
     for i, space in enumerate(exp.spaces):
         prefix = f"space[{i}]" if many else "space"
-        if space.type == "iot_subsets":
+        if space.type == "iot_subsets" and task.name != "translation":
             problems.append(Problem(f"{prefix}.type", space.type,
                                     "a language-model space (iot_subsets needs task: translation)"))
             continue
         try:
-            out.extend(expand(space.type, _space_args(space.args), kind="lm"))
+            kind, args, extra = task.space_args(space.type, space.args)
+            cands = expand(space.type, _space_args(args), kind=kind)
+            out.extend(replace(c, params={**c.params, **extra}) for c in cands)
         except ValueError as exc:
             problems.append(_space_error_path(prefix, exc, space.args))
     return out
 
 
-def _baseline(exp: Experiment, pool: Sequence[Candidate], template: ModelConfig | None,
+def _baseline(exp: Experiment, task: Task, pool: Sequence[Candidate], template: Any,
               problems: list[Problem]) -> Candidate | None:
     if not exp.baseline.enabled:
         return None
     if exp.baseline.order is not None:
         try:
-            order = parse_order(exp.baseline.order, kind="lm")
+            order = parse_order(exp.baseline.order, kind=task.kind)
         except OrderError as exc:
             problems.append(Problem("baseline.order", exp.baseline.order,
-                                    f"a valid lm order (position {exc.position}: {exc.problem})"))
+                                    f"a valid {task.kind} order (position {exc.position}: "
+                                    f"{exc.problem})"))
             return None
+        params = {"side": "decoder", "layers": counts(order)["f"]} if task.name != "lm" else {}
         return Candidate(order=order, space="baseline", name=f"baseline_{len(order)}",
-                         baseline=True)
-    if not pool:
-        return None
-    f_units = _f_units(template) if template is not None else 2.0
-    budgets = sorted({units(c.order, f_units=f_units) for c in pool})
-    if len(budgets) != 1:
-        problems.append(Problem("baseline.order", None,
-                                f"an explicit baseline order: the space mixes budgets {budgets}"))
-        return None
-    n, rest = divmod(budgets[0], 1 + f_units)
-    if rest or n < 1:
-        problems.append(Problem("baseline.order", None,
-                                f"an explicit baseline order: a budget of {budgets[0]:g} units is "
-                                f"not a whole number of (sf) layers ({1 + f_units:g} units each)"))
-        return None
-    order = interleaved(int(n))
-    return Candidate(order=order, space="baseline", name=f"interleaved{int(n)}", baseline=True)
-
-
-def _check_data(exp: Experiment, problems: list[Problem]) -> tuple[str, int | None]:
-    """The main metric and the vocabulary size, checking the corpus is available."""
-    info = corpus_info(exp.data.name)
-    level = exp.data.resolved_level
-    try:
-        resolve_files(replace(exp.data, download=False), get_spec(exp.data.name))
-    except DataError as exc:
-        if not exp.data.download:
-            problems.append(Problem("data.name", exp.data.name, f"an available corpus: {exc}"))
-            return ("val_ppl" if level == "word" else "val_bpc"), info.vocab_size
-    vocab = info.vocab_size
-    return ("val_ppl" if level == "word" else "val_bpc"), vocab
+                         params=params, baseline=True)
+    return task.baseline(pool, template, problems)
 
 
 def _check_resources(exp: Experiment, problems: list[Problem]) -> None:
@@ -226,8 +194,12 @@ def _local_gpus() -> int:
     return torch.cuda.device_count()
 
 
-def _check_search(exp: Experiment, pool: Sequence[Candidate], problems: list[Problem]) -> None:
+def _check_search(exp: Experiment, task: Task, pool: Sequence[Candidate],
+                  problems: list[Problem]) -> None:
     algo = exp.search.algorithm
+    if algo == "evolution" and task.name != "lm":
+        problems.append(Problem("search.algorithm", algo,
+                                "grid or optuna for translation (mutations keep LM budgets)"))
     if algo != "grid" and exp.search.num_samples is None:
         problems.append(Problem("search.num_samples", None,
                                 f"a trial budget (a positive integer) for search.algorithm {algo}"))
@@ -258,41 +230,40 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
     ``check_resources`` is false (``--dry-run`` only warns).
     """
     problems: list[Problem] = []
-    template = _model_template(exp, problems)
-    pool = _expand_spaces(exp, problems)
-    base = _baseline(exp, pool, template, problems)
-    metric, vocab = _check_data(exp, problems)
+    task = task_for(exp.task)
+    template = task.template(exp.model, problems)
+    data = task.data(exp.data, problems)
+    extra = None
+    if exp.task == "translation":
+        from models.translate import TranslationConfig
+
+        extra = build(TranslationConfig, exp.translation, "translation", problems)
+    elif exp.translation:
+        problems.append(Problem("translation", exp.translation, "no translation section in an "
+                                "lm experiment (set task: translation)"))
+    pool = _expand_spaces(exp, task, problems)
+    base = _baseline(exp, task, pool, template, problems)
     if check_resources:
         problems += resource_problems(exp, address)
-    _check_search(exp, pool, problems)
-    if template is not None and base is not None:
-        template = replace(template, order=base.order)
-    if template is not None and template.vocab_size is None:
-        if vocab is None and not problems:
-            try:
-                vocab = load_corpus(exp.data).vocab_size
-            except (DataError, OSError) as exc:
-                problems.append(Problem("data.name", exp.data.name, f"a readable corpus: {exc}"))
-        if vocab is not None:
-            template = template.with_vocab(vocab)
-    if template is not None:
+    _check_search(exp, task, pool, problems)
+    if template is not None and data is not None and not problems:
+        template = task.resolve(template, data, base, problems)
+    if template is not None and not problems:
         for cand in pool:
             try:
-                replace(template, order=cand.order)
+                task.model_for(template, cand.order, cand.params)
             except ValueError as exc:
                 problems.append(from_exception(exc, f"space ({cand.name})"))
                 break
     if problems:
         raise ExperimentError(source, problems)
-    assert template is not None
-    if exp.search.metric is not None:
-        metric = exp.search.metric
+    metric = exp.search.metric or task.metric(data)
 
     trials: list[Trial] = []
-    seen: dict[tuple[str, int], int] = {}
+    seen: dict[tuple[str, int, str], int] = {}
 
     def add(cand: Candidate, seed: int, baseline: bool) -> None:
-        key = (cand.order, seed)
+        key = (cand.order, seed, _identity(cand))
         if key in seen:  # the baseline order inside the space (e.g. sandwich k=0): one trial
             i = seen[key]
             if baseline != trials[i].baseline:
@@ -309,5 +280,16 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
         for cand in pool:
             for seed in exp.seed_list:
                 add(cand, seed, False)
-    return SweepPlan(experiment=exp, source=source, model=template, candidates=pool,
-                     baseline=base, trials=trials, metric=metric)
+    return SweepPlan(experiment=exp, source=source, model=template, data=data, extra=extra,
+                     candidates=pool, baseline=base, trials=trials, metric=metric, task=task)
+
+
+def _identity(cand: Candidate) -> str:
+    """What, besides order and seed, makes two candidates different models.
+
+    An IOT subset of one standard block (code 1) is the plain model itself.
+    """
+    subset = cand.params.get("subset")
+    if subset is None or (subset == "1" and cand.params.get("stack", "decoder") == "decoder"):
+        return str(cand.params.get("side", "decoder"))
+    return f"{cand.params.get('stack', 'decoder')}:{subset}"

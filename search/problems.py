@@ -144,11 +144,15 @@ def _merge_unions(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [item for i, item in enumerate(out) if i not in drop]
 
 
-def from_validation_error(err: pydantic.ValidationError, prefix: str = "") -> list[Problem]:
-    """Turn pydantic's errors into problems with YAML paths and plain words."""
+def from_validation_error(err: pydantic.ValidationError, prefix: str = "",
+                          strip: int = 0) -> list[Problem]:
+    """Turn pydantic's errors into problems with YAML paths and plain words.
+
+    ``strip`` drops that many leading parts of each error location (a wrapper's field).
+    """
     problems: list[Problem] = []
     for item in _merge_unions(list(err.errors())):
-        loc = path_str(item["loc"])
+        loc = path_str(item["loc"][strip:])
         path = f"{prefix}.{loc}" if prefix and loc else (prefix or loc)
         kind = item["type"]
         value = item.get("input", _MISSING)

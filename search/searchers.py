@@ -163,7 +163,8 @@ class EvolutionSearcher(_Stateful):
                     self.live[trial_id] = cfg
                     return {"trial": cfg}
             if not self.population:
-                return None  # wait for the first results
+                # wait for the first results; with none to come, the search is over
+                return None if self.live else Searcher.FINISHED
         contenders = self.rng.sample(list(self.population), min(self.sample_size, len(self.population)))
         parent_order, _, parent_name = min(contenders, key=lambda c: c[1])
         child = parent_order
@@ -264,14 +265,15 @@ def make_searcher(plan: Any) -> Searcher:
     exp = plan.experiment
     algo = exp.search.algorithm
     if algo == "grid":
-        return GridSearcher(plan.trials, metric=plan.metric, mode="min")
+        return GridSearcher(plan.trials, metric=plan.metric, mode=plan.mode)
     seeds = exp.seed_list
     if algo == "optuna":
         inner: Searcher = OptunaTrials(plan.candidates, num_samples=exp.search.num_samples,
-                                       seeds=seeds, metric=plan.metric, seed=exp.search.seed)
+                                       seeds=seeds, metric=plan.metric, mode=plan.mode,
+                                       seed=exp.search.seed)
     else:
         inner = EvolutionSearcher(plan.candidates, num_samples=exp.search.num_samples,
                                   population=exp.search.population,
                                   sample_size=exp.search.sample_size, seed=exp.search.seed,
-                                  trial_seed=seeds[0], metric=plan.metric, mode="min")
+                                  trial_seed=seeds[0], metric=plan.metric, mode=plan.mode)
     return WithBaseline(inner, plan.trials) if plan.trials else inner

@@ -9,6 +9,7 @@ One parent run per sweep (tag ``sublayer.role=sweep``), one child run per trial
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import math
 import subprocess
 import time
@@ -25,8 +26,9 @@ from .plan import SweepPlan, Trial
 __all__ = ["MlflowTracking", "open_sweep_run", "close_sweep", "finished_trials", "ensure_store", "TRIAL_METRICS",
            "environment_tags"]
 
-TRIAL_METRICS = ("train_loss", "val_loss", "val_ppl", "val_bpc", "best_val_ppl", "best_val_bpc",
-                 "lr", "tokens_per_s")
+TRIAL_METRICS = ("train_loss", "val_loss", "val_ppl", "val_bpc", "val_bleu", "best_val_ppl",
+                 "best_val_bpc", "best_val_bleu", "lr", "tokens_per_s", "tau")
+ROUTE_PREFIX = "route_share_"  # IOT: share of validation sentences routed to each order
 _BATCH = 100  # MLflow accepts at most 100 params / 1000 metrics per log_batch call
 ROLE, STATUS, STORAGE = "sublayer.role", "sublayer.status", "sublayer.ray_run"
 
@@ -113,6 +115,19 @@ def _fmt(value: Any) -> str:
     return text[:6000]
 
 
+def _model_params(model: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """Translation extras: both orders of a plain model, the subset of an IOT model."""
+    out: dict[str, Any] = {}
+    for side in ("encoder", "decoder"):
+        if hasattr(model, f"{side}_order"):
+            out[f"{side}_order"] = getattr(model, f"{side}_order")
+    if "subset" in params:
+        out.update(subset=params["subset"], subset_size=len(params["codes"]),
+                   codes=",".join(str(c) for c in params["codes"]),
+                   orders=",".join(params.get("orders", [])))
+    return out
+
+
 class MlflowTracking(Callback):
     """Driver-side Ray Tune callback: a child run per trial, metrics via ``log_batch``."""
 
@@ -149,8 +164,9 @@ class MlflowTracking(Callback):
         spec = self.plan.spec_for(trial)
         params: dict[str, Any] = {k: v for k, v in row.items() if k not in ("name", "family")}
         params.update(candidate=trial.candidate, metric=self.plan.metric,
-                      config_hash=self.plan.config_hash)
+                      config_hash=self.plan.config_hash, task=self.plan.experiment.task)
         params.update({k: v for k, v in trial.params.items() if k not in params})
+        params.update(_model_params(self.plan.model_for(trial), trial.params))
         params.update(spec.flat())
         tags = {"mlflow.parentRunId": self.parent_run_id, ROLE: "trial", "sublayer.space": trial.space,
                 "sublayer.family": trial.family, "sublayer.baseline": str(trial.baseline).lower(),
@@ -195,8 +211,10 @@ class MlflowTracking(Callback):
         if step <= self._last_step.get(trial.trial_id, -1):
             return  # already logged before a resume
         now = int(time.time() * 1000)
-        metrics = [Metric(k, float(result[k]), now, step) for k in TRIAL_METRICS
-                   if k in result and isinstance(result[k], int | float)]
+        keys = [*TRIAL_METRICS, *(k for k in result if k.startswith(ROUTE_PREFIX))]
+        metrics = [Metric(k, float(result[k]), now, step) for k in keys
+                   if k in result and isinstance(result[k], int | float)
+                   and not isinstance(result[k], bool)]
         if metrics:
             self.client.log_batch(run_id, metrics=metrics)
         self._last_step[trial.trial_id] = step
@@ -214,6 +232,10 @@ class MlflowTracking(Callback):
                 finals.append(Metric(name, float(value), now, step))
         tags = [RunTag(STATUS, status)] + [RunTag(k, _fmt(v)) for k, v in extra.items()]
         self.client.log_batch(run_id, metrics=finals, tags=tags)
+        if isinstance(last.get("routing_bleu"), str | dict):
+            matrix = last["routing_bleu"]
+            text = matrix if isinstance(matrix, str) else json.dumps(matrix, indent=1)
+            self.client.log_text(run_id, text, "routing_bleu.json")
         if self.plan.experiment.tracking.log_checkpoints and status == "finished" and trial.checkpoint:
             self.client.log_artifacts(run_id, trial.checkpoint.path, "checkpoint")
         self.client.set_terminated(run_id, status=mlflow_status)

@@ -13,7 +13,7 @@ from typing import Any
 import ray
 from ray import tune
 
-from models.train import fit, load_checkpoint
+from models.train import load_checkpoint
 
 from .plan import SweepPlan, Trial
 
@@ -57,4 +57,4 @@ def train_trial(config: dict[str, Any], plan: SweepPlan) -> None:
             ckpt = tune.Checkpoint.from_directory(checkpoint) if checkpoint else None
             tune.report({**metrics, **where}, checkpoint=ckpt)
 
-        fit(spec, report, checkpoint_dir=os.path.join(work, "ckpt"), resume_from=resume)
+        plan.task.fit(spec, report, checkpoint_dir=os.path.join(work, "ckpt"), resume_from=resume)

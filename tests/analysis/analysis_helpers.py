@@ -49,3 +49,7 @@ def trial(
 
 def frame(*rows: dict[str, object]) -> pd.DataFrame:
     return trials_frame(rows)
+
+
+TRANSLATION_SWEEP = "sweep-iot"
+TRANSLATION_NO_BASELINE = "sweep-iot-no-baseline"

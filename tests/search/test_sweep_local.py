@@ -205,3 +205,45 @@ def test_reuse_takes_finished_trials_from_mlflow(local_ray, tmp_path):
     parent = client.get_run(outcome2.parent_run_id)
     assert parent.data.tags["sublayer.reused_trials"] == "1"
     assert "reused_trials.tsv" in {a.path for a in client.list_artifacts(outcome2.parent_run_id)}
+
+
+def test_translation_sweep_over_iot_subsets(local_ray, tmp_path):
+    import json
+
+    path = write_experiment(
+        tmp_path, "iot", task="translation",
+        space={"type": "iot_subsets", "stack": "decoder", "size": 2, "mode": "paper", "layers": 1},
+        baseline={"seeds": 1},
+        model={"preset": "debug", "dropout": 0.0},
+        data={"name": "multi30k", "vocab_size": 400, "max_train_pairs": 3000,
+              "max_train_tokens": 30},
+        train={**TINY_TRAIN, "batch_size": 16},
+        translation={"beam": 1, "max_len": 20, "eval_sentences": 16})
+    plan, outcome = run(path)
+    client, runs = children(tmp_path, outcome)
+    assert set(runs) == {"transformer1@seed0", "iot46@seed0"}
+    assert plan.metric == "val_bleu" and plan.mode == "max"
+    iot, base = runs["iot46@seed0"], runs["transformer1@seed0"]
+    for r in (iot, base):
+        assert r.info.status == "FINISHED" and r.data.tags["sublayer.status"] == "finished"
+        assert r.data.params["task"] == "translation" and r.data.params["metric"] == "val_bleu"
+        assert "val_bleu" in r.data.metrics and "final_val_bleu" in r.data.metrics
+        assert sorted(m.step for m in client.get_metric_history(r.info.run_id, "val_loss")) == [10, 20]
+    assert base.data.params["decoder_order"] == "scf" and base.data.params["encoder_order"] == "sf"
+    assert iot.data.params["subset"] == "46" and iot.data.params["codes"] == "4,6"
+    assert int(iot.data.params["params"]) == int(base.data.params["params"]) + 2 * 32  # N·d
+    shares = {k: v for k, v in iot.data.metrics.items() if k.startswith("route_share_")}
+    assert set(shares) == {"route_share_4", "route_share_6"}
+    assert sum(shares.values()) == pytest.approx(1.0)
+    local = client.download_artifacts(iot.info.run_id, "routing_bleu.json", str(tmp_path))
+    matrix = json.loads(Path(local).read_text())
+    assert set(matrix) <= {"4", "6"} and all(set(row) == {"4", "6"} for row in matrix.values())
+
+    # the IOT analysis on these runs: routing shares and the routing matrix figures
+    from search.cli import main
+
+    out = tmp_path / "iot-report"
+    assert main(["analyze", "--experiment", "iot", "--tracking-uri",
+                 f"sqlite:///{tmp_path}/mlflow.db", "--out", str(out)]) == 0
+    figures = {p.name for p in (out / "figures").glob("*.png")}
+    assert {"iot_route_shares.png", "iot_routing_bleu.png"} <= figures
