@@ -107,11 +107,15 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
     try:
         exp = load_experiment(args.file)
-        plan = plan_sweep(exp, args.file, address=args.address, check_resources=not args.dry_run)
+        notes: list[str] | None = [] if args.dry_run else None
+        plan = plan_sweep(exp, args.file, address=args.address, check_resources=not args.dry_run,
+                          notes=notes)
     except ExperimentError as exc:
         return _bad(str(exc))
     rows = trial_table(plan)
     if args.dry_run:
+        for note in notes or []:
+            print(f"sublayer: note: {note}", file=sys.stderr)
         for problem in resource_problems(exp, args.address):
             print(f"sublayer: warning: {problem} (a cluster must provide this; give --address "
                   "to check it there)", file=sys.stderr)

@@ -147,7 +147,9 @@ def _expand_spaces(exp: Experiment, task: Task, problems: list[Problem]) -> list
         try:
             kind, args, extra = task.space_args(space.type, space.args)
             cands = expand(space.type, _space_args(args), kind=kind)
-            out.extend(replace(c, params={**c.params, **extra}) for c in cands)
+            suffix = "_enc" if extra.get("side") == "encoder" else ""
+            out.extend(replace(c, name=c.name + suffix, params={**c.params, **extra})
+                       for c in cands)
         except ValueError as exc:
             problems.append(_space_error_path(prefix, exc, space.args))
     return out
@@ -222,12 +224,13 @@ def resource_problems(exp: Experiment, address: str | None = None) -> list[Probl
 
 
 def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | None = None,
-               check_resources: bool = True) -> SweepPlan:
+               check_resources: bool = True, notes: list[str] | None = None) -> SweepPlan:
     """Validate everything about ``exp`` and expand it; raise one error listing every problem.
 
     Resources are checked against this machine unless a cluster ``address`` is given
     (then :func:`search.sweep.check_cluster` checks them after connecting) or
-    ``check_resources`` is false (``--dry-run`` only warns).
+    ``check_resources`` is false (``--dry-run`` only warns). A list given as ``notes``
+    (``--dry-run``) collects what could only be estimated instead of failing on it.
     """
     problems: list[Problem] = []
     task = task_for(exp.task)
@@ -247,7 +250,7 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
         problems += resource_problems(exp, address)
     _check_search(exp, task, pool, problems)
     if template is not None and data is not None and not problems:
-        template = task.resolve(template, data, base, problems)
+        template = task.resolve(template, data, base, problems, notes)
     if template is not None and not problems:
         for cand in pool:
             try:

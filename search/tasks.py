@@ -82,8 +82,12 @@ class Task:
         raise NotImplementedError
 
     def resolve(self, template: Any, data: Any, base: Candidate | None,
-                problems: list[Problem]) -> Any:
-        """The template with the baseline's order and the corpus vocabulary filled in."""
+                problems: list[Problem], notes: list[str]) -> Any:
+        """The template with the baseline's order and the corpus vocabulary filled in.
+
+        With ``notes`` not None (a dry run) a corpus that cannot be read yet gives an
+        estimated vocabulary and a note instead of a problem.
+        """
         raise NotImplementedError
 
     def model_for(self, template: Any, order: str, params: dict[str, Any]) -> Any:
@@ -150,7 +154,7 @@ class LMTask(Task):
                          baseline=True)
 
     def resolve(self, template: ModelConfig, data: DataConfig, base: Candidate | None,
-                problems: list[Problem]) -> ModelConfig:
+                problems: list[Problem], notes: list[str] | None = None) -> ModelConfig:
         if base is not None:
             template = replace(template, order=base.order)
         if template.vocab_size is None:
@@ -235,6 +239,8 @@ class TranslationTask(Task):
 
     def baseline(self, pool: Sequence[Candidate], template: Any,
                  problems: list[Problem]) -> Candidate | None:
+        if not pool:
+            return None
         layers = sorted({_layers(c) for c in pool})
         if len(layers) != 1:
             problems.append(Problem("baseline.enabled", True,
@@ -246,7 +252,7 @@ class TranslationTask(Task):
                          baseline=True)
 
     def resolve(self, template: Any, data: Any, base: Candidate | None,
-                problems: list[Problem]) -> Any:
+                problems: list[Problem], notes: list[str] | None = None) -> Any:
         from models.data.parallel import load_parallel
 
         if base is not None:
@@ -257,8 +263,13 @@ class TranslationTask(Task):
             try:
                 corpus = load_parallel(data)
             except (ValueError, OSError) as exc:
-                problems.append(Problem("data.name", data.name, f"a readable corpus: {exc}"))
-                return template
+                if notes is None:
+                    problems.append(Problem("data.name", data.name, f"a readable corpus: {exc}"))
+                    return template
+                notes.append(f"data.name: {data.name} is not readable here, so parameter counts "
+                             f"assume a vocabulary of data.vocab_size = {data.vocab_size} "
+                             f"(a sweep checks the corpus again): {exc}")
+                return template.with_vocab(data.vocab_size, data.vocab_size)
             template = template.with_vocab(corpus.src_vocab_size, corpus.tgt_vocab_size)
         return template
 

@@ -22,11 +22,23 @@ from models.data.download import (
 )
 from models.data.errors import DataError
 from models.data.metrics import metrics_from_loss
+from models.data.parallel import (
+    PARALLEL_CORPORA,
+    ParallelCorpus,
+    ParallelDataConfig,
+    load_parallel,
+    parallel_info,
+)
 from models.data.registry import CORPORA, LEVELS, CorpusInfo, corpus_info, metric_for_level
 from models.data.tokenize import EOS, UNK, read_wikitext_tokens, tokenize_wikitext_lines
 
 __all__ = [
     "CORPORA",
+    "PARALLEL_CORPORA",
+    "ParallelCorpus",
+    "ParallelDataConfig",
+    "load_parallel",
+    "parallel_info",
     "ENV_CACHE_DIR",
     "ENV_DATA_DIR",
     "ENV_DOWNLOAD_BASE",

@@ -80,6 +80,26 @@ def _raw(text: str) -> Mutation:
     return lambda cfg, tmp_path: text
 
 
+def _translation(space: dict[str, Any]) -> Mutation:
+    """Turn the base file into a translation sweep on Multi30k with ``space``."""
+
+    def spoil(cfg: dict[str, Any], tmp_path: Path) -> None:
+        cfg.update(task="translation", space=space, model={"preset": "debug"},
+                   data={"name": "multi30k", "vocab_size": 300, "max_train_pairs": 500})
+
+    return spoil
+
+
+def _mismatched_parallel_files(cfg: dict[str, Any], tmp_path: Path) -> None:
+    files = {}
+    for split, n_src, n_tgt in (("train", 5, 4), ("valid", 2, 2)):
+        for side, n in (("src", n_src), ("tgt", n_tgt)):
+            path = tmp_path / f"{split}.{side}"
+            path.write_text("".join(f"sentence {i}\n" for i in range(n)))
+            files[f"{split}_{side}"] = str(path)
+    cfg["data"] = {"name": "parallel-files", "vocab_size": 50, **files}
+
+
 def _drop(key: str) -> Mutation:
     return lambda cfg, tmp_path: cfg.pop(key) and None
 
@@ -264,6 +284,27 @@ CASES = [
     Bad("empty-file", _raw(""), ("got 'NoneType', expected a YAML mapping at the top level",)),
     Bad("invalid-yaml", _raw("name: quick\nspace: {type: sandwich, n: [4\n"),
         ("invalid YAML at line", "expected well-formed YAML")),
+    # translation (task: translation)
+    Bad("translation-c-in-encoder", _translation({"type": "explicit", "side": "encoder",
+                                                  "orders": ["scf"]}),
+        ("space.orders[0]:", "'c'")),
+    Bad("translation-subset-too-big", _translation({"type": "iot_subsets", "size": 7}),
+        ("space.size: got 7",)),
+    Bad("translation-unknown-subset-mode", _translation({"type": "iot_subsets", "size": 2,
+                                                        "mode": "best"}),
+        ("space.mode: got 'best'",)),
+    Bad("translation-bad-side", _translation({"type": "sandwich", "n": 3, "side": "middle"}),
+        ("space.side: got 'middle', expected encoder or decoder",)),
+    Bad("translation-mismatched-files", _do(_translation({"type": "sandwich", "n": 2}),
+                                            _mismatched_parallel_files),
+        ("data.name: got 'parallel-files'", "line")),
+    Bad("translation-unknown-setting", _do(_translation({"type": "sandwich", "n": 2}),
+                                           _set("translation", {"beams": 4})),
+        ("translation.beams: unknown key",)),
+    Bad("translation-evolution", _do(_translation({"type": "sandwich", "n": 2}),
+                                     _set("search", {"algorithm": "evolution",
+                                                     "num_samples": 2})),
+        ("search.algorithm: got 'evolution', expected grid or optuna for translation",)),
 ]
 
 
