@@ -6,8 +6,8 @@ Never imports ray or mlflow: ``models.train.fit`` takes a plain ``report`` calla
 from models.accounting import flops_per_token, param_count
 from models.blocks import CrossAttention, FeedForward, Residual, SelfAttention, build_sublayer
 from models.config import PRESETS, ModelConfig, adaptive_bands, model_preset
-from models.errors import ConfigError
 from models.decoding import beam_search, greedy_decode
+from models.errors import ConfigError
 from models.iot import IOTConfig, IOTSeq2Seq
 from models.lm import AdaptiveInput, LMOutput, OrderedLM, capture_attention
 from models.seq2seq import OrderedSeq2Seq, Seq2SeqConfig, seq2seq_preset
