@@ -8,6 +8,7 @@ One parent run per sweep (tag ``sublayer.role=sweep``), one child run per trial
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import json
 import math
@@ -113,6 +114,12 @@ def close_sweep(client: MlflowClient, exp_id: str, parent_id: str, status: str) 
 def _fmt(value: Any) -> str:
     text = "" if value is None else str(value)
     return text[:6000]
+
+
+def _model_dict(model: Any) -> dict[str, Any]:
+    """The model config as plain JSON (rebuilds the model: ``search.attention``)."""
+    to_dict = getattr(model, "to_dict", None)
+    return to_dict() if to_dict is not None else dataclasses.asdict(model)
 
 
 def _model_params(model: Any, params: dict[str, Any]) -> dict[str, Any]:
@@ -238,6 +245,8 @@ class MlflowTracking(Callback):
             self.client.log_text(run_id, text, "routing_bleu.json")
         if self.plan.experiment.tracking.log_checkpoints and status == "finished" and trial.checkpoint:
             self.client.log_artifacts(run_id, trial.checkpoint.path, "checkpoint")
+            model = self.plan.model_for(Trial.from_config(trial.config["trial"]))
+            self.client.log_dict(run_id, _model_dict(model), "checkpoint/model.json")
         self.client.set_terminated(run_id, status=mlflow_status)
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:

@@ -247,3 +247,30 @@ def test_translation_sweep_over_iot_subsets(local_ray, tmp_path):
                  f"sqlite:///{tmp_path}/mlflow.db", "--out", str(out)]) == 0
     figures = {p.name for p in (out / "figures").glob("*.png")}
     assert {"iot_route_shares.png", "iot_routing_bleu.png"} <= figures
+
+
+def test_attention_distance_between_two_trained_trials(local_ray, tmp_path):
+    """Table 7 on real trained models: checkpoints logged to MLflow, attention captured."""
+    import torch
+
+    from analysis import attention_distance, distance_table
+    from models.data import DataConfig, load_corpus
+    from search.attention import run_attention
+
+    path = write_experiment(tmp_path, "attn", space={"type": "explicit", "orders": ["sfsf", "ssff"]},
+                            baseline={"enabled": False},
+                            tracking={"uri": f"sqlite:///{tmp_path}/mlflow.db",
+                                      "log_checkpoints": True})
+    _, outcome = run(path)
+    _, runs = children(tmp_path, outcome)
+    valid = load_corpus(DataConfig(name="tinyshakespeare")).valid
+    idx = torch.as_tensor(valid[:2 * 32].astype("int64")).view(2, 32)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    a = run_attention(runs["sfsf@seed0"].info.run_id, tracking_uri=uri, idx=idx)
+    b = run_attention(runs["ssff@seed0"].info.run_id, tracking_uri=uri, idx=idx)
+    assert len(a) == len(b) == 2 and a[0].shape == (2, 2, 32, 32)
+    assert attention_distance(a, a) == 0.0
+    assert attention_distance(a, b) > 0.0
+    assert attention_distance(a, b) == pytest.approx(attention_distance(b, a))
+    table = distance_table({"sfsf": a, "ssff": b})
+    assert table.shape[0] >= 1

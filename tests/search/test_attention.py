@@ -11,7 +11,7 @@ pytest.importorskip("torch")
 
 
 def test_tiny_models_attention_arrays_and_distance():
-    from analysis.attention_capture import tiny_model_attention
+    from search.attention import tiny_model_attention
 
     a = tiny_model_attention("sfsf", seed=0, context=8)
     again = tiny_model_attention("sfsf", seed=0, context=8)
@@ -28,9 +28,9 @@ def test_tiny_models_attention_arrays_and_distance():
 def test_capture_restores_training_mode():
     import torch
 
-    from analysis.attention_capture import capture
     from models.config import model_preset
     from models.lm import OrderedLM
+    from search.attention import capture
 
     model = OrderedLM(model_preset("debug", order="sfs", vocab_size=16, context=4))
     model.train()
