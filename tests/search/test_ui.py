@@ -1,0 +1,42 @@
+"""``sublayer ui`` serves the MLflow UI of a store on 127.0.0.1."""
+
+from __future__ import annotations
+
+import sys
+import time
+import urllib.request
+
+import pytest
+from helpers import free_port, start, stop, subprocess_env, tail
+
+pytestmark = pytest.mark.slow
+
+
+def test_sublayer_ui_serves_the_store(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    db = f"sqlite:///{tmp_path}/mlflow.db"
+    MlflowClient(db).create_experiment("ui-check")
+    port = free_port()
+    cmd = [sys.executable, "-c", "import sys; from search.cli import main; sys.exit(main())",
+           "ui", "--tracking-uri", db, "--port", str(port)]
+    log = tmp_path / "ui.log"
+    proc = start(cmd, env=subprocess_env(tmp_path), log=log)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                    assert r.status == 200
+                    break
+            except OSError:
+                assert proc.poll() is None, tail(log)
+                assert time.monotonic() < deadline, "the UI did not come up:\n" + tail(log)
+                time.sleep(0.5)
+        body = urllib.request.urlopen(  # noqa: S310 - loopback only
+            f"http://127.0.0.1:{port}/api/2.0/mlflow/experiments/search?max_results=10",
+            timeout=10).read().decode()
+        assert "ui-check" in body
+        assert f"http://127.0.0.1:{port}" in log.read_text()  # it says where to look
+    finally:
+        stop(proc)
