@@ -108,6 +108,8 @@ def close_sweep(client: MlflowClient, exp_id: str, parent_id: str, status: str) 
     for run in children:
         client.set_tag(run.info.run_id, STATUS, "killed")
         client.set_terminated(run.info.run_id, status="KILLED")
+    if children and status == "FINISHED":
+        status = "KILLED"  # Ray stopped on Ctrl-C with trials still running: resumable
     client.set_terminated(parent_id, status=status)
 
 
