@@ -31,7 +31,9 @@ from models.data import (
 from models.errors import ConfigError
 from models.lm import OrderedLM
 
-__all__ = ["TrainConfig", "TrialSpec", "FitResult", "Report", "fit", "evaluate", "main_metric"]
+__all__ = ["TrainConfig", "TrialSpec", "FitResult", "Report", "fit", "evaluate", "main_metric",
+           "lr_factor", "device_for", "autocast_for", "build_optimizer", "seed_everything",
+           "optimizer_step", "save_checkpoint", "load_checkpoint"]
 
 Report = Callable[..., None]
 """``report(metrics: dict, checkpoint: str | None = None) -> None``."""
@@ -141,20 +143,20 @@ def main_metric(level: str) -> str:
     return "val_ppl" if level == "word" else "val_bpc"
 
 
-def _device(cfg: TrainConfig) -> torch.device:
+def device_for(cfg: TrainConfig) -> torch.device:
     if cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available()):
         return torch.device("cuda")
     return torch.device("cpu")
 
 
-def _autocast(cfg: TrainConfig, device: torch.device) -> Any:
+def autocast_for(cfg: TrainConfig, device: torch.device) -> Any:
     use_bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and device.type == "cuda")
     if use_bf16:
         return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
     return nullcontext()
 
 
-def _optimizer(cfg: TrainConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
+def build_optimizer(cfg: TrainConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     groups = [
@@ -201,11 +203,23 @@ def evaluate(model: OrderedLM, ids: np.ndarray, *, context: int, batch_size: int
     return total / count
 
 
-def _seed_everything(seed: int) -> torch.Generator:
+def seed_everything(seed: int) -> torch.Generator:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
     return torch.Generator().manual_seed(seed)
+
+
+def optimizer_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                   scheduler: torch.optim.lr_scheduler.LRScheduler, clip_norm: float | None) -> float:
+    """Clip, step, zero the gradients and advance the schedule; return the step's rate."""
+    if clip_norm is not None:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    lr = scheduler.get_last_lr()[0]
+    scheduler.step()
+    return float(lr)
 
 
 def save_checkpoint(folder: Path, state: dict[str, Any]) -> str:
@@ -247,10 +261,10 @@ def fit(
     report = report or (lambda metrics, checkpoint=None: None)
     metric_name = main_metric(corpus.level)
 
-    generator = _seed_everything(cfg.seed)
-    device = _device(cfg)
+    generator = seed_everything(cfg.seed)
+    device = device_for(cfg)
     model = OrderedLM(mcfg).to(device)
-    optimizer = _optimizer(cfg, model)
+    optimizer = build_optimizer(cfg, model)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(cfg, s))
     step, best = 0, math.inf
     metrics: dict[str, float] = {}
@@ -266,7 +280,7 @@ def fit(
     run_model: Any = model
     if cfg.compile and device.type == "cuda":
         run_model = torch.compile(model)
-    autocast = _autocast(cfg, device)
+    autocast = autocast_for(cfg, device)
     eval_bs = cfg.eval_batch_size or cfg.batch_size
 
     last_ckpt: str | None = resume_from
@@ -294,12 +308,7 @@ def fit(
                        metric_name: math.nan, "lr": scheduler.get_last_lr()[0]}
             report({**metrics, "status": "diverged"}, None)
             break
-        if cfg.clip_norm is not None:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        lr = scheduler.get_last_lr()[0]
-        scheduler.step()
+        lr = optimizer_step(model, optimizer, scheduler, cfg.clip_norm)
         step += 1
         train_losses.append(step_loss)
         if on_step is not None and (step % cfg.log_every == 0 or step == cfg.steps):

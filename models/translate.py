@@ -45,13 +45,14 @@ from models.train import (
     FitResult,
     Report,
     TrainConfig,
-    _autocast,
-    _device,
-    _optimizer,
-    _seed_everything,
+    autocast_for,
+    build_optimizer,
+    device_for,
     load_checkpoint,
     lr_factor,
+    optimizer_step,
     save_checkpoint,
+    seed_everything,
 )
 
 __all__ = [
@@ -276,11 +277,11 @@ def fit_translation(
     corpus = corpus if corpus is not None else load_parallel(spec.data)
     mcfg = _model_config(spec, corpus)
     report = report or (lambda metrics, checkpoint=None: None)
-    generator = _seed_everything(cfg.seed)
-    device = _device(cfg)
+    generator = seed_everything(cfg.seed)
+    device = device_for(cfg)
     model = build_translation_model(mcfg).to(device)
     iot = isinstance(model, IOTSeq2Seq)
-    optimizer = _optimizer(cfg, model)
+    optimizer = build_optimizer(cfg, model)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(cfg, s))
     step, best = 0, -math.inf
     metrics: dict[str, Any] = {}
@@ -296,7 +297,7 @@ def fit_translation(
     run_model: Any = model
     if cfg.compile and device.type == "cuda":
         run_model = torch.compile(model)
-    autocast = _autocast(cfg, device)
+    autocast = autocast_for(cfg, device)
     eval_bs = cfg.eval_batch_size or cfg.batch_size
     limit = tcfg.eval_sentences or (cfg.eval_batches * eval_bs if cfg.eval_batches else None)
     ctx = mcfg.context
@@ -356,12 +357,7 @@ def fit_translation(
                        "val_bleu": math.nan, "lr": scheduler.get_last_lr()[0]}
             report({**metrics, "status": "diverged"}, None)
             break
-        if cfg.clip_norm is not None:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        lr = scheduler.get_last_lr()[0]
-        scheduler.step()
+        lr = optimizer_step(model, optimizer, scheduler, cfg.clip_norm)
         step += 1
         train_losses.append(step_loss)
         if on_step is not None and (step % cfg.log_every == 0 or step == cfg.steps):
