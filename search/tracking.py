@@ -150,6 +150,7 @@ class MlflowTracking(Callback):
         self._runs: dict[str, str] = {}
         self._last_step: dict[str, int] = {}
         self._placed: set[str] = set()
+        self._done: set[str] = set()
         self._env = environment_tags()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -188,7 +189,12 @@ class MlflowTracking(Callback):
             return self._runs[trial.trial_id]
         spec = Trial.from_config(trial.config["trial"])
         old = self._existing().get(trial.trial_id)
-        if old is not None:  # resumed after the driver died: same run, no duplicate
+        if old is not None and old.info.status == "FINISHED":
+            # it had finished before the driver died, but Ray's last snapshot predates
+            # that: Ray replays it from its final checkpoint; the run stays as it was
+            self._done.add(trial.trial_id)
+            run_id = old.info.run_id
+        elif old is not None:  # resumed after the driver died: same run, no duplicate
             run_id = old.info.run_id
             self.client.update_run(run_id, status="RUNNING")
             history = self.client.get_metric_history(run_id, "val_loss")
@@ -210,6 +216,8 @@ class MlflowTracking(Callback):
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict,
                         **info: Any) -> None:
         run_id = self._run_for(trial)
+        if trial.trial_id in self._done:
+            return
         if trial.trial_id not in self._placed and "node_id" in result:
             self._placed.add(trial.trial_id)
             self.client.log_batch(run_id, tags=[RunTag(f"ray.{k}", _fmt(result.get(k)))
@@ -230,6 +238,8 @@ class MlflowTracking(Callback):
 
     def _finish(self, trial: Any, status: str, mlflow_status: str, extra: dict[str, str]) -> None:
         run_id = self._run_for(trial)
+        if trial.trial_id in self._done:
+            return
         last = trial.last_result or {}
         metric = self.plan.metric
         now = int(time.time() * 1000)
