@@ -1,4 +1,4 @@
-"""Attention from tiny real models (torch + models, imported lazily by the helper)."""
+"""search.attention: attention probabilities of tiny real models."""
 
 from __future__ import annotations
 
@@ -6,8 +6,6 @@ import numpy as np
 import pytest
 
 from analysis import attention_distance
-
-pytest.importorskip("torch")
 
 
 def test_tiny_models_attention_arrays_and_distance():
