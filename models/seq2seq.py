@@ -47,6 +47,7 @@ __all__ = [
     "Seq2SeqDims",
     "Seq2SeqOutput",
     "sandwich_orders",
+    "seq2seq_flops_per_token",
     "seq2seq_param_count",
     "seq2seq_preset",
     "with_sandwich",
@@ -232,6 +233,22 @@ def seq2seq_param_count(cfg: Seq2SeqConfig) -> int:
     final_norms = 2 * 2 * d if cfg.norm == "pre" else 0
     head = 0 if cfg.tie_output else tgt * d
     return embeddings + positions + sublayers + final_norms + head
+
+
+def seq2seq_flops_per_token(cfg: Seq2SeqConfig) -> int:
+    """Forward FLOPs per target token of one encoder–decoder pass (multiply-add = 2).
+
+    The convention of :func:`models.accounting.flops_per_token`, with source and target
+    of equal length: ``2 ·`` (matmul weights of both orders: 4d² per ``s``/``c``,
+    2·d·d_ff per ``f``, plus the V_t·d output layer) ``+ 2 · 2 · context · d`` per
+    attention sublayer (``s`` on either side, ``c``) at the full context. An IOT model
+    at inference runs one such path (training runs every path of its subset).
+    """
+    _, tgt = cfg.require_vocab()
+    d, ctx = cfg.d_model, cfg.context
+    n = {k: counts(cfg.encoder_order)[k] + counts(cfg.decoder_order)[k] for k in "sfc"}
+    matmul = (n["s"] + n["c"]) * 4 * d * d + n["f"] * 2 * d * cfg.d_ff + tgt * d
+    return 2 * matmul + (n["s"] + n["c"]) * 2 * 2 * ctx * d
 
 
 class Seq2SeqOutput(NamedTuple):

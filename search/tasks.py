@@ -292,11 +292,13 @@ class TranslationTask(Task):
         return TranslationSpec(model=model, data=data, train=train, translation=extra)
 
     def row(self, model: Any, order: str, params: dict[str, Any]) -> dict[str, Any]:
+        from models.seq2seq import seq2seq_flops_per_token
         from models.translate import translation_param_count
 
         fu = f_units(model.d_model, model.d_ff)
+        base = model.base_config() if hasattr(model, "base_config") else model  # IOT: one path
         return {"units": units(order, f_units=fu), "params": translation_param_count(model),
-                "flops_per_token": None}
+                "flops_per_token": seq2seq_flops_per_token(base)}
 
 
 def _layers(cand: Candidate) -> int:

@@ -151,3 +151,18 @@ def test_bad_configs_raise_value_errors_naming_the_field():
 def test_config_round_trips_through_a_dict():
     c = cfg(decoder_order="cfs")
     assert Seq2SeqConfig.from_dict(c.to_dict()) == c
+
+
+def test_flops_per_token_counts_matmuls_and_attention():
+    from models.seq2seq import seq2seq_flops_per_token, seq2seq_preset
+
+    cfg = seq2seq_preset("debug", src_vocab_size=100, tgt_vocab_size=100)
+    d, ff, ctx = cfg.d_model, cfg.d_ff, cfg.context
+    # encoder sfsf (2 s, 2 f) and decoder scfscf (2 s, 2 c, 2 f): 6 attention sublayers
+    expected = 2 * (6 * 4 * d * d + 4 * 2 * d * ff + 100 * d) + 6 * 4 * ctx * d
+    assert seq2seq_flops_per_token(cfg) == expected
+    reordered = seq2seq_preset("debug", src_vocab_size=100, tgt_vocab_size=100,
+                               decoder_order="ccssff")
+    assert seq2seq_flops_per_token(reordered) == expected  # order does not change compute
+    longer = seq2seq_preset("debug", src_vocab_size=100, tgt_vocab_size=100, context=2 * ctx)
+    assert seq2seq_flops_per_token(longer) - expected == 6 * 4 * ctx * d
