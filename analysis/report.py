@@ -243,16 +243,7 @@ def experiment_report(
                                    history=history, routing=routing)
     base = baseline_stats(frame, metric)
     w = _Writer(out_dir, title)
-    sec = w.section("Trials")
-    status = frame["status"].value_counts()
-    sec.numbers += [("trials", len(frame)), ("metric", metric)]
-    sec.numbers += [(f"status {s}", int(n)) for s, n in status.items()]
-    sec.numbers.append(("baseline", f"{base.mean:.4g} ± {base.sd:.2g} (n={base.n}), "
-                                    f"best {base.best:.4g}"))
-    w.table(sec, "trials", frame)
-    if history is not None and not history.empty:
-        w.figure(sec, "history", plots.plot_history(history, frame, metric=metric))
-        w.table(sec, "history", history)
+    _trials_section(w, frame, metric=metric, base=base, source=None, history=history)
     cands = candidates(frame, metric)
     if not cands.empty:
         _distribution_and_halves(w, frame, label="Sweep", stem="sweep", metric=metric,
@@ -272,14 +263,15 @@ def experiment_report(
     return w.write()
 
 
-def _trials_section(w: _Writer, frame: pd.DataFrame, *, metric: str, base, source: str,
+def _trials_section(w: _Writer, frame: pd.DataFrame, *, metric: str, base, source: str | None,
                     history: pd.DataFrame | None) -> None:
     sec = w.section("Trials")
     status = frame["status"].value_counts()
     sec.numbers += [("trials", len(frame)), ("metric", metric)]
     sec.numbers += [(f"status {s}", int(n)) for s, n in status.items()]
     sec.numbers.append(("baseline", f"{base.mean:.4g} ± {base.sd:.2g} (n={base.n}), "
-                                    f"best {base.best:.4g} ({source})"))
+                                    f"best {base.best:.4g}"
+                                    + (f" ({source})" if source else "")))
     w.table(sec, "trials", frame)
     if history is not None and not history.empty:
         w.figure(sec, "history", plots.plot_history(history, frame, metric=metric))

@@ -33,7 +33,8 @@ from models.lm import OrderedLM
 
 __all__ = ["TrainConfig", "TrialSpec", "FitResult", "Report", "fit", "evaluate", "main_metric",
            "lr_factor", "device_for", "autocast_for", "build_optimizer", "seed_everything",
-           "optimizer_step", "save_checkpoint", "load_checkpoint"]
+           "optimizer_step", "save_checkpoint", "load_checkpoint", "training_state",
+           "restore_training"]
 
 Report = Callable[..., None]
 """``report(metrics: dict, checkpoint: str | None = None) -> None``."""
@@ -231,6 +232,29 @@ def save_checkpoint(folder: Path, state: dict[str, Any]) -> str:
     return str(folder)
 
 
+def training_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                   scheduler: torch.optim.lr_scheduler.LRScheduler, generator: torch.Generator,
+                   *, step: int, best: float, metrics: dict[str, Any]) -> dict[str, Any]:
+    """Everything a resumed run needs to continue exactly where this one stands."""
+    return {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(), "generator": generator.get_state(),
+            "torch_rng": torch.get_rng_state(), "step": step, "best": best, "metrics": metrics}
+
+
+def restore_training(folder: str | Path, model: torch.nn.Module,
+                     optimizer: torch.optim.Optimizer,
+                     scheduler: torch.optim.lr_scheduler.LRScheduler,
+                     generator: torch.Generator) -> tuple[int, float, dict[str, Any]]:
+    """Load a checkpoint written from :func:`training_state`: (step, best, last metrics)."""
+    state = load_checkpoint(folder)
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    generator.set_state(state["generator"])
+    torch.set_rng_state(state["torch_rng"])
+    return int(state["step"]), float(state["best"]), dict(state.get("metrics", {}))
+
+
 def load_checkpoint(folder: str | Path) -> dict[str, Any]:
     path = Path(folder) / CHECKPOINT_FILE
     if not path.is_file():
@@ -269,14 +293,8 @@ def fit(
     step, best = 0, math.inf
     metrics: dict[str, float] = {}
     if resume_from is not None:
-        state = load_checkpoint(resume_from)
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        generator.set_state(state["generator"])
-        torch.set_rng_state(state["torch_rng"])
-        step, best = int(state["step"]), float(state["best"])
-        metrics = {k: float(v) for k, v in state.get("metrics", {}).items()}
+        step, best, metrics = restore_training(resume_from, model, optimizer, scheduler,
+                                               generator)
     run_model: Any = model
     if cfg.compile and device.type == "cuda":
         run_model = torch.compile(model)
@@ -331,12 +349,8 @@ def fit(
             }
             train_losses.clear()
             if ckpt_root is not None:
-                last_ckpt = save_checkpoint(ckpt_root, {
-                    "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                    "scheduler": scheduler.state_dict(), "generator": generator.get_state(),
-                    "torch_rng": torch.get_rng_state(),
-                    "step": step, "best": best, "metrics": metrics,
-                })
+                last_ckpt = save_checkpoint(ckpt_root, training_state(
+                    model, optimizer, scheduler, generator, step=step, best=best, metrics=metrics))
             report({**metrics, "status": "running" if step < cfg.steps else "finished"}, last_ckpt)
             reported = True
             tokens, clock = 0, time.perf_counter()

@@ -48,11 +48,12 @@ from models.train import (
     autocast_for,
     build_optimizer,
     device_for,
-    load_checkpoint,
     lr_factor,
     optimizer_step,
+    restore_training,
     save_checkpoint,
     seed_everything,
+    training_state,
 )
 
 __all__ = [
@@ -286,14 +287,8 @@ def fit_translation(
     step, best = 0, -math.inf
     metrics: dict[str, Any] = {}
     if resume_from is not None:
-        state = load_checkpoint(resume_from)
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        generator.set_state(state["generator"])
-        torch.set_rng_state(state["torch_rng"])
-        step, best = int(state["step"]), float(state["best"])
-        metrics = dict(state.get("metrics", {}))
+        step, best, metrics = restore_training(resume_from, model, optimizer, scheduler,
+                                               generator)
     run_model: Any = model
     if cfg.compile and device.type == "cuda":
         run_model = torch.compile(model)
@@ -377,12 +372,8 @@ def fit_translation(
             }
             train_losses.clear()
             if ckpt_root is not None:
-                last_ckpt = save_checkpoint(ckpt_root, {
-                    "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                    "scheduler": scheduler.state_dict(), "generator": generator.get_state(),
-                    "torch_rng": torch.get_rng_state(), "step": step, "best": best,
-                    "metrics": metrics,
-                })
+                last_ckpt = save_checkpoint(ckpt_root, training_state(
+                    model, optimizer, scheduler, generator, step=step, best=best, metrics=metrics))
             report({**metrics, "status": "running" if step < cfg.steps else "finished"}, last_ckpt)
             reported = True
             tokens, clock = 0, time.perf_counter()
