@@ -21,6 +21,7 @@ from ray import tune
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 from ray.tune.search import ConcurrencyLimiter
 
+from .checkpoints import fill_checkpoint_gaps
 from .plan import SweepPlan, trial_table
 from .problems import ExperimentError, Problem
 from .searchers import make_searcher
@@ -194,6 +195,7 @@ def run_sweep(plan: SweepPlan, *, resume: bool = False, address: str | None = No
         results: Any = []
         try:
             if resume:
+                fill_checkpoint_gaps(storage / ray_run)
                 tuner = tune.Tuner.restore(
                     str(storage / ray_run),
                     trainable=tune.with_resources(tune.with_parameters(train_trial, plan=plan),

@@ -1,7 +1,9 @@
 """The Ray Tune trainable: one trial = ``models.train.fit`` on one (order, seed).
 
 It reports every evaluation with ``ray.tune.report`` and hands each checkpoint to
-Tune, so a restarted trial resumes from its last evaluation.
+Tune, so a restarted trial resumes from its last evaluation. A restored trial first
+reports again the evaluation its checkpoint holds, so a driver that died before
+recording it still gets it (``MlflowTracking`` skips steps it has).
 """
 
 from __future__ import annotations
@@ -42,11 +44,12 @@ def train_trial(config: dict[str, Any], plan: SweepPlan) -> None:
         raise InjectedFailure(f"trial {trial.name} failed on purpose (listed in ${FAIL_ENV})")
     spec = plan.spec_for(trial)
     with tempfile.TemporaryDirectory(prefix="sublayer-trial-") as work:
-        resume, resumed_from = None, 0
+        resume, resumed_from, held = None, 0, {}
         restored = tune.get_checkpoint()
         if restored is not None:
             resume = restored.to_directory(os.path.join(work, "resume"))
-            resumed_from = int(load_checkpoint(resume)["step"])
+            state = load_checkpoint(resume)
+            resumed_from, held = int(state["step"]), dict(state.get("metrics") or {})
 
         node_id = ray.get_runtime_context().get_node_id()
         where = {"node_id": node_id, "node_ip": _node_ip(node_id),
@@ -57,4 +60,8 @@ def train_trial(config: dict[str, Any], plan: SweepPlan) -> None:
             ckpt = tune.Checkpoint.from_directory(checkpoint) if checkpoint else None
             tune.report({**metrics, **where}, checkpoint=ckpt)
 
+        if held and resumed_from < spec.train.steps:
+            # the evaluation this checkpoint was saved at: the driver may have died before
+            # recording it (the tracker skips steps it already has)
+            report({**held, "status": "running"})
         plan.task.fit(spec, report, checkpoint_dir=os.path.join(work, "ckpt"), resume_from=resume)

@@ -47,11 +47,11 @@ def _children(client, exp_name: str):
     return client.search_runs([exp.experiment_id], filter_string="tags.`sublayer.role` = 'trial'")
 
 
-def test_resume_after_sigkill_finishes_the_sweep_without_duplicates(tmp_path):
+def _run_and_kill(tmp_path: Path, path: Path, env: dict[str, str]):
+    """Start the sweep, SIGKILL its driver once one trial finished and the next one
+    has evaluated twice; return the MLflow client."""
     from mlflow.tracking import MlflowClient
 
-    path = _experiment(tmp_path)
-    env = {**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "1", "HOME": str(tmp_path)}
     driver = subprocess.Popen(_cli("sweep", str(path)), cwd=tmp_path, env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               start_new_session=True)
@@ -83,12 +83,20 @@ def test_resume_after_sigkill_finishes_the_sweep_without_duplicates(tmp_path):
             os.killpg(driver.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+    return client
 
+
+def _describe(runs) -> str:
+    return "\n".join(f"{r.info.run_name} {r.info.status} {r.data.tags.get('sublayer.status')} "
+                     f"{r.data.tags.get('sublayer.error', '')[-600:]}" for r in runs)
+
+
+def _resume_and_check(tmp_path: Path, path: Path, env: dict[str, str], client) -> None:
     before = {r.info.run_name: r for r in _children(client, "resume")}
     done_before = {n: r.info.end_time for n, r in before.items() if r.info.status == "FINISHED"}
     interrupted_names = [n for n, r in before.items() if r.info.status == "RUNNING"
                          and client.get_metric_history(r.info.run_id, "val_loss")]
-    assert done_before and len(interrupted_names) == 1
+    assert done_before and len(interrupted_names) == 1, _describe(before.values())
 
     resumed = subprocess.run(_cli("sweep", str(path), "--resume"), cwd=tmp_path, env=env,
                              capture_output=True, text=True, timeout=400)
@@ -97,8 +105,9 @@ def test_resume_after_sigkill_finishes_the_sweep_without_duplicates(tmp_path):
     after = _children(client, "resume")
     names = [r.info.run_name for r in after]
     assert sorted(names) == sorted(f"{o}@seed0" for o in ORDERS)  # each trial exactly once
-    assert all(r.info.status == "FINISHED" for r in after)
-    assert {r.data.tags["sublayer.status"] for r in after} == {"finished"}
+    report = _describe(after) + "\n--- resumed driver ---\n" + resumed.stderr[-3000:]
+    assert all(r.info.status == "FINISHED" for r in after), report
+    assert {r.data.tags["sublayer.status"] for r in after} == {"finished"}, report
     by_name = {r.info.run_name: r for r in after}
     for name, end in done_before.items():  # finished trials were not trained again
         assert by_name[name].info.end_time == end
@@ -109,3 +118,30 @@ def test_resume_after_sigkill_finishes_the_sweep_without_duplicates(tmp_path):
     parents = client.search_runs([after[0].info.experiment_id],
                                  filter_string="tags.`sublayer.role` = 'sweep'")
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+
+
+def test_resume_after_sigkill_finishes_the_sweep_without_duplicates(tmp_path):
+    path = _experiment(tmp_path)
+    env = {**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "1", "HOME": str(tmp_path)}
+    client = _run_and_kill(tmp_path, path, env)
+    _resume_and_check(tmp_path, path, env, client)
+
+
+def test_resume_when_the_snapshot_names_a_checkpoint_ray_had_deleted(tmp_path):
+    """Ray deletes checkpoint N when it registers N+1, then snapshots: a kill in
+    between leaves a snapshot naming N, which no longer exists (ray-project/ray#27790).
+    Moving each trial's newest checkpoint one index up recreates that state exactly."""
+    path = _experiment(tmp_path)
+    env = {**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "1", "HOME": str(tmp_path)}
+    client = _run_and_kill(tmp_path, path, env)
+    run_dir = tmp_path / "ray" / (tmp_path / "ray" / "resume.latest").read_text().strip()
+    moved = 0
+    for trial in (p for p in run_dir.iterdir() if p.is_dir()):
+        ckpts = sorted(trial.glob("checkpoint_*"))
+        if ckpts:
+            newest = ckpts[-1]
+            index = int(newest.name.split("_")[1])
+            newest.rename(trial / f"checkpoint_{index + 1:06d}")
+            moved += 1
+    assert moved >= 2  # the finished trial and the interrupted one
+    _resume_and_check(tmp_path, path, env, client)
