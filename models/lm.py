@@ -37,6 +37,7 @@ from torch import Tensor, nn
 
 from models.blocks import FeedForward, SelfAttention, build_sublayer
 from models.config import ModelConfig, adaptive_bands
+from models.fused_loss import linear_cross_entropy
 
 __all__ = [
     "AdaptiveInput",
@@ -171,6 +172,8 @@ class OrderedLM(nn.Module):
         )
         self.final_norm: nn.Module = nn.LayerNorm(d) if cfg.norm == "pre" else nn.Identity()
         self.head: nn.Linear | None = None
+        self.fused_loss = True
+        """Training loss without (B, T, V) logits (see :meth:`forward`); a runtime switch."""
         self.adaptive_softmax: nn.AdaptiveLogSoftmaxWithLoss | None = None
         if cfg.adaptive_softmax:
             self.adaptive_softmax = nn.AdaptiveLogSoftmaxWithLoss(
@@ -245,14 +248,33 @@ class OrderedLM(nn.Module):
         assert isinstance(self.embed, AdaptiveInput)
         return self.embed.logits(h)
 
+    def _fused_head(self, h: Tensor) -> bool:
+        """Train with :func:`~models.fused_loss.linear_cross_entropy` (no (B, T, V) logits):
+        a plain linear head, gradients wanted, no autocast and no ``torch.compile`` trace
+        (those keep the standard path, which the compiler fuses itself)."""
+        return (self.fused_loss and self.head is not None and torch.is_grad_enabled()
+                and (h.requires_grad or self.head.weight.requires_grad)
+                and not torch.is_autocast_enabled(h.device.type)
+                and not torch.compiler.is_compiling())
+
     def forward(self, idx: Tensor, targets: Tensor | None = None) -> LMOutput:
-        """``idx``/``targets`` (B, T) long → loss (mean NLL, nats) and logits (B, T, V)."""
+        """``idx``/``targets`` (B, T) long → loss (mean NLL, nats) and logits (B, T, V).
+
+        When training (gradients enabled) with a full-softmax head the loss comes from
+        the chunked :func:`~models.fused_loss.linear_cross_entropy` and ``logits`` is
+        None; call the model without targets for logits. ``fused_loss = False`` turns
+        this off."""
         h = self.hidden(idx)
         if self.adaptive_softmax is not None:
             if targets is None:
                 return LMOutput(None, None)
             out = self.adaptive_softmax(h.reshape(-1, h.shape[-1]), targets.reshape(-1))
             return LMOutput(out.loss, None)
+        if targets is not None and self._fused_head(h):
+            assert self.head is not None
+            d = h.shape[-1]
+            return LMOutput(linear_cross_entropy(h.reshape(-1, d), self.head.weight,
+                                                 targets.reshape(-1)), None)
         logits = self._logits(h)
         loss = None
         if targets is not None:

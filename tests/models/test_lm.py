@@ -30,9 +30,14 @@ def test_shapes_and_loss_is_mean_nll() -> None:
     model = make()
     x, y = tokens(), tokens(seed=2)
     out = model(x, y)
-    assert out.logits.shape == (2, 16, V)
+    assert out.logits is None  # training: the fused head computes no (B, T, V) logits
+    assert model(x).logits.shape == (2, 16, V)
     nll = -model.log_probs(x).gather(-1, y[..., None]).mean()
     torch.testing.assert_close(out.loss, nll)
+    with torch.no_grad():
+        plain = model(x, y)
+    assert plain.logits.shape == (2, 16, V)
+    torch.testing.assert_close(plain.loss, nll)
     assert model(x).loss is None
 
 

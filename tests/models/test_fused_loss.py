@@ -1,0 +1,82 @@
+"""The chunked linear + cross-entropy equals the plain head in value and gradients."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from models.config import ModelConfig
+from models.fused_loss import chunk_rows, linear_cross_entropy
+from models.lm import OrderedLM
+
+
+def _reference(h, w, t):
+    h = h.detach().clone().requires_grad_(h.requires_grad)
+    w = w.detach().clone().requires_grad_(w.requires_grad)
+    loss = F.cross_entropy(h @ w.t(), t)
+    loss.backward()
+    return loss, h.grad, w.grad
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 70), d=st.integers(1, 12), v=st.integers(2, 40), rows=st.integers(1, 80),
+       seed=st.integers(0, 2**16))
+def test_value_and_gradients_match_cross_entropy(n, d, v, rows, seed):
+    g = torch.Generator().manual_seed(seed)
+    h = torch.randn(n, d, generator=g, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(v, d, generator=g, dtype=torch.float64, requires_grad=True)
+    t = torch.randint(0, v, (n,), generator=g)
+    ref_loss, ref_gh, ref_gw = _reference(h, w, t)
+    loss = linear_cross_entropy(h, w, t, rows=rows)
+    (loss * 3.0).backward()  # the incoming gradient scales both results
+    torch.testing.assert_close(loss, ref_loss)
+    torch.testing.assert_close(h.grad, 3.0 * ref_gh)
+    torch.testing.assert_close(w.grad, 3.0 * ref_gw)
+
+
+def test_only_the_gradients_asked_for_are_computed():
+    g = torch.Generator().manual_seed(0)
+    h = torch.randn(9, 4, generator=g, requires_grad=True)
+    w = torch.randn(7, 4, generator=g)  # frozen head
+    t = torch.randint(0, 7, (9,), generator=g)
+    linear_cross_entropy(h, w, t, rows=4).backward()
+    assert h.grad is not None and w.grad is None
+    with torch.no_grad():
+        torch.testing.assert_close(linear_cross_entropy(h, w, t), F.cross_entropy(h @ w.t(), t))
+
+
+def test_bad_shapes_are_named():
+    with pytest.raises(ValueError, match="expected"):
+        linear_cross_entropy(torch.zeros(3, 4), torch.zeros(5, 3), torch.zeros(3, dtype=torch.long))
+    with pytest.raises(ValueError, match="targets"):
+        linear_cross_entropy(torch.zeros(3, 4), torch.zeros(5, 4), torch.zeros(2, dtype=torch.long))
+
+
+def test_chunks_stay_small_for_any_vocabulary():
+    assert chunk_rows(8192) * 8192 * 4 <= 8 << 20
+    assert chunk_rows(10**7) == 16
+
+
+def test_a_training_step_of_the_lm_equals_the_plain_head():
+    """Tied embeddings: the head's gradient and the embedding's add up on one weight."""
+    cfg = ModelConfig(order="sfsf", vocab_size=50, d_model=16, n_heads=2, d_ff=32, context=12,
+                      dropout=0.0)
+    x = torch.randint(0, 50, (3, 12), generator=torch.Generator().manual_seed(1))
+    y = x.roll(-1, 1)
+    grads = []
+    for fused in (True, False):
+        torch.manual_seed(0)
+        model = OrderedLM(cfg)
+        model.fused_loss = fused
+        out = model(x, y)
+        assert (out.logits is None) == fused
+        out.loss.backward()
+        grads.append((out.loss.detach(), {k: p.grad.clone() for k, p in model.named_parameters()}))
+    (fused_loss, fused_grads), (plain_loss, plain_grads) = grads
+    torch.testing.assert_close(fused_loss, plain_loss)
+    assert fused_grads.keys() == plain_grads.keys()
+    for key in plain_grads:
+        torch.testing.assert_close(fused_grads[key], plain_grads[key], rtol=1e-4, atol=1e-6)
