@@ -18,7 +18,7 @@ import pydantic
 from models.accounting import flops_per_token, param_count
 from models.config import ModelConfig, model_preset
 from models.data import DataConfig, DataError, corpus_info, load_corpus
-from models.data.download import resolve_files
+from models.data.download import cache_root, resolve_files
 from models.data.registry import get_spec
 from models.train import TrainConfig, TrialSpec, fit, main_metric
 from spaces.candidate import Candidate
@@ -120,6 +120,28 @@ class LMTask(Task):
     def metric(self, data: DataConfig) -> str:
         return main_metric(data.resolved_level)
 
+    @staticmethod
+    def _obtain(data: DataConfig, problems: list[Problem], notes: list[str] | None) -> bool:
+        """A corpus that is not on disk is downloaded now, by the driver, before Ray starts:
+        a failed download is a problem of the file, not of every trial (``--dry-run``
+        only notes it)."""
+        spec = get_spec(data.name)
+        try:
+            resolve_files(replace(data, download=False), spec)
+            return True
+        except DataError:
+            pass
+        if notes is not None:
+            notes.append(f"data.name: {data.name} is not on disk here; the sweep downloads it "
+                         f"into {cache_root(data) / data.name} before it starts")
+            return True
+        try:
+            resolve_files(data, spec)
+        except DataError as exc:
+            problems.append(Problem("data.name", data.name, f"an available corpus: {exc}"))
+            return False
+        return True
+
     def template(self, raw: dict[str, Any], problems: list[Problem]) -> ModelConfig | None:
         raw = dict(raw)
         if "order" in raw:
@@ -157,6 +179,8 @@ class LMTask(Task):
                 problems: list[Problem], notes: list[str] | None = None) -> ModelConfig:
         if base is not None:
             template = replace(template, order=base.order)
+        if not self._obtain(data, problems, notes):
+            return template
         if template.vocab_size is None:
             vocab = corpus_info(data.name).vocab_size
             if vocab is None:

@@ -385,6 +385,36 @@ def test_missing_file(tmp_path: Path, untouched: Callable[[set[str]], None],
     untouched(set())
 
 
+def _downloadable_but_absent(cfg: dict[str, Any], tmp_path: Path) -> None:
+    _empty_corpus_dirs(cfg, tmp_path)
+    cfg["data"]["download"] = True
+
+
+def test_a_corpus_that_cannot_be_downloaded_fails_before_ray(
+        tmp_path: Path, untouched: Callable[[set[str]], None], capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not on disk, download allowed, but unreachable: the driver tries the download while
+    it plans, so the sweep stops with exit 2 instead of failing every trial."""
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("SUBLAYER_DOWNLOAD_BASE", f"http://127.0.0.1:{port}")
+    path = _write(tmp_path, _downloadable_but_absent)
+    before = {p.name for p in tmp_path.iterdir()}
+    assert main(["sweep", str(path), "--dry-run"]) == 0  # planning only: a note, no download
+    err = capsys.readouterr().err
+    assert "note: data.name: tinyshakespeare is not on disk here; the sweep downloads it" in err
+    assert not any((tmp_path / "empty_cache").rglob("input.txt"))
+    assert main(["sweep", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "data.name: got 'tinyshakespeare', expected an available corpus" in err, err
+    assert f"download of http://127.0.0.1:{port}/input.txt failed" in err, err
+    assert not any((tmp_path / "empty_cache").rglob("input.txt"))  # nothing half-written
+    untouched(before)
+
+
 def test_all_problems_reported_at_once(tmp_path: Path, untouched: Callable[[set[str]], None],
                                        capsys: pytest.CaptureFixture[str]) -> None:
     """Cross-field problems (spaces, model, resources, search) come in one message."""
