@@ -13,14 +13,19 @@ run and artifacts), the ratio ``b / a``, and the time spent inside each callback
 ``on_trial_result`` per report (timed by subclassing), ours vs Ray's.
 Targets: overhead <= 2 s per trial, our logging >= 10x cheaper per report.
 
-    .venv/bin/python benchmarks/sweep_overhead.py --trials 6
+    .venv/bin/python benchmarks/sweep_overhead.py --trials 16
     .venv/bin/python benchmarks/sweep_overhead.py --trials 6 --steps 20 --json
+
+A sweep has a fixed cost (starting Ray and the first worker process, the MLflow
+store and parent run, shutting down: about 15 s here) and a small cost per trial, so
+``(b - a) / N`` falls with N; run two values of N to separate them.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -38,7 +43,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-ORDERS = ["sfsf", "ssff", "ffss", "fsfs", "sffs", "fssf"]
+ORDERS = (["sfsf", "ssff", "ffss", "fsfs", "sffs", "fssf"]  # every order of 2 s + 2 f,
+          + sorted({"".join(p) for p in itertools.permutations("sssfff")}))  # then 3 s + 3 f
 """All distinct orders of two s and two f (the debug model's budget)."""
 
 OVERHEAD_TARGET_S = 2.0
@@ -47,7 +53,7 @@ LOGGING_TARGET_RATIO = 10.0
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--trials", type=int, default=6, help=f"trials (1..{len(ORDERS)})")
+    p.add_argument("--trials", type=int, default=16, help=f"trials (1..{len(ORDERS)})")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--eval-every", type=int, default=10)
     p.add_argument("--json", action="store_true", help="print one JSON object instead")
