@@ -277,12 +277,24 @@ class TranslationTask(Task):
 
     def resolve(self, template: Any, data: Any, base: Candidate | None,
                 problems: list[Problem], notes: list[str] | None = None) -> Any:
-        from models.data.parallel import load_parallel
+        from models.data.parallel import load_parallel, resolve_parallel_files
 
         if base is not None:
             n = base.params["layers"]
             template = replace(template, encoder_order=interleaved(n),
                                decoder_order=base.order)
+        try:  # on disk? else the driver downloads it now (see LMTask._obtain)
+            resolve_parallel_files(replace(data, download=False))
+        except DataError:
+            if notes is not None:
+                notes.append(f"data.name: {data.name} is not on disk here; the sweep downloads "
+                             "it before it starts")
+            else:
+                try:
+                    resolve_parallel_files(data)
+                except DataError as exc:
+                    problems.append(Problem("data.name", data.name, f"an available corpus: {exc}"))
+                    return template
         if template.src_vocab_size is None or template.tgt_vocab_size is None:
             try:
                 corpus = load_parallel(data)

@@ -298,6 +298,14 @@ CASES = [
     Bad("translation-mismatched-files", _do(_translation({"type": "sandwich", "n": 2}),
                                             _mismatched_parallel_files),
         ("data.name: got 'parallel-files'", "line")),
+    Bad("translation-corpus-absent", _do(
+        _translation({"type": "sandwich", "n": 2}),
+        _set("model", {"preset": "debug", "src_vocab_size": 300, "tgt_vocab_size": 300}),
+        lambda cfg, tmp: (tmp / "no_data").mkdir() or cfg.update(
+            data={"name": "iwslt14-de-en", "data_dir": str(tmp / "no_data"),
+                  "cache_dir": str(tmp / "no_data")})),
+        ("data.name: got 'iwslt14-de-en', expected an available corpus",
+         "iwslt14-de-en: cannot find")),
     Bad("translation-unknown-setting", _do(_translation({"type": "sandwich", "n": 2}),
                                            _set("translation", {"beams": 4})),
         ("translation.beams: unknown key",)),
