@@ -147,6 +147,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     else:
         print(f"watch them with: sublayer ui --tracking-uri {uri}  then open "
               f"http://127.0.0.1:5000/{runs_page(outcome.experiment_id, plan.metric, plan.mode)}")
+    if outcome.interrupted:
+        print(f"sublayer: sweep interrupted; its runs are KILLED in MLflow. Continue it with: "
+              f"sublayer sweep {args.file} --resume", file=sys.stderr)
+        return 130
     return 0
 
 
@@ -219,7 +223,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse already printed its message; usage errors are 2
         return int(exc.code or 0)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:  # a second Ctrl-C: the sweep's runs were closed as KILLED
+        print("sublayer: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -11,6 +11,8 @@ import csv
 import io
 import json
 import os
+import signal
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +42,8 @@ class SweepOutcome:
     """One row per Ray trial: name, order, seed, status, final/best metric."""
     reused: int = 0
     """Trials taken from earlier runs of the experiment (``reuse: true``)."""
+    interrupted: bool = False
+    """Stopped by Ctrl-C (SIGINT) before every trial ended: ``--resume`` continues it."""
 
 
 def connect(plan: SweepPlan, address: str | None) -> bool:
@@ -157,6 +161,39 @@ def _reuse(client: Any, exp_id: str, parent_id: str,
     return replace(plan, trials=kept), reused
 
 
+class _SigintWatch:
+    """Did Ray Tune's SIGINT handler fire during ``fit``?
+
+    Tune installs its own handler for the run and, on the first Ctrl-C, stops the run
+    gracefully and puts back the handler it found. So: install a marker handler first;
+    if the marker is back in place after ``fit``, Ctrl-C was pressed. Outside the main
+    thread (no signal handlers) this reports nothing and the results decide alone.
+    """
+
+    def __enter__(self) -> _SigintWatch:
+        self.fired = False
+        self._previous = None
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._marker)
+        return self
+
+    @staticmethod
+    def _marker(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._previous is not None:
+            self.fired = signal.getsignal(signal.SIGINT) is self._marker
+            signal.signal(signal.SIGINT, self._previous)
+
+
+def _incomplete(results: Any, plan: SweepPlan) -> bool:
+    """Some trial neither finished nor failed, or a grid trial never started."""
+    ended = results.num_terminated + results.num_errors
+    return ended < len(results) or (plan.experiment.search.algorithm == "grid"
+                                    and len(results) < len(plan.trials))
+
+
 def run_sweep(plan: SweepPlan, *, resume: bool = False, address: str | None = None,
               tracking_uri: str | None = None) -> SweepOutcome:
     """Run (or resume) the sweep; every trial ends up as a closed MLflow child run."""
@@ -193,26 +230,30 @@ def run_sweep(plan: SweepPlan, *, resume: bool = False, address: str | None = No
                                   plan=plan)
         status = "FAILED"
         results: Any = []
+        interrupted = False
         try:
-            if resume:
-                fill_checkpoint_gaps(storage / ray_run)
-                tuner = tune.Tuner.restore(
-                    str(storage / ray_run),
-                    trainable=tune.with_resources(tune.with_parameters(train_trial, plan=plan),
-                                                  {"cpu": exp.resources.cpu,
-                                                   "gpu": exp.resources.gpu}),
-                    resume_unfinished=True, resume_errored=False, restart_errored=False)
-                results = tuner.fit()
-            elif plan.trials or exp.search.algorithm != "grid":  # else: every trial was reused
-                results = _tuner(plan, ray_run, callback).fit()
-            status = "FINISHED"
+            with _SigintWatch() as sigint:
+                if resume:
+                    fill_checkpoint_gaps(storage / ray_run)
+                    tuner = tune.Tuner.restore(
+                        str(storage / ray_run),
+                        trainable=tune.with_resources(
+                            tune.with_parameters(train_trial, plan=plan),
+                            {"cpu": exp.resources.cpu, "gpu": exp.resources.gpu}),
+                        resume_unfinished=True, resume_errored=False, restart_errored=False)
+                    results = tuner.fit()
+                elif plan.trials or exp.search.algorithm != "grid":  # else: all were reused
+                    results = _tuner(plan, ray_run, callback).fit()
+            interrupted = sigint.fired or (bool(results) and _incomplete(results, plan))
+            status = "KILLED" if interrupted else "FINISHED"
         except KeyboardInterrupt:
             status = "KILLED"
             raise
         finally:
             close_sweep(client, exp_id, parent_id, status)
         return SweepOutcome(experiment_id=exp_id, parent_run_id=parent_id, ray_run=ray_run,
-                            trials=_rows(results, plan), reused=len(reused))
+                            trials=_rows(results, plan), reused=len(reused),
+                            interrupted=interrupted)
     finally:
         if started:
             ray.shutdown()

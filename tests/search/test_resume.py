@@ -145,3 +145,57 @@ def test_resume_when_the_snapshot_names_a_checkpoint_ray_had_deleted(tmp_path):
             moved += 1
     assert moved >= 2  # the finished trial and the interrupted one
     _resume_and_check(tmp_path, path, env, client)
+
+
+def test_ctrl_c_stops_the_sweep_as_killed_and_resume_finishes_it(tmp_path):
+    """SIGINT (Ctrl-C) to the driver: Ray stops gracefully, the parent run and the
+    interrupted trial end KILLED (never RUNNING), and ``--resume`` finishes the sweep."""
+    from mlflow.tracking import MlflowClient
+
+    path = _experiment(tmp_path)
+    env = {**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "1", "HOME": str(tmp_path)}
+    driver = subprocess.Popen(_cli("sweep", str(path)), cwd=tmp_path, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    client = None
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            assert driver.poll() is None, "the sweep ended before Ctrl-C"
+            if client is None and (tmp_path / "ray" / "resume.latest").exists():
+                client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+            if client is None:
+                continue
+            runs = _children(client, "resume")
+            if any(r.info.status == "RUNNING" and client.get_metric_history(r.info.run_id, "val_loss")
+                   for r in runs):
+                break
+        else:
+            pytest.fail("no trial reported within the time limit")
+        driver.send_signal(signal.SIGINT)
+        out, err = driver.communicate(timeout=180)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait()
+    print(driver.returncode, out[-2000:], err[-3000:])
+    assert driver.returncode == 130, err[-3000:]
+    assert "--resume" in err  # the message says how to continue
+    runs = _children(client, "resume")
+    assert runs and not any(r.info.status == "RUNNING" for r in runs), _describe(runs)
+    killed = [r for r in runs if r.info.status == "KILLED"]
+    assert len(killed) == 1 and killed[0].data.tags["sublayer.status"] == "killed", _describe(runs)
+    parents = client.search_runs([runs[0].info.experiment_id],
+                                 filter_string="tags.`sublayer.role` = 'sweep'")
+    assert len(parents) == 1 and parents[0].info.status == "KILLED"
+
+    resumed = subprocess.run(_cli("sweep", str(path), "--resume"), cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=400)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    after = _children(client, "resume")
+    assert sorted(r.info.run_name for r in after) == sorted(f"{o}@seed0" for o in ORDERS)
+    assert all(r.info.status == "FINISHED" for r in after), _describe(after)
+    parents = client.search_runs([after[0].info.experiment_id],
+                                 filter_string="tags.`sublayer.role` = 'sweep'")
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
