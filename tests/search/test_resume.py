@@ -47,35 +47,40 @@ def _children(client, exp_name: str):
     return client.search_runs([exp.experiment_id], filter_string="tags.`sublayer.role` = 'trial'")
 
 
+def _wait_for(driver: subprocess.Popen, tmp_path: Path, ready, what: str):
+    """Poll the sweep's MLflow store until ``ready(client, trial runs)``; return the client."""
+    from mlflow.tracking import MlflowClient
+
+    client = None
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        if driver.poll() is not None:
+            pytest.fail(f"the sweep ended (status {driver.returncode}) before {what}")
+        # the pointer file is written once the driver has created the MLflow store
+        if client is None and (tmp_path / "ray" / "resume.latest").exists():
+            client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+        if client is not None and ready(client, _children(client, "resume")):
+            return client
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def _evaluated(client, run, times: int = 1) -> bool:
+    return run.info.status == "RUNNING" and \
+        len(client.get_metric_history(run.info.run_id, "val_loss")) >= times
+
+
 def _run_and_kill(tmp_path: Path, path: Path, env: dict[str, str]):
     """Start the sweep, SIGKILL its driver once one trial finished and the next one
     has evaluated twice; return the MLflow client."""
-    from mlflow.tracking import MlflowClient
-
     driver = subprocess.Popen(_cli("sweep", str(path)), cwd=tmp_path, env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               start_new_session=True)
-    client = None
-    deadline = time.monotonic() + 240
     try:
-        while time.monotonic() < deadline:
-            time.sleep(0.5)
-            if driver.poll() is not None:
-                pytest.fail(f"the sweep ended (status {driver.returncode}) before it could be killed")
-            # the pointer file is written once the driver has created the MLflow store
-            if client is None and (tmp_path / "ray" / "resume.latest").exists():
-                client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
-            if client is None:
-                continue
-            runs = _children(client, "resume")
-            finished = [r for r in runs if r.info.status == "FINISHED"]
-            running = [r for r in runs if r.info.status == "RUNNING"
-                       and len(client.get_metric_history(r.info.run_id, "val_loss")) >= 2]
-            if finished and running:
-                time.sleep(1.5)  # let Tune snapshot the experiment after that checkpoint
-                break
-        else:
-            pytest.fail("no trial finished within the time limit")
+        client = _wait_for(driver, tmp_path, lambda c, runs: any(
+            r.info.status == "FINISHED" for r in runs) and any(_evaluated(c, r, 2) for r in runs),
+            "a trial finished and the next one evaluated twice")
+        time.sleep(1.5)  # let Tune snapshot the experiment after that checkpoint
     finally:
         os.kill(driver.pid, signal.SIGKILL)  # the driver dies first, as on a crash
         driver.wait()
@@ -150,36 +155,23 @@ def test_resume_when_the_snapshot_names_a_checkpoint_ray_had_deleted(tmp_path):
 def test_ctrl_c_stops_the_sweep_as_killed_and_resume_finishes_it(tmp_path):
     """SIGINT (Ctrl-C) to the driver: Ray stops gracefully, the parent run and the
     interrupted trial end KILLED (never RUNNING), and ``--resume`` finishes the sweep."""
-    from mlflow.tracking import MlflowClient
-
     path = _experiment(tmp_path)
     env = {**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "1", "HOME": str(tmp_path)}
-    driver = subprocess.Popen(_cli("sweep", str(path)), cwd=tmp_path, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              start_new_session=True)
-    client = None
-    deadline = time.monotonic() + 240
+    log = tmp_path / "driver.err"
+    with log.open("w") as stderr:  # a file, not a pipe nobody reads while we poll
+        driver = subprocess.Popen(_cli("sweep", str(path)), cwd=tmp_path, env=env,
+                                  stdout=subprocess.DEVNULL, stderr=stderr,
+                                  start_new_session=True)
     try:
-        while time.monotonic() < deadline:
-            time.sleep(0.5)
-            assert driver.poll() is None, "the sweep ended before Ctrl-C"
-            if client is None and (tmp_path / "ray" / "resume.latest").exists():
-                client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
-            if client is None:
-                continue
-            runs = _children(client, "resume")
-            if any(r.info.status == "RUNNING" and client.get_metric_history(r.info.run_id, "val_loss")
-                   for r in runs):
-                break
-        else:
-            pytest.fail("no trial reported within the time limit")
+        client = _wait_for(driver, tmp_path, lambda c, runs: any(_evaluated(c, r) for r in runs),
+                           "a trial reported")
         driver.send_signal(signal.SIGINT)
-        out, err = driver.communicate(timeout=180)
+        driver.wait(timeout=180)
     finally:
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)
             driver.wait()
-    print(driver.returncode, out[-2000:], err[-3000:])
+    err = log.read_text()
     assert driver.returncode == 130, err[-3000:]
     assert "--resume" in err  # the message says how to continue
     runs = _children(client, "resume")
