@@ -34,7 +34,7 @@ from models.lm import OrderedLM
 __all__ = ["TrainConfig", "TrialSpec", "FitResult", "Report", "fit", "evaluate", "main_metric",
            "lr_factor", "device_for", "autocast_for", "build_optimizer", "seed_everything",
            "optimizer_step", "save_checkpoint", "load_checkpoint", "training_state",
-           "restore_training"]
+           "restore_training", "report_evaluation", "report_resumed_end"]
 
 Report = Callable[..., None]
 """``report(metrics: dict, checkpoint: str | None = None) -> None``."""
@@ -255,11 +255,39 @@ def restore_training(folder: str | Path, model: torch.nn.Module,
     return int(state["step"]), float(state["best"]), dict(state.get("metrics", {}))
 
 
+def report_evaluation(report: Report, *, step: int, total: int, train_losses: list[float],
+                      scores: dict[str, float], lr: float, tokens_per_s: float,
+                      ckpt_root: Path | None, parts: tuple[Any, Any, Any, torch.Generator],
+                      best: float, last_ckpt: str | None) -> tuple[dict[str, Any], str | None]:
+    """One evaluation of ``fit``/``fit_translation``: the metrics row (mean train loss since
+    the last one, ``scores``, lr, tokens/s), a checkpoint of ``parts`` = (model, optimizer,
+    scheduler, generator) under ``ckpt_root`` when given, and the report. Clears
+    ``train_losses``; returns (metrics, newest checkpoint)."""
+    metrics = {"step": step,
+               "train_loss": float(np.mean(train_losses)) if train_losses else math.nan,
+               **scores, "lr": lr, "tokens_per_s": tokens_per_s}
+    train_losses.clear()
+    if ckpt_root is not None:
+        last_ckpt = save_checkpoint(ckpt_root, training_state(*parts, step=step, best=best,
+                                                              metrics=metrics))
+    report({**metrics, "status": "running" if step < total else "finished"}, last_ckpt)
+    return metrics, last_ckpt
+
+
+def report_resumed_end(report: Report, *, resumed: bool, reported: bool,
+                       metrics: dict[str, Any], status: str) -> None:
+    """A run resumed from its final checkpoint trains nothing: report its end again (the
+    driver may have died before recording it)."""
+    if resumed and not reported and metrics and status == "finished":
+        report({**metrics, "status": "finished"}, None)
+
+
 def load_checkpoint(folder: str | Path) -> dict[str, Any]:
     path = Path(folder) / CHECKPOINT_FILE
     if not path.is_file():
         raise ConfigError("resume_from", str(folder), f"a checkpoint folder containing {CHECKPOINT_FILE}")
-    return torch.load(path, map_location="cpu", weights_only=True)
+    # mmap: reading only the step (search.trainable) does not read the tensors
+    return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
 
 
 def fit(
@@ -338,24 +366,14 @@ def fit(
             scores = metrics_from_loss(val_loss, corpus.level)
             main = scores["ppl"] if corpus.level == "word" else scores["bpc"]
             best = min(best, main)
-            metrics = {
-                "step": step,
-                "train_loss": float(np.mean(train_losses)) if train_losses else math.nan,
-                "val_loss": val_loss,
-                metric_name: main,
-                f"best_{metric_name}": best,
-                "lr": lr,
-                "tokens_per_s": tokens / max(elapsed, 1e-9),
-            }
-            train_losses.clear()
-            if ckpt_root is not None:
-                last_ckpt = save_checkpoint(ckpt_root, training_state(
-                    model, optimizer, scheduler, generator, step=step, best=best, metrics=metrics))
-            report({**metrics, "status": "running" if step < cfg.steps else "finished"}, last_ckpt)
+            metrics, last_ckpt = report_evaluation(
+                report, step=step, total=cfg.steps, train_losses=train_losses,
+                scores={"val_loss": val_loss, metric_name: main, f"best_{metric_name}": best},
+                lr=lr, tokens_per_s=tokens / max(elapsed, 1e-9), ckpt_root=ckpt_root,
+                parts=(model, optimizer, scheduler, generator), best=best, last_ckpt=last_ckpt)
             reported = True
             tokens, clock = 0, time.perf_counter()
-    if resume_from is not None and not reported and metrics and status == "finished":
-        # resumed from the final checkpoint (the driver died before recording the end)
-        report({**metrics, "status": "finished"}, None)
+    report_resumed_end(report, resumed=resume_from is not None, reported=reported,
+                       metrics=metrics, status=status)
     return FitResult(status=status, steps=step, metrics=metrics, checkpoint=last_ckpt)
 

@@ -50,10 +50,10 @@ from models.train import (
     device_for,
     lr_factor,
     optimizer_step,
+    report_evaluation,
+    report_resumed_end,
     restore_training,
-    save_checkpoint,
     seed_everything,
-    training_state,
 )
 
 __all__ = [
@@ -362,21 +362,13 @@ def fit_translation(
             scores = evaluate(step, final=step == cfg.steps)
             if "val_bleu" in scores:
                 best = max(best, scores["val_bleu"])
-            metrics = {
-                "step": step,
-                "train_loss": float(np.mean(train_losses)) if train_losses else math.nan,
-                **scores,
-                "best_val_bleu": best,
-                "lr": lr,
-                "tokens_per_s": tokens / max(elapsed, 1e-9),
-            }
-            train_losses.clear()
-            if ckpt_root is not None:
-                last_ckpt = save_checkpoint(ckpt_root, training_state(
-                    model, optimizer, scheduler, generator, step=step, best=best, metrics=metrics))
-            report({**metrics, "status": "running" if step < cfg.steps else "finished"}, last_ckpt)
+            metrics, last_ckpt = report_evaluation(
+                report, step=step, total=cfg.steps, train_losses=train_losses,
+                scores={**scores, "best_val_bleu": best}, lr=lr,
+                tokens_per_s=tokens / max(elapsed, 1e-9), ckpt_root=ckpt_root,
+                parts=(model, optimizer, scheduler, generator), best=best, last_ckpt=last_ckpt)
             reported = True
             tokens, clock = 0, time.perf_counter()
-    if resume_from is not None and not reported and metrics and status == "finished":
-        report({**metrics, "status": "finished"}, None)
+    report_resumed_end(report, resumed=resume_from is not None, reported=reported,
+                       metrics=metrics, status=status)
     return FitResult(status=status, steps=step, metrics=metrics, checkpoint=last_ckpt)

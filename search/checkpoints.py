@@ -37,17 +37,13 @@ def _link_or_copy(src: str, dst: str) -> None:
         shutil.copy2(src, dst)
 
 
-def _trial_dirs(run_dir: Path) -> list[Path]:
-    return [p for p in sorted(run_dir.iterdir()) if p.is_dir()]
-
-
 def fill_checkpoint_gaps(run_dir: str | os.PathLike[str], *, lookback: int = LOOKBACK) -> list[Path]:
     """Fill the missing checkpoint indices just below each trial's newest; return them."""
     root = Path(run_dir)
     if not root.is_dir():
         return []
     filled: list[Path] = []
-    for trial in _trial_dirs(root):
+    for trial in (p for p in sorted(root.iterdir()) if p.is_dir()):
         found = {int(m.group(1)): p for p in trial.iterdir()
                  if p.is_dir() and (m := _NAME.match(p.name))}
         if not found:
