@@ -22,6 +22,8 @@ test: install
 
 lint: install
 	$(BIN)/ruff check .
+	mkdir -p .mypy_path/sublayer_search
+	for p in spaces models search analysis; do ln -sfn ../../$$p .mypy_path/sublayer_search/$$p; done
 	$(BIN)/mypy
 
 # The quickstart sweep: 10 tiny trials on Ray Tune, tracked in ./mlflow.db (~3-5 min).

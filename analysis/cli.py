@@ -1,7 +1,7 @@
 """``sublayer analyze``: figures, CSVs and an HTML report for a sweep or the paper's data.
 
 The ``sublayer`` CLI (search/cli.py) adds a subparser with :func:`add_arguments` and
-calls :func:`run_analyze`; ``python -m analysis.cli`` runs it standalone.
+calls :func:`run_analyze`; ``python -m sublayer_search.analysis.cli`` runs it standalone.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from spaces.cost import STRADDLE
+from sublayer_search.spaces.cost import STRADDLE
 
 from .errors import AnalysisError
 

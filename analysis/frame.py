@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from spaces.order import parse_order
+from sublayer_search.spaces.order import parse_order
 
 from .errors import AnalysisError
 

@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from spaces.cost import STRADDLE, halves
-from spaces.order import counts
+from sublayer_search.spaces.cost import STRADDLE, halves
+from sublayer_search.spaces.order import counts
 
 from .errors import AnalysisError
 from .frame import at_least_as_good, study_inputs

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from spaces.iot import DECODER_BLOCKS, ENCODER_BLOCKS, PAPER_SUBSETS
+from sublayer_search.spaces.iot import DECODER_BLOCKS, ENCODER_BLOCKS, PAPER_SUBSETS
 
 from .errors import AnalysisError
 from .frame import BaselineStats, at_least_as_good, select_metric, usable, validate_trials

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from spaces.iot import DECODER_BLOCKS, PAPER_SUBSETS
+from sublayer_search.spaces.iot import DECODER_BLOCKS, PAPER_SUBSETS
 
 from . import paper as press
 from .frame import trials_frame

@@ -14,8 +14,8 @@ from importlib import resources
 
 import pandas as pd
 
-from spaces.cost import order_params, units
-from spaces.order import counts, sandwich_order
+from sublayer_search.spaces.cost import order_params, units
+from sublayer_search.spaces.order import counts, sandwich_order
 
 from .frame import trials_frame
 
@@ -52,7 +52,7 @@ _TABLE_PREFIX = {1: "perm", 2: "budget"}
 
 @cache
 def _raw_tables() -> pd.DataFrame:
-    path = resources.files("analysis") / "data" / "press2020_tables.csv"
+    path = resources.files("sublayer_search.analysis") / "data" / "press2020_tables.csv"
     with resources.as_file(path) as file:
         return pd.read_csv(file, comment="#", dtype={"order": str})
 

@@ -28,9 +28,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from models.accounting import flops_per_token, param_count  # noqa: E402
-from models.config import ModelConfig  # noqa: E402
-from models.lm import OrderedLM  # noqa: E402
+from sublayer_search.models.accounting import flops_per_token, param_count  # noqa: E402
+from sublayer_search.models.config import ModelConfig  # noqa: E402
+from sublayer_search.models.lm import OrderedLM  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -142,9 +142,9 @@ def stop(proc: subprocess.Popen) -> None:
 def run_loop(path: Path) -> float:
     import torch
 
-    from models.train import fit
-    from search.config import load_experiment
-    from search.plan import plan_sweep
+    from sublayer_search.models.train import fit
+    from sublayer_search.search.config import load_experiment
+    from sublayer_search.search.plan import plan_sweep
 
     torch.set_num_threads(1)
     start = time.perf_counter()
@@ -161,7 +161,7 @@ RAY_START: list[float] = []
 
 
 def _timed_ours() -> type:
-    from search.tracking import MlflowTracking
+    from sublayer_search.search.tracking import MlflowTracking
 
     class TimedMlflowTracking(MlflowTracking):
         def on_trial_result(self, *args: Any, **kwargs: Any) -> None:
@@ -173,11 +173,11 @@ def _timed_ours() -> type:
 
 
 def run_sweep_cli(path: Path, tracking_uri: str) -> float:
-    import search.sweep
-    from search.cli import main
+    from sublayer_search.search import sweep as sweep_module
+    from sublayer_search.search.cli import main
 
-    search.sweep.MlflowTracking = _timed_ours()  # type: ignore[misc]
-    connect = search.sweep.connect
+    sweep_module.MlflowTracking = _timed_ours()  # type: ignore[misc]
+    connect = sweep_module.connect
 
     def timed_connect(*args: Any, **kwargs: Any) -> bool:
         t0 = time.perf_counter()
@@ -186,7 +186,7 @@ def run_sweep_cli(path: Path, tracking_uri: str) -> float:
         finally:
             RAY_START.append(time.perf_counter() - t0)
 
-    search.sweep.connect = timed_connect  # type: ignore[assignment]
+    sweep_module.connect = timed_connect  # type: ignore[assignment]
     start = time.perf_counter()
     code = main(["sweep", str(path), "--tracking-uri", tracking_uri])
     elapsed = time.perf_counter() - start
@@ -202,10 +202,10 @@ def run_ray_callback(path: Path, tracking_uri: str) -> float:
     from ray.air.integrations.mlflow import MLflowLoggerCallback
     from ray.tune.search import ConcurrencyLimiter
 
-    from search.config import load_experiment
-    from search.plan import plan_sweep
-    from search.searchers import GridSearcher
-    from search.trainable import train_trial
+    from sublayer_search.search.config import load_experiment
+    from sublayer_search.search.plan import plan_sweep
+    from sublayer_search.search.searchers import GridSearcher
+    from sublayer_search.search.trainable import train_trial
 
     class TimedMLflowLoggerCallback(MLflowLoggerCallback):
         def on_trial_result(self, *args: Any, **kwargs: Any) -> None:

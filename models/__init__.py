@@ -3,14 +3,20 @@
 Never imports ray or mlflow: ``models.train.fit`` takes a plain ``report`` callable.
 """
 
-from models.accounting import flops_per_token, param_count
-from models.blocks import CrossAttention, FeedForward, Residual, SelfAttention, build_sublayer
-from models.config import PRESETS, ModelConfig, adaptive_bands, model_preset
-from models.decoding import beam_search, greedy_decode
-from models.errors import ConfigError
-from models.iot import IOTConfig, IOTSeq2Seq
-from models.lm import AdaptiveInput, LMOutput, OrderedLM, capture_attention
-from models.seq2seq import OrderedSeq2Seq, Seq2SeqConfig, seq2seq_preset
+from sublayer_search.models.accounting import flops_per_token, param_count
+from sublayer_search.models.blocks import (
+    CrossAttention,
+    FeedForward,
+    Residual,
+    SelfAttention,
+    build_sublayer,
+)
+from sublayer_search.models.config import PRESETS, ModelConfig, adaptive_bands, model_preset
+from sublayer_search.models.decoding import beam_search, greedy_decode
+from sublayer_search.models.errors import ConfigError
+from sublayer_search.models.iot import IOTConfig, IOTSeq2Seq
+from sublayer_search.models.lm import AdaptiveInput, LMOutput, OrderedLM, capture_attention
+from sublayer_search.models.seq2seq import OrderedSeq2Seq, Seq2SeqConfig, seq2seq_preset
 
 __all__ = [
     "PRESETS", "AdaptiveInput", "ConfigError", "CrossAttention", "FeedForward", "LMOutput",

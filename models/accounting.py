@@ -6,9 +6,9 @@
 
 from __future__ import annotations
 
-from models.config import ModelConfig, adaptive_bands
-from spaces.cost import unit_costs
-from spaces.order import counts
+from sublayer_search.models.config import ModelConfig, adaptive_bands
+from sublayer_search.spaces.cost import unit_costs
+from sublayer_search.spaces.order import counts
 
 __all__ = ["embedding_params", "flops_per_token", "head_params", "param_count"]
 

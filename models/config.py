@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from models.errors import ConfigError
-from spaces.order import parse_order
+from sublayer_search.models.errors import ConfigError
+from sublayer_search.spaces.order import parse_order
 
 __all__ = [
     "ACTIVATIONS",

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from models.seq2seq import EncoderOut
+from sublayer_search.models.seq2seq import EncoderOut
 
 __all__ = ["beam_search", "greedy_decode", "translate_batch"]
 

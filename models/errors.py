@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-__all__ = ["ConfigError"]
+__all__ = ["ConfigError", "check", "is_int", "is_number", "is_positive_int"]
 
 
 class ConfigError(ValueError):
@@ -23,3 +24,24 @@ class ConfigError(ValueError):
 
     def __reduce__(self) -> tuple[Any, ...]:  # picklable across processes (Ray workers)
         return (type(self), (self.field, self.value, self.expected))
+
+
+def check(cond: bool, field: str, value: Any, expected: str) -> None:
+    """Raise :class:`ConfigError` for ``field`` unless ``cond`` holds."""
+    if not cond:
+        raise ConfigError(field, value, expected)
+
+
+def is_int(value: Any) -> bool:
+    """An integer, and not a bool."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_positive_int(value: Any) -> bool:
+    return is_int(value) and value > 0
+
+
+def is_number(value: Any, *, finite: bool = False) -> bool:
+    """An int or float, not a bool (and finite when asked)."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    return ok and (not finite or math.isfinite(value))

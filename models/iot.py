@@ -42,8 +42,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from models.errors import ConfigError
-from models.seq2seq import (
+from sublayer_search.models.errors import ConfigError
+from sublayer_search.models.seq2seq import (
     EncoderOut,
     Seq2SeqBase,
     Seq2SeqConfig,
@@ -52,8 +52,8 @@ from models.seq2seq import (
     make_sublayer,
     seq2seq_param_count,
 )
-from spaces.errors import SpaceError
-from spaces.iot import DECODER_BLOCKS, ENCODER_BLOCKS, iot_subsets, validate_iot
+from sublayer_search.spaces.errors import SpaceError
+from sublayer_search.spaces.iot import DECODER_BLOCKS, ENCODER_BLOCKS, iot_subsets, validate_iot
 
 __all__ = [
     "IOT_MODEL_MODES",

@@ -35,9 +35,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from models.blocks import FeedForward, SelfAttention, build_sublayer
-from models.config import ModelConfig, adaptive_bands
-from models.fused_loss import linear_cross_entropy
+from sublayer_search.models.blocks import FeedForward, SelfAttention, build_sublayer
+from sublayer_search.models.config import ModelConfig, adaptive_bands
+from sublayer_search.models.fused_loss import linear_cross_entropy
 
 __all__ = [
     "AdaptiveInput",

@@ -31,13 +31,13 @@ from typing import Any, NamedTuple
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from models.blocks import FeedForward, Residual, build_sublayer
-from models.config import ACTIVATIONS, NORMS, POSITIONS
-from models.errors import ConfigError
-from models.lm import sinusoidal_table
-from spaces.cost import unit_costs
-from spaces.order import counts, parse_order
-from spaces.sandwich import sandwich
+from sublayer_search.models.blocks import FeedForward, Residual, build_sublayer
+from sublayer_search.models.config import ACTIVATIONS, NORMS, POSITIONS
+from sublayer_search.models.errors import ConfigError
+from sublayer_search.models.lm import sinusoidal_table
+from sublayer_search.spaces.cost import unit_costs
+from sublayer_search.spaces.order import counts, parse_order
+from sublayer_search.spaces.sandwich import sandwich
 
 __all__ = [
     "SEQ2SEQ_PRESETS",

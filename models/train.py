@@ -19,8 +19,8 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from models.config import ModelConfig
-from models.data import (
+from sublayer_search.models.config import ModelConfig
+from sublayer_search.models.data import (
     Corpus,
     DataConfig,
     eval_batches,
@@ -28,8 +28,8 @@ from models.data import (
     metrics_from_loss,
     random_batch,
 )
-from models.errors import ConfigError
-from models.lm import OrderedLM
+from sublayer_search.models.errors import ConfigError
+from sublayer_search.models.lm import OrderedLM
 
 __all__ = ["TrainConfig", "TrialSpec", "FitResult", "Report", "fit", "evaluate", "main_metric",
            "lr_factor", "device_for", "autocast_for", "build_optimizer", "seed_everything",

@@ -29,7 +29,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from models.data.parallel import (
+from sublayer_search.models.data.parallel import (
     ParallelCorpus,
     ParallelDataConfig,
     ParallelSplit,
@@ -37,11 +37,11 @@ from models.data.parallel import (
     load_parallel,
     random_pairs,
 )
-from models.decoding import translate_batch
-from models.errors import ConfigError
-from models.iot import IOTConfig, IOTSeq2Seq, iot_param_count, temperature
-from models.seq2seq import OrderedSeq2Seq, Seq2SeqConfig, seq2seq_param_count
-from models.train import (
+from sublayer_search.models.decoding import translate_batch
+from sublayer_search.models.errors import ConfigError
+from sublayer_search.models.iot import IOTConfig, IOTSeq2Seq, iot_param_count, temperature
+from sublayer_search.models.seq2seq import OrderedSeq2Seq, Seq2SeqConfig, seq2seq_param_count
+from sublayer_search.models.train import (
     FitResult,
     Report,
     TrainConfig,

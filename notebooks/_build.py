@@ -30,7 +30,7 @@ def distribution_study() -> list:
             "parameter count. First the paper's own numbers (Tables 1 and 2), then a sweep "
             "of ours when `SUBLAYER_NOTEBOOK_EXPERIMENT` (and optionally "
             "`SUBLAYER_NOTEBOOK_TRACKING_URI`) is set."),
-        new_code_cell("from analysis import distribution, halves_study, paper, plots"),
+        new_code_cell("from sublayer_search.analysis import distribution, halves_study, paper, plots"),
         new_markdown_cell("## Table 1: 20 random permutations of 16 s + 16 f"),
         new_code_cell("table1 = paper.table1()\ninfo1 = distribution(table1)\ninfo1.summary()"),
         new_code_cell("plots.plot_distribution(info1);"),
@@ -49,7 +49,7 @@ def distribution_study() -> list:
         new_code_cell(_SWEEP_ENV),
         new_code_cell(
             "if experiment:\n"
-            "    from analysis import runs\n\n"
+            "    from sublayer_search.analysis import runs\n\n"
             "    sweep = runs.load(experiment, tracking_uri)\n"
             "    sweep_info = distribution(sweep)\n"
             "    display(sweep_info.summary())\n"
@@ -65,7 +65,7 @@ def sandwich_coefficient() -> list:
             "sandwich^n_k = `s^k (sf)^(n−k) f^k`. The paper states dev perplexities only for "
             "k = 6 (17.84) and k = 15 (18.82); for the other k it states which beat the "
             "average / best baseline."),
-        new_code_cell("from analysis import paper, plots, sandwich_curve, "
+        new_code_cell("from sublayer_search.analysis import paper, plots, sandwich_curve, "
                       "seed_comparison_from_stats"),
         new_code_cell("info = sandwich_curve(paper.sandwich_points())\ninfo.points"),
         new_code_cell("statements = paper.sandwich_statements()\nstatements"),
@@ -81,7 +81,7 @@ def sandwich_coefficient() -> list:
         new_code_cell(_SWEEP_ENV),
         new_code_cell(
             "if experiment:\n"
-            "    from analysis import runs\n\n"
+            "    from sublayer_search.analysis import runs\n\n"
             "    sweep_info = sandwich_curve(runs.load(experiment, tracking_uri))\n"
             "    display(sweep_info.points)\n"
             "    plots.plot_sandwich(sweep_info)"),
@@ -97,7 +97,7 @@ def attention_distance() -> list:
             "averaged over tokens and layers. Here on small synthetic attention arrays; for "
             "real models use `search.attention.capture(model, idx)` (or `run_attention(run_id, …)` on a logged checkpoint) or "
             "`tiny_model_attention(order)`."),
-        new_code_cell("from analysis import distance_table, group_distances, paper, plots, "
+        new_code_cell("from sublayer_search.analysis import distance_table, group_distances, paper, plots, "
                       "synthetic_attention"),
         new_code_cell(
             "models = {\n"

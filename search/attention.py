@@ -21,7 +21,7 @@ def capture(model: Any, idx: Any) -> list[np.ndarray]:
     and return one (B, H, T, T) probability array per ``s`` sublayer, in order."""
     import torch
 
-    from models.lm import capture_attention
+    from sublayer_search.models.lm import capture_attention
 
     was_training = model.training
     model.eval()
@@ -47,8 +47,8 @@ def tiny_model_attention(
     ``seed``) on random tokens (from ``data_seed``, the same for every model)."""
     import torch
 
-    from models.config import model_preset
-    from models.lm import OrderedLM
+    from sublayer_search.models.config import model_preset
+    from sublayer_search.models.lm import OrderedLM
 
     overrides: dict[str, Any] = {"order": order, "vocab_size": vocab_size}
     if context is not None:
@@ -69,9 +69,9 @@ def model_from_run(run_id: str, *, tracking_uri: str, dst: str | None = None) ->
 
     from mlflow.tracking import MlflowClient
 
-    from models.config import ModelConfig
-    from models.lm import OrderedLM
-    from models.train import load_checkpoint
+    from sublayer_search.models.config import ModelConfig
+    from sublayer_search.models.lm import OrderedLM
+    from sublayer_search.models.train import load_checkpoint
 
     client = MlflowClient(tracking_uri=tracking_uri)
     names = {a.path for a in client.list_artifacts(run_id, "checkpoint")}

@@ -38,7 +38,7 @@ def _print_table(rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
 
 # -- sublayer train ---------------------------------------------------------------------
 def _cmd_train(args: argparse.Namespace) -> int:
-    from models.train import fit
+    from sublayer_search.models.train import fit
 
     from .train_cli import build_spec, progress_printer
 
@@ -46,8 +46,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         spec = build_spec(args)
     except ValueError as exc:
         return _bad(str(exc))
-    from models.accounting import flops_per_token, param_count
-    from models.data import load_corpus
+    from sublayer_search.models.accounting import flops_per_token, param_count
+    from sublayer_search.models.data import load_corpus
 
     try:
         corpus = load_corpus(spec.data)
@@ -75,8 +75,8 @@ def _parse_value(text: str) -> Any:
 
 
 def _cmd_spaces_sample(args: argparse.Namespace) -> int:
-    from spaces.cost import units
-    from spaces.registry import SPACES, expand
+    from sublayer_search.spaces.cost import units
+    from sublayer_search.spaces.registry import SPACES, expand
 
     kwargs: dict[str, Any] = {}
     for item in args.args:
@@ -169,7 +169,7 @@ def _cmd_ui(args: argparse.Namespace) -> int:
 
 # -- sublayer analyze -----------------------------------------------------------------------
 def _cmd_analyze(args: argparse.Namespace) -> int:
-    from analysis.cli import run_analyze
+    from sublayer_search.analysis.cli import run_analyze
 
     return run_analyze(args)
 
@@ -209,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_ui)
 
     p = sub.add_parser("analyze", help="figures, tables and a report from sweeps or paper data")
-    from analysis.cli import add_arguments
+    from sublayer_search.analysis.cli import add_arguments
 
     add_arguments(p)
     p.set_defaults(func=_cmd_analyze)

@@ -18,7 +18,7 @@ import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from models.train import TrainConfig
+from sublayer_search.models.train import TrainConfig
 
 from .problems import ExperimentError, Problem, from_validation_error
 

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from spaces.candidate import Candidate
-from spaces.errors import OrderError
-from spaces.order import counts, parse_order
-from spaces.registry import expand
+from sublayer_search.spaces.candidate import Candidate
+from sublayer_search.spaces.errors import OrderError
+from sublayer_search.spaces.order import counts, parse_order
+from sublayer_search.spaces.registry import expand
 
 from .config import Experiment, config_hash
 from .problems import ExperimentError, Problem, from_exception
@@ -238,7 +238,7 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
     data = task.data(exp.data, problems)
     extra = None
     if exp.task == "translation":
-        from models.translate import TranslationConfig
+        from sublayer_search.models.translate import TranslationConfig
 
         extra = build(TranslationConfig, exp.translation, "translation", problems)
     elif exp.translation:

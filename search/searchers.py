@@ -25,8 +25,8 @@ from typing import Any
 from ray.tune.search import Searcher
 from ray.tune.search.optuna import OptunaSearch
 
-from spaces.candidate import Candidate
-from spaces.mutations import mutate
+from sublayer_search.spaces.candidate import Candidate
+from sublayer_search.spaces.mutations import mutate
 
 from .plan import Trial
 

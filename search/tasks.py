@@ -15,15 +15,15 @@ from typing import Any
 
 import pydantic
 
-from models.accounting import flops_per_token, param_count
-from models.config import ModelConfig, model_preset
-from models.data import DataConfig, DataError, corpus_info, load_corpus
-from models.data.download import cache_root, resolve_files
-from models.data.registry import get_spec
-from models.train import TrainConfig, TrialSpec, fit, main_metric
-from spaces.candidate import Candidate
-from spaces.cost import units
-from spaces.order import counts, interleaved
+from sublayer_search.models.accounting import flops_per_token, param_count
+from sublayer_search.models.config import ModelConfig, model_preset
+from sublayer_search.models.data import DataConfig, DataError, corpus_info, load_corpus
+from sublayer_search.models.data.download import cache_root, resolve_files
+from sublayer_search.models.data.registry import get_spec
+from sublayer_search.models.train import TrainConfig, TrialSpec, fit, main_metric
+from sublayer_search.spaces.candidate import Candidate
+from sublayer_search.spaces.cost import units
+from sublayer_search.spaces.order import counts, interleaved
 
 from .problems import Problem, from_exception, from_validation_error
 
@@ -223,12 +223,12 @@ class TranslationTask(Task):
 
     @property
     def fit(self) -> Callable[..., Any]:  # type: ignore[override]
-        from models.translate import fit_translation
+        from sublayer_search.models.translate import fit_translation
 
         return fit_translation
 
     def data(self, raw: Any, problems: list[Problem]) -> Any:
-        from models.data.parallel import ParallelDataConfig
+        from sublayer_search.models.data.parallel import ParallelDataConfig
 
         return build(ParallelDataConfig, raw, "data", problems)
 
@@ -236,7 +236,7 @@ class TranslationTask(Task):
         return "val_bleu"
 
     def template(self, raw: dict[str, Any], problems: list[Problem]) -> Any:
-        from models.seq2seq import Seq2SeqConfig, seq2seq_preset
+        from sublayer_search.models.seq2seq import Seq2SeqConfig, seq2seq_preset
 
         raw = dict(raw)
         self.iot_settings = {k: raw.pop(k) for k in _IOT_KEYS if k in raw}
@@ -256,7 +256,7 @@ class TranslationTask(Task):
             return "decoder", args, {}
         side = args.pop("side", "decoder")
         if side not in ("encoder", "decoder"):
-            from spaces.errors import SpaceError
+            from sublayer_search.spaces.errors import SpaceError
 
             raise SpaceError("side", side, "encoder or decoder")
         return side, args, {"side": side}
@@ -277,7 +277,7 @@ class TranslationTask(Task):
 
     def resolve(self, template: Any, data: Any, base: Candidate | None,
                 problems: list[Problem], notes: list[str] | None = None) -> Any:
-        from models.data.parallel import load_parallel, resolve_parallel_files
+        from sublayer_search.models.data.parallel import load_parallel, resolve_parallel_files
 
         if base is not None:
             n = base.params["layers"]
@@ -310,8 +310,8 @@ class TranslationTask(Task):
         return template
 
     def model_for(self, template: Any, order: str, params: dict[str, Any]) -> Any:
-        from models.iot import IOTConfig
-        from models.seq2seq import Seq2SeqDims
+        from sublayer_search.models.iot import IOTConfig
+        from sublayer_search.models.seq2seq import Seq2SeqDims
 
         if "subset" in params:
             dims = {f.name: getattr(template, f.name) for f in dataclasses.fields(Seq2SeqDims)}
@@ -323,13 +323,13 @@ class TranslationTask(Task):
         return replace(template, **{f"{side}_order": order})
 
     def spec(self, model: Any, data: Any, train: TrainConfig, extra: Any) -> Any:
-        from models.translate import TranslationSpec
+        from sublayer_search.models.translate import TranslationSpec
 
         return TranslationSpec(model=model, data=data, train=train, translation=extra)
 
     def row(self, model: Any, order: str, params: dict[str, Any]) -> dict[str, Any]:
-        from models.seq2seq import seq2seq_flops_per_token
-        from models.translate import translation_param_count
+        from sublayer_search.models.seq2seq import seq2seq_flops_per_token
+        from sublayer_search.models.translate import translation_param_count
 
         fu = f_units(model.d_model, model.d_ff)
         base = model.base_config() if hasattr(model, "base_config") else model  # IOT: one path

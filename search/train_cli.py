@@ -12,8 +12,8 @@ import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from models.data import DataConfig
-from models.train import TrainConfig, TrialSpec
+from sublayer_search.models.data import DataConfig
+from sublayer_search.models.train import TrainConfig, TrialSpec
 
 from .problems import ExperimentError, Problem, from_validation_error
 
@@ -64,7 +64,7 @@ def build_spec(args: argparse.Namespace) -> TrialSpec:
     """The trial spec from the file and the flags (flags win). Raises ValueError."""
     from dataclasses import replace
 
-    from models.config import ModelConfig, model_preset
+    from sublayer_search.models.config import ModelConfig, model_preset
 
     source = args.config or "command line"
     file = _load(args.config)

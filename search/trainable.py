@@ -15,7 +15,7 @@ from typing import Any
 import ray
 from ray import tune
 
-from models.train import load_checkpoint
+from sublayer_search.models.train import load_checkpoint
 
 from .plan import SweepPlan, Trial
 

@@ -22,7 +22,7 @@ from .order import ALPHABETS
 from .permutations import permutations, validate_permutations
 from .sandwich import sandwich, validate_sandwich
 
-__all__ = ["SPACES", "SpaceInfo", "check_kind", "expand", "validate"]
+__all__ = ["SPACES", "SpaceInfo", "check_kind", "expand", "space_arguments", "validate"]
 
 _SHORT_NAME = 16  # explicit orders up to this length are named by themselves
 
@@ -195,6 +195,16 @@ def _arguments(name: str, args: Mapping[str, Any], kind: str) -> tuple[SpaceInfo
         if key not in args:
             raise SpaceError(key, None, f"a value: {key!r} is required by space {name!r}")
     return info, dict(args)
+
+
+def space_arguments(args: Mapping[str, Any]) -> dict[str, Any]:
+    """Accept ``k`` (one value or a list) as the spelling of the sandwich argument ``ks``."""
+    out = dict(args)
+    if "k" in out and "ks" not in out:
+        out["ks"] = out.pop("k")
+        if isinstance(out["ks"], int):
+            out["ks"] = [out["ks"]]
+    return out
 
 
 def validate(name: str, args: Mapping[str, Any], *, kind: str = "lm") -> None:

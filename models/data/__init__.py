@@ -9,10 +9,10 @@ Public API (see each module for details)::
     metrics_from_loss(loss, corpus.level)
 """
 
-from models.data.batching import eval_batches, random_batch
-from models.data.config import DataConfig
-from models.data.corpus import Corpus, load_corpus, split_sizes
-from models.data.download import (
+from sublayer_search.models.data.batching import eval_batches, random_batch
+from sublayer_search.models.data.config import DataConfig
+from sublayer_search.models.data.corpus import Corpus, load_corpus, split_sizes
+from sublayer_search.models.data.download import (
     ENV_CACHE_DIR,
     ENV_DATA_DIR,
     ENV_DOWNLOAD_BASE,
@@ -20,17 +20,28 @@ from models.data.download import (
     download_url,
     fetch,
 )
-from models.data.errors import DataError
-from models.data.metrics import metrics_from_loss
-from models.data.parallel import (
+from sublayer_search.models.data.errors import DataError
+from sublayer_search.models.data.metrics import metrics_from_loss
+from sublayer_search.models.data.parallel import (
     PARALLEL_CORPORA,
     ParallelCorpus,
     ParallelDataConfig,
     load_parallel,
     parallel_info,
 )
-from models.data.registry import CORPORA, LEVELS, CorpusInfo, corpus_info, metric_for_level
-from models.data.tokenize import EOS, UNK, read_wikitext_tokens, tokenize_wikitext_lines
+from sublayer_search.models.data.registry import (
+    CORPORA,
+    LEVELS,
+    CorpusInfo,
+    corpus_info,
+    metric_for_level,
+)
+from sublayer_search.models.data.tokenize import (
+    EOS,
+    UNK,
+    read_wikitext_tokens,
+    tokenize_wikitext_lines,
+)
 
 __all__ = [
     "CORPORA",

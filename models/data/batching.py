@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
-from models.data.errors import DataError
+from sublayer_search.models.data.errors import DataError
 
 __all__ = ["eval_batches", "random_batch"]
 

@@ -22,7 +22,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from models.data.tokenize import TOKENIZER_VERSION
+from sublayer_search.models.data.tokenize import TOKENIZER_VERSION
 
 __all__ = ["atomic_write", "content_key", "file_sha256", "id_dtype", "load_tokens", "save_tokens"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from models.data.errors import DataError
-from models.data.registry import get_spec
+from sublayer_search.models.data.errors import DataError
+from sublayer_search.models.data.registry import get_spec
 
 __all__ = ["DataConfig"]
 

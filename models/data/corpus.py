@@ -7,12 +7,12 @@ from pathlib import Path
 
 import numpy as np
 
-from models.data.cache import content_key, load_tokens, save_tokens
-from models.data.config import DataConfig
-from models.data.download import cache_root, resolve_files
-from models.data.errors import DataError
-from models.data.registry import ALL, CorpusSpec, get_spec, metric_for_level
-from models.data.tokenize import (
+from sublayer_search.models.data.cache import content_key, load_tokens, save_tokens
+from sublayer_search.models.data.config import DataConfig
+from sublayer_search.models.data.download import cache_root, resolve_files
+from sublayer_search.models.data.errors import DataError
+from sublayer_search.models.data.registry import ALL, CorpusSpec, get_spec, metric_for_level
+from sublayer_search.models.data.tokenize import (
     TOKENIZER_VERSION,
     build_word_vocab,
     count_words,

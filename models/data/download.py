@@ -20,9 +20,9 @@ import uuid
 import zipfile
 from pathlib import Path
 
-from models.data.config import DataConfig
-from models.data.errors import DataError
-from models.data.registry import ALL, SPLITS, CorpusSpec
+from sublayer_search.models.data.config import DataConfig
+from sublayer_search.models.data.errors import DataError
+from sublayer_search.models.data.registry import ALL, SPLITS, CorpusSpec
 
 __all__ = [
     "ENV_CACHE_DIR",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from models.data.registry import LEVELS
+from sublayer_search.models.data.registry import LEVELS
 
 __all__ = ["metrics_from_loss"]
 
@@ -16,7 +16,7 @@ def metrics_from_loss(loss: float, level: str) -> dict[str, float]:
     per byte).
     """
     if level not in LEVELS:
-        from models.data.errors import DataError
+        from sublayer_search.models.data.errors import DataError
 
         raise DataError(f"data.level: got {level!r}, expected one of {', '.join(LEVELS)}")
     loss = float(loss)

@@ -56,9 +56,9 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from models.data.cache import atomic_write, file_sha256
-from models.data.download import ENV_DATA_DIR, ENV_DOWNLOAD_BASE, default_cache_dir
-from models.data.errors import DataError
+from sublayer_search.models.data.cache import atomic_write, file_sha256
+from sublayer_search.models.data.download import ENV_DATA_DIR, ENV_DOWNLOAD_BASE, default_cache_dir
+from sublayer_search.models.data.errors import DataError
 
 __all__ = [
     "BOS",

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from models.data.errors import DataError
+from sublayer_search.models.data.errors import DataError
 
 __all__ = [
     "CORPORA",

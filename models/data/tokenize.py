@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from models.data.errors import DataError
+from sublayer_search.models.data.errors import DataError
 
 __all__ = [
     "EOS",

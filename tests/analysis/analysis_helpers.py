@@ -6,9 +6,9 @@ import itertools
 
 import pandas as pd
 
-from analysis.frame import trials_frame
-from spaces.cost import units
-from spaces.order import counts
+from sublayer_search.analysis.frame import trials_frame
+from sublayer_search.spaces.cost import units
+from sublayer_search.spaces.order import counts
 
 _IDS = itertools.count()
 SWEEP = "sweep-sandwich"

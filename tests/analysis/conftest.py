@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from analysis_helpers import NO_BASELINE, SWEEP
 
-from spaces.cost import units
-from spaces.order import counts
+from sublayer_search.spaces.cost import units
+from sublayer_search.spaces.order import counts
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 

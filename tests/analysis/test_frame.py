@@ -5,8 +5,14 @@ import pandas as pd
 import pytest
 from analysis_helpers import frame, trial
 
-from analysis import TRIAL_COLUMNS, AnalysisError, baseline_stats, lower_is_better, validate_trials
-from analysis.frame import select_metric
+from sublayer_search.analysis import (
+    TRIAL_COLUMNS,
+    AnalysisError,
+    baseline_stats,
+    lower_is_better,
+    validate_trials,
+)
+from sublayer_search.analysis.frame import select_metric
 
 
 def test_analysis_error_is_value_error():

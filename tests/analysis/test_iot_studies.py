@@ -18,7 +18,7 @@ from analysis_helpers import (
 )
 from scipy import stats
 
-from analysis import (
+from sublayer_search.analysis import (
     AnalysisError,
     experiment_report,
     iot_baseline,
@@ -32,7 +32,7 @@ from analysis import (
     subset_study,
     translation_seeds,
 )
-from analysis.cli import add_arguments, run_analyze
+from sublayer_search.analysis.cli import add_arguments, run_analyze
 
 BLEU = "val_bleu"
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analysis import distribution, halves_study, paper, sandwich_curve, seed_comparison_from_stats
+from sublayer_search.analysis import (
+    distribution,
+    halves_study,
+    paper,
+    sandwich_curve,
+    seed_comparison_from_stats,
+)
 
 
 def test_packaged_csv_matches_shared_copy(papers_dir):

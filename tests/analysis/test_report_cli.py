@@ -7,8 +7,8 @@ import argparse
 import pytest
 from analysis_helpers import NO_BASELINE, SWEEP, frame, trial
 
-from analysis import AnalysisError, experiment_report
-from analysis.cli import add_arguments, main, run_analyze
+from sublayer_search.analysis import AnalysisError, experiment_report
+from sublayer_search.analysis.cli import add_arguments, main, run_analyze
 
 
 def _args(*argv: str) -> argparse.Namespace:
@@ -54,7 +54,7 @@ def test_experiment_report_on_hand_frame(tmp_path):
 def test_analyze_experiment_writes_and_attaches(mlflow_store, tmp_path, capsys):
     from mlflow.tracking import MlflowClient
 
-    from analysis import runs
+    from sublayer_search.analysis import runs
 
     out = tmp_path / "report"
     code = run_analyze(_args("--experiment", SWEEP, "--tracking-uri", mlflow_store,

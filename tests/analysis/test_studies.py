@@ -7,7 +7,7 @@ import pytest
 from analysis_helpers import frame, trial
 from scipy import stats
 
-from analysis import (
+from sublayer_search.analysis import (
     AnalysisError,
     distribution,
     halves_study,
@@ -15,7 +15,7 @@ from analysis import (
     sandwich_curve,
     seed_comparison,
 )
-from spaces.cost import halves
+from sublayer_search.spaces.cost import halves
 
 BASE = (trial("sfsf", 10.0, baseline=True, seed=0), trial("sfsf", 12.0, baseline=True, seed=1))
 

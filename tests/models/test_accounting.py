@@ -8,9 +8,9 @@ import pytest
 import torch
 from torch import nn
 
-from models.accounting import flops_per_token, param_count
-from models.config import model_preset
-from models.lm import OrderedLM
+from sublayer_search.models.accounting import flops_per_token, param_count
+from sublayer_search.models.config import model_preset
+from sublayer_search.models.lm import OrderedLM
 
 
 def numel(model: nn.Module) -> int:

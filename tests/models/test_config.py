@@ -6,8 +6,8 @@ import pickle
 
 import pytest
 
-from models.config import PRESETS, ConfigError, ModelConfig, model_preset
-from spaces.errors import OrderError
+from sublayer_search.models.config import PRESETS, ConfigError, ModelConfig, model_preset
+from sublayer_search.spaces.errors import OrderError
 
 
 def test_presets_are_canonical_and_match_the_paper() -> None:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from models.data import DataError, eval_batches, random_batch
+from sublayer_search.models.data import DataError, eval_batches, random_batch
 
 
 @pytest.fixture

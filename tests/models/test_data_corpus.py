@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from models.data import (
+from sublayer_search.models.data import (
     CORPORA,
     DataConfig,
     DataError,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from models.data import (
+from sublayer_search.models.data import (
     CORPORA,
     DataConfig,
     DataError,

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from models.data import (
+from sublayer_search.models.data import (
     EOS,
     UNK,
     DataConfig,

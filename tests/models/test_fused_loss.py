@@ -8,9 +8,9 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.config import ModelConfig
-from models.fused_loss import chunk_rows, linear_cross_entropy
-from models.lm import OrderedLM
+from sublayer_search.models.config import ModelConfig
+from sublayer_search.models.fused_loss import chunk_rows, linear_cross_entropy
+from sublayer_search.models.lm import OrderedLM
 
 
 def _reference(h, w, t):

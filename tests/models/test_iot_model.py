@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from models.errors import ConfigError
-from models.iot import (
+from sublayer_search.models.errors import ConfigError
+from sublayer_search.models.iot import (
     IOTConfig,
     IOTSeq2Seq,
     exploitation_loss,
@@ -17,7 +17,7 @@ from models.iot import (
     iot_param_count,
     temperature,
 )
-from models.seq2seq import OrderedSeq2Seq, seq2seq_param_count
+from sublayer_search.models.seq2seq import OrderedSeq2Seq, seq2seq_param_count
 
 V, D = 40, 32
 

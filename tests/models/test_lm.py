@@ -8,9 +8,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.blocks import CrossAttention, SelfAttention, build_sublayer
-from models.config import model_preset
-from models.lm import OrderedLM, capture_attention
+from sublayer_search.models.blocks import CrossAttention, SelfAttention, build_sublayer
+from sublayer_search.models.config import model_preset
+from sublayer_search.models.lm import OrderedLM, capture_attention
 
 V = 50
 ADAPTIVE_BOTH = {"adaptive_input": True, "adaptive_softmax": True, "cutoffs": (10, 30)}

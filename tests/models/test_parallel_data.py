@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from models.data.errors import DataError
-from models.data.parallel import (
+from sublayer_search.models.data.errors import DataError
+from sublayer_search.models.data.parallel import (
     PARALLEL_CORPORA,
     ParallelDataConfig,
     collate_pairs,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from models.errors import ConfigError
-from models.seq2seq import (
+from sublayer_search.models.errors import ConfigError
+from sublayer_search.models.seq2seq import (
     OrderedSeq2Seq,
     Seq2SeqConfig,
     sandwich_orders,
@@ -14,7 +14,7 @@ from models.seq2seq import (
     seq2seq_preset,
     with_sandwich,
 )
-from spaces.errors import OrderError
+from sublayer_search.spaces.errors import OrderError
 
 V = 40
 
@@ -154,7 +154,7 @@ def test_config_round_trips_through_a_dict():
 
 
 def test_flops_per_token_counts_matmuls_and_attention():
-    from models.seq2seq import seq2seq_flops_per_token, seq2seq_preset
+    from sublayer_search.models.seq2seq import seq2seq_flops_per_token, seq2seq_preset
 
     cfg = seq2seq_preset("debug", src_vocab_size=100, tgt_vocab_size=100)
     d, ff, ctx = cfg.d_model, cfg.d_ff, cfg.context

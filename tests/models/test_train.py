@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from models.config import model_preset
-from models.data import DataConfig, load_corpus
-from models.errors import ConfigError
-from models.train import TrainConfig, TrialSpec, fit, lr_factor, main_metric
+from sublayer_search.models.config import model_preset
+from sublayer_search.models.data import DataConfig, load_corpus
+from sublayer_search.models.errors import ConfigError
+from sublayer_search.models.train import TrainConfig, TrialSpec, fit, lr_factor, main_metric
 
 
 @pytest.fixture(scope="module")

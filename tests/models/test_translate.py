@@ -9,12 +9,12 @@ from dataclasses import replace
 import pytest
 import sacrebleu
 
-from models.data.parallel import ParallelDataConfig, load_parallel
-from models.errors import ConfigError
-from models.iot import IOTConfig
-from models.seq2seq import seq2seq_preset
-from models.train import TrainConfig
-from models.translate import (
+from sublayer_search.models.data.parallel import ParallelDataConfig, load_parallel
+from sublayer_search.models.errors import ConfigError
+from sublayer_search.models.iot import IOTConfig
+from sublayer_search.models.seq2seq import seq2seq_preset
+from sublayer_search.models.train import TrainConfig
+from sublayer_search.models.translate import (
     TranslationConfig,
     TranslationSpec,
     bleu,

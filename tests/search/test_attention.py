@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis import attention_distance
+from sublayer_search.analysis import attention_distance
 
 
 def test_tiny_models_attention_arrays_and_distance():
-    from search.attention import tiny_model_attention
+    from sublayer_search.search.attention import tiny_model_attention
 
     a = tiny_model_attention("sfsf", seed=0, context=8)
     again = tiny_model_attention("sfsf", seed=0, context=8)
@@ -26,9 +26,9 @@ def test_tiny_models_attention_arrays_and_distance():
 def test_capture_restores_training_mode():
     import torch
 
-    from models.config import model_preset
-    from models.lm import OrderedLM
-    from search.attention import capture
+    from sublayer_search.models.config import model_preset
+    from sublayer_search.models.lm import OrderedLM
+    from sublayer_search.search.attention import capture
 
     model = OrderedLM(model_preset("debug", order="sfs", vocab_size=16, context=4))
     model.train()

@@ -19,7 +19,7 @@ import pytest
 import ray
 import yaml
 
-from search.cli import main
+from sublayer_search.search.cli import main
 
 N_GPUS = __import__("torch").cuda.device_count()
 N_CPUS = os.cpu_count() or 1

@@ -9,12 +9,12 @@ import pytest
 import ray
 import yaml
 
-from search.cli import main
-from search.config import load_experiment, parse_experiment
-from search.plan import SweepPlan, Trial, plan_sweep, trial_table
-from search.problems import ExperimentError
-from spaces.cost import units
-from spaces.order import interleaved, sandwich_order
+from sublayer_search.search.cli import main
+from sublayer_search.search.config import load_experiment, parse_experiment
+from sublayer_search.search.plan import SweepPlan, Trial, plan_sweep, trial_table
+from sublayer_search.search.problems import ExperimentError
+from sublayer_search.spaces.cost import units
+from sublayer_search.spaces.order import interleaved, sandwich_order
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "configs" / "quickstart.yaml"

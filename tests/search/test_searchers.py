@@ -22,18 +22,18 @@ import pytest
 import ray
 from ray.tune.search import Searcher
 
-from search.config import parse_experiment
-from search.plan import SweepPlan, Trial, plan_sweep
-from search.searchers import (
+from sublayer_search.search.config import parse_experiment
+from sublayer_search.search.plan import SweepPlan, Trial, plan_sweep
+from sublayer_search.search.searchers import (
     EvolutionSearcher,
     GridSearcher,
     OptunaTrials,
     WithBaseline,
     make_searcher,
 )
-from spaces.cost import units
-from spaces.order import interleaved, parse_order, sandwich_order
-from spaces.registry import expand
+from sublayer_search.spaces.cost import units
+from sublayer_search.spaces.order import interleaved, parse_order, sandwich_order
+from sublayer_search.spaces.registry import expand
 
 METRIC = "val_bpc"
 FINISHED = Searcher.FINISHED

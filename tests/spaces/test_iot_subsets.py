@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spaces import DECODER_BLOCKS, SpaceError, iot_subsets
+from sublayer_search.spaces import DECODER_BLOCKS, SpaceError, iot_subsets
 
 
 def test_paper_subsets() -> None:

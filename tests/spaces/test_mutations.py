@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spaces import SpaceError, f_ss_moves, mutate, neighbour_swaps, units
+from sublayer_search.spaces import SpaceError, f_ss_moves, mutate, neighbour_swaps, units
 
 
 def test_neighbour_swaps() -> None:

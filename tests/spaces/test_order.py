@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spaces import (
+from sublayer_search.spaces import (
     MAX_LENGTH,
     OrderError,
     SpaceError,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spaces import SPACES, Candidate, SpaceError, check_kind, expand, validate
+from sublayer_search.spaces import SPACES, Candidate, SpaceError, check_kind, expand, validate
 
 
 def test_sandwich_names_and_params() -> None:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spaces import (
+from sublayer_search.spaces import (
     OrderError,
     SpaceError,
     budgeted,
