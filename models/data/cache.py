@@ -24,7 +24,16 @@ import numpy as np
 
 from sublayer_search.models.data.tokenize import TOKENIZER_VERSION
 
-__all__ = ["atomic_write", "content_key", "file_sha256", "id_dtype", "load_tokens", "save_tokens"]
+__all__ = [
+    "atomic_save_npy",
+    "atomic_write",
+    "atomic_write_bytes",
+    "content_key",
+    "file_sha256",
+    "id_dtype",
+    "load_tokens",
+    "save_tokens",
+]
 
 META = "meta.json"
 
@@ -64,17 +73,25 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
             os.remove(tmp)
 
 
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """:func:`atomic_write` of ``data``."""
+    atomic_write(path, lambda f: f.write(data))
+
+
+def atomic_save_npy(path: Path, array: np.ndarray) -> None:
+    """:func:`atomic_write` of ``np.save(array)``."""
+    atomic_write(path, lambda f: np.save(f, array))
+
+
 def save_tokens(
     folder: Path, arrays: Mapping[str, np.ndarray], itos: Sequence[str], meta: Mapping[str, Any]
 ) -> None:
     """Store the id arrays (converted to the id dtype) and then ``meta.json``."""
     dtype = id_dtype(len(itos))
     for split, ids in arrays.items():
-        data = np.ascontiguousarray(ids, dtype=dtype)
-        atomic_write(folder / f"{split}.npy", lambda f, data=data: np.save(f, data))
+        atomic_save_npy(folder / f"{split}.npy", np.ascontiguousarray(ids, dtype=dtype))
     full = dict(meta, itos=list(itos), sizes={k: int(len(v)) for k, v in arrays.items()})
-    text = json.dumps(full, ensure_ascii=False).encode("utf-8")
-    atomic_write(folder / META, lambda f: f.write(text))
+    atomic_write_bytes(folder / META, json.dumps(full, ensure_ascii=False).encode("utf-8"))
 
 
 def load_tokens(folder: Path) -> tuple[dict[str, np.ndarray], list[str], dict[str, Any]] | None:

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from sublayer_search.models.data.errors import DataError
+from sublayer_search.models.data.errors import setting_error
 from sublayer_search.models.data.registry import get_spec
 
-__all__ = ["DataConfig"]
+__all__ = ["DataConfig", "check_paths"]
 
 _TEXT_FILE_LEVELS = ("char", "word")
+
+
+def check_paths(cfg: Any, names: Iterable[str]) -> None:
+    """DataError unless each setting ``names`` of ``cfg`` is a non-empty string or None."""
+    for name in names:
+        value = getattr(cfg, name)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise setting_error(name, value, "a non-empty path or null")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,35 +48,25 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         spec = get_spec(self.name)
-        for name in ("path", "train_path", "valid_path", "test_path", "data_dir", "cache_dir"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, str) or not value.strip()):
-                raise DataError(f"data.{name}: got {value!r}, expected a non-empty path or null")
+        check_paths(self, ("path", "train_path", "valid_path", "test_path", "data_dir",
+                           "cache_dir"))
         if not isinstance(self.download, bool):
-            raise DataError(f"data.download: got {self.download!r}, expected true or false")
+            raise setting_error("download", self.download, "true or false")
         split_paths = [n for n in ("train_path", "valid_path", "test_path") if getattr(self, n)]
         if spec.single_file and split_paths:
-            raise DataError(
-                f"data.{split_paths[0]}: got {getattr(self, split_paths[0])!r}, expected null "
-                f"({self.name} is one file split by position; use data.path)"
-            )
+            raise setting_error(split_paths[0], getattr(self, split_paths[0]), f"null ({self.name} "
+                                "is one file split by position; use data.path)")
         if self.name == "text-files":
             if self.path is None and not (self.train_path and self.valid_path):
-                raise DataError(
-                    "data.train_path: got None, expected a file path (text-files needs "
-                    "train_path and valid_path, or a folder in data.path with train.txt "
-                    "and valid.txt)"
-                )
+                raise setting_error("train_path", None, "a file path (text-files needs "
+                                    "train_path and valid_path, or a folder in data.path "
+                                    "with train.txt and valid.txt)")
             if self.level is not None and self.level not in _TEXT_FILE_LEVELS:
-                raise DataError(
-                    f"data.level: got {self.level!r}, expected one of "
-                    f"{', '.join(_TEXT_FILE_LEVELS)}"
-                )
+                raise setting_error("level", self.level,
+                                    f"one of {', '.join(_TEXT_FILE_LEVELS)}")
         elif self.level is not None and self.level != spec.level:
-            raise DataError(
-                f"data.level: got {self.level!r}, expected null or {spec.level!r} "
-                f"({self.name} has a fixed level)"
-            )
+            raise setting_error("level", self.level,
+                                f"null or {spec.level!r} ({self.name} has a fixed level)")
 
     @property
     def resolved_level(self) -> str:

@@ -19,9 +19,10 @@ import sys
 import uuid
 import zipfile
 from pathlib import Path
+from typing import Protocol
 
 from sublayer_search.models.data.config import DataConfig
-from sublayer_search.models.data.errors import DataError
+from sublayer_search.models.data.errors import DataError, setting_error
 from sublayer_search.models.data.registry import ALL, SPLITS, CorpusSpec
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "default_cache_dir",
     "download_url",
     "fetch",
+    "rebase_url",
     "resolve_files",
 ]
 
@@ -47,12 +49,22 @@ def default_cache_dir() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "sublayer-search"
 
 
-def cache_root(cfg: DataConfig) -> Path:
+class Folders(Protocol):
+    """The folder settings of a data config (:class:`DataConfig`, the parallel one)."""
+
+    @property
+    def data_dir(self) -> str | None: ...
+
+    @property
+    def cache_dir(self) -> str | None: ...
+
+
+def cache_root(cfg: Folders) -> Path:
     """The cache folder for this config (``cfg.cache_dir`` overrides the default)."""
     return Path(cfg.cache_dir).expanduser() if cfg.cache_dir else default_cache_dir()
 
 
-def data_root(cfg: DataConfig) -> Path | None:
+def data_root(cfg: Folders) -> Path | None:
     """The data folder (``cfg.data_dir``, else ``$SUBLAYER_DATA_DIR``), or None."""
     value = cfg.data_dir or os.environ.get(ENV_DATA_DIR)
     return Path(value).expanduser() if value else None
@@ -62,8 +74,14 @@ def download_url(spec: CorpusSpec, base: str | None = None) -> str:
     """The URL to fetch ``spec`` from, honouring ``SUBLAYER_DOWNLOAD_BASE``."""
     if spec.url is None or spec.archive_name is None:
         raise DataError(f"{spec.name}: this corpus cannot be downloaded; give its files")
+    return rebase_url(spec.url, base)
+
+
+def rebase_url(url: str, base: str | None = None) -> str:
+    """``url`` with everything before its file name replaced by ``base`` (else
+    ``$SUBLAYER_DOWNLOAD_BASE``); unchanged when neither is set."""
     base = base if base is not None else os.environ.get(ENV_DOWNLOAD_BASE)
-    return f"{base.rstrip('/')}/{spec.archive_name}" if base else spec.url
+    return f"{base.rstrip('/')}/{url.rsplit('/', 1)[-1]}" if base else url
 
 
 def fetch(spec: CorpusSpec, dest: Path, *, url: str | None = None) -> list[Path]:
@@ -173,7 +191,7 @@ def resolve_files(cfg: DataConfig, spec: CorpusSpec) -> dict[str, Path]:
         if value is not None and split in spec.files:
             path = Path(value).expanduser()
             if not path.is_file():
-                raise DataError(f"data.{split}_path: got {value!r}, expected an existing file")
+                raise setting_error(f"{split}_path", value, "an existing file")
             found[split] = path
     if cfg.path is not None and spec.single_file and Path(cfg.path).expanduser().is_file():
         return {ALL: Path(cfg.path).expanduser()}

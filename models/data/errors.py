@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["DataError"]
+from typing import Any
+
+__all__ = ["DataError", "setting_error"]
 
 
 class DataError(ValueError):
@@ -12,3 +14,8 @@ class DataError(ValueError):
     (and which setting or environment variable points there). It subclasses ValueError
     so the CLI maps it to exit status 2.
     """
+
+
+def setting_error(field: str, value: Any, expected: str) -> DataError:
+    """``DataError("data.<field>: got <value!r>, expected <expected>")``."""
+    return DataError(f"data.{field}: got {value!r}, expected {expected}")
