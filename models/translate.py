@@ -20,11 +20,9 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -38,26 +36,15 @@ from sublayer_search.models.data.parallel import (
     random_pairs,
 )
 from sublayer_search.models.decoding import translate_batch
-from sublayer_search.models.errors import ConfigError
+from sublayer_search.models.errors import ConfigError, check, is_positive_int
 from sublayer_search.models.iot import IOTConfig, IOTSeq2Seq, iot_param_count, temperature
 from sublayer_search.models.seq2seq import OrderedSeq2Seq, Seq2SeqConfig, seq2seq_param_count
-from sublayer_search.models.train import (
-    FitResult,
-    Report,
-    TrainConfig,
-    autocast_for,
-    build_optimizer,
-    device_for,
-    lr_factor,
-    optimizer_step,
-    report_evaluation,
-    report_resumed_end,
-    restore_training,
-    seed_everything,
-)
+from sublayer_search.models.train_config import TrainConfig, flat_settings
+from sublayer_search.models.trainer import Family, FitResult, Report, Scores, StepContext, train
+from sublayer_search.spaces.records import route_share
 
 __all__ = [
-    "TRANSLATION_METRIC",
+    "TranslationFamily",
     "TranslationConfig",
     "TranslationSpec",
     "bleu",
@@ -67,17 +54,8 @@ __all__ = [
     "translation_param_count",
 ]
 
-TRANSLATION_METRIC = "val_bleu"
-"""The main validation metric of translation trials (higher is better)."""
-
-
 def _check(cond: bool, field_: str, value: object, expected: str) -> None:
-    if not cond:
-        raise ConfigError(f"translation.{field_}", value, expected)
-
-
-def _pos_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+    check(cond, f"translation.{field_}", value, expected)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,15 +84,15 @@ class TranslationConfig:
     """IOT: compute the routed-split × order BLEU matrix at the last evaluation."""
 
     def __post_init__(self) -> None:
-        _check(_pos_int(self.beam), "beam", self.beam, "a positive integer")
-        _check(_pos_int(self.max_len), "max_len", self.max_len, "a positive integer")
+        _check(is_positive_int(self.beam), "beam", self.beam, "a positive integer")
+        _check(is_positive_int(self.max_len), "max_len", self.max_len, "a positive integer")
         _check(isinstance(self.length_penalty, int | float) and math.isfinite(self.length_penalty),
                "length_penalty", self.length_penalty, "a finite number")
         _check(isinstance(self.label_smoothing, int | float) and 0 <= self.label_smoothing < 1,
                "label_smoothing", self.label_smoothing, "a number in [0, 1)")
         for name in ("bleu_every", "eval_sentences"):
             value = getattr(self, name)
-            _check(value is None or _pos_int(value), name, value, "a positive integer or null")
+            _check(value is None or is_positive_int(value), name, value, "a positive integer or null")
         for name in ("eval_at_start", "routing_bleu"):
             _check(isinstance(getattr(self, name), bool), name, getattr(self, name),
                    "true or false")
@@ -137,11 +115,7 @@ class TranslationSpec:
 
     def flat(self) -> dict[str, Any]:
         """``{"model.d_model": 64, "translation.beam": 5, …}``: every setting, for tracking."""
-        out: dict[str, Any] = {}
-        for section in ("model", "data", "train", "translation"):
-            for key, value in asdict(getattr(self, section)).items():
-                out[f"{section}.{key}"] = value
-        return out
+        return flat_settings(self)
 
 
 def build_translation_model(cfg: Seq2SeqConfig | IOTConfig) -> OrderedSeq2Seq | IOTSeq2Seq:
@@ -264,6 +238,63 @@ def _model_config(spec: TranslationSpec, corpus: ParallelCorpus) -> Seq2SeqConfi
     return mcfg
 
 
+class TranslationFamily(Family):
+    """Encoder–decoder models (plain or IOT) on a parallel corpus; main metric ``val_bleu``."""
+
+    metric = "val_bleu"
+
+    def __init__(self, spec: TranslationSpec, corpus: ParallelCorpus | None = None) -> None:
+        self.corpus = corpus if corpus is not None else load_parallel(spec.data)
+        self.model_config = _model_config(spec, self.corpus)
+        self.settings = spec.translation
+        self.eval_at_start = spec.translation.eval_at_start
+        train = spec.train
+        eval_bs = train.eval_batch_size or train.batch_size
+        self.eval_limit = (self.settings.eval_sentences
+                           or (train.eval_batches * eval_bs if train.eval_batches else None))
+
+    def build(self) -> OrderedSeq2Seq | IOTSeq2Seq:
+        return build_translation_model(self.model_config)
+
+    def before_step(self, model: torch.nn.Module, step: int, total: int) -> None:
+        if isinstance(model, IOTSeq2Seq) and isinstance(self.model_config, IOTConfig):
+            model.set_temperature(temperature(self.model_config, step, total))
+
+    def loss(self, model: Any, ctx: StepContext) -> tuple[torch.Tensor, int]:
+        ctx_len = self.model_config.context
+        batch = random_pairs(self.corpus.train, batch_size=ctx.batch_size,
+                             generator=ctx.generator, max_src=ctx_len, max_tgt=ctx_len)
+        src, tgt_in, tgt_out = (t.to(ctx.device) for t in batch[:3])
+        out = model(src, tgt_in, tgt_out, label_smoothing=self.settings.label_smoothing)
+        return out.loss, batch.n_tokens
+
+    def evaluate(self, model: torch.nn.Module, ctx: StepContext, *, step: int,
+                 final: bool) -> Scores:
+        assert isinstance(model, OrderedSeq2Seq | IOTSeq2Seq)
+        tcfg = self.settings
+        iot = isinstance(model, IOTSeq2Seq)
+        due = tcfg.bleu_every is None or step % tcfg.bleu_every == 0 or final
+        res = evaluate_translation(
+            model, self.corpus, batch_size=ctx.eval_batch_size, limit=self.eval_limit,
+            with_bleu=due, beam=tcfg.beam, max_len=tcfg.max_len,
+            length_penalty=tcfg.length_penalty, routing_matrix=iot and final and tcfg.routing_bleu,
+            device=ctx.device, autocast=ctx.autocast,
+        )
+        out: Scores = {"val_loss": res["loss"]}
+        if "bleu" in res:
+            out[self.metric] = res["bleu"]
+        if isinstance(model, IOTSeq2Seq):
+            mcfg = self.model_config
+            assert isinstance(mcfg, IOTConfig) and mcfg.decoder_codes is not None
+            routes = np.bincount(res["routes"], minlength=mcfg.decoder_size) / len(res["routes"])
+            out["tau"] = model.tau
+            for k, code in enumerate(mcfg.decoder_codes):
+                out[route_share(code)] = float(routes[k])
+            if "routing_bleu" in res:
+                out["routing_bleu"] = json.dumps(res["routing_bleu"], sort_keys=True)
+        return out
+
+
 def fit_translation(
     spec: TranslationSpec,
     report: Report | None = None,
@@ -273,102 +304,6 @@ def fit_translation(
     corpus: ParallelCorpus | None = None,
     on_step: Callable[[dict[str, float]], None] | None = None,
 ) -> FitResult:
-    """Train ``spec.model`` on ``spec.data``; call ``report`` after every evaluation."""
-    cfg, tcfg = spec.train, spec.translation
-    corpus = corpus if corpus is not None else load_parallel(spec.data)
-    mcfg = _model_config(spec, corpus)
-    report = report or (lambda metrics, checkpoint=None: None)
-    generator = seed_everything(cfg.seed)
-    device = device_for(cfg)
-    model = build_translation_model(mcfg).to(device)
-    iot = isinstance(model, IOTSeq2Seq)
-    optimizer = build_optimizer(cfg, model)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(cfg, s))
-    step, best = 0, -math.inf
-    metrics: dict[str, Any] = {}
-    if resume_from is not None:
-        step, best, metrics = restore_training(resume_from, model, optimizer, scheduler,
-                                               generator)
-    run_model: Any = model
-    if cfg.compile and device.type == "cuda":
-        run_model = torch.compile(model)
-    autocast = autocast_for(cfg, device)
-    eval_bs = cfg.eval_batch_size or cfg.batch_size
-    limit = tcfg.eval_sentences or (cfg.eval_batches * eval_bs if cfg.eval_batches else None)
-    ctx = mcfg.context
-
-    def evaluate(at: int, final: bool) -> dict[str, Any]:
-        due = tcfg.bleu_every is None or at % tcfg.bleu_every == 0 or final
-        res = evaluate_translation(
-            model, corpus, batch_size=eval_bs, limit=limit, with_bleu=due, beam=tcfg.beam,
-            max_len=tcfg.max_len, length_penalty=tcfg.length_penalty,
-            routing_matrix=iot and final and tcfg.routing_bleu, device=device, autocast=autocast,
-        )
-        out: dict[str, Any] = {"val_loss": res["loss"]}
-        if "bleu" in res:
-            out["val_bleu"] = res["bleu"]
-        if iot:
-            assert isinstance(mcfg, IOTConfig) and mcfg.decoder_codes is not None
-            routes = np.bincount(res["routes"], minlength=mcfg.decoder_size) / len(res["routes"])
-            out["tau"] = model.tau
-            for k, code in enumerate(mcfg.decoder_codes):
-                out[f"route_share_{code}"] = float(routes[k])
-            if "routing_bleu" in res:
-                out["routing_bleu"] = json.dumps(res["routing_bleu"], sort_keys=True)
-        return out
-
-    last_ckpt: str | None = resume_from
-    ckpt_root = Path(checkpoint_dir) if checkpoint_dir is not None else None
-    if tcfg.eval_at_start and step == 0:
-        if iot:
-            model.set_temperature(temperature(mcfg, 0, cfg.steps))
-        first = evaluate(0, final=False)
-        if "val_bleu" in first:
-            best = max(best, first["val_bleu"])
-        report({"step": 0, **first, "lr": scheduler.get_last_lr()[0], "status": "running"}, None)
-    tokens, clock = 0, time.perf_counter()
-    train_losses: list[float] = []
-    status: Literal["finished", "diverged"] = "finished"
-    reported = False
-    model.train()
-    while step < cfg.steps:
-        if iot:
-            model.set_temperature(temperature(mcfg, step, cfg.steps))
-        step_loss = 0.0
-        for _ in range(cfg.grad_accum):
-            batch = random_pairs(corpus.train, batch_size=cfg.batch_size, generator=generator,
-                                 max_src=ctx, max_tgt=ctx)
-            src, tgt_in, tgt_out = (t.to(device) for t in batch[:3])
-            with autocast:
-                loss = run_model(src, tgt_in, tgt_out,
-                                 label_smoothing=tcfg.label_smoothing).loss / cfg.grad_accum
-            loss.backward()
-            step_loss += float(loss.detach())
-            tokens += batch.n_tokens
-        if not math.isfinite(step_loss):
-            status = "diverged"
-            step += 1
-            metrics = {"step": step, "train_loss": step_loss, "val_loss": math.nan,
-                       "val_bleu": math.nan, "lr": scheduler.get_last_lr()[0]}
-            report({**metrics, "status": "diverged"}, None)
-            break
-        lr = optimizer_step(model, optimizer, scheduler, cfg.clip_norm)
-        step += 1
-        train_losses.append(step_loss)
-        if on_step is not None and (step % cfg.log_every == 0 or step == cfg.steps):
-            on_step({"step": step, "train_loss": step_loss, "lr": lr})
-        if step % cfg.eval_every == 0 or step == cfg.steps:
-            elapsed = time.perf_counter() - clock
-            scores = evaluate(step, final=step == cfg.steps)
-            if "val_bleu" in scores:
-                best = max(best, scores["val_bleu"])
-            metrics, last_ckpt = report_evaluation(
-                report, step=step, total=cfg.steps, train_losses=train_losses,
-                scores={**scores, "best_val_bleu": best}, lr=lr,
-                tokens_per_s=tokens / max(elapsed, 1e-9), ckpt_root=ckpt_root,
-                parts=(model, optimizer, scheduler, generator), best=best, last_ckpt=last_ckpt)
-            reported = True
-            tokens, clock = 0, time.perf_counter()
-    report_resumed_end(report, resumed=resume_from is not None, reported=reported,
-                       metrics=metrics, status=status)
-    return FitResult(status=status, steps=step, metrics=metrics, checkpoint=last_ckpt)
+    """Train ``spec.model`` on ``spec.data`` through :func:`~sublayer_search.models.trainer.train`."""
+    return train(spec.train, TranslationFamily(spec, corpus), report,
+                 checkpoint_dir=checkpoint_dir, resume_from=resume_from, on_step=on_step)

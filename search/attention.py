@@ -69,9 +69,9 @@ def model_from_run(run_id: str, *, tracking_uri: str, dst: str | None = None) ->
 
     from mlflow.tracking import MlflowClient
 
+    from sublayer_search.models.checkpoint import load_checkpoint
     from sublayer_search.models.config import ModelConfig
     from sublayer_search.models.lm import OrderedLM
-    from sublayer_search.models.train import load_checkpoint
 
     client = MlflowClient(tracking_uri=tracking_uri)
     names = {a.path for a in client.list_artifacts(run_id, "checkpoint")}

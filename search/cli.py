@@ -76,7 +76,7 @@ def _parse_value(text: str) -> Any:
 
 def _cmd_spaces_sample(args: argparse.Namespace) -> int:
     from sublayer_search.spaces.cost import units
-    from sublayer_search.spaces.registry import SPACES, expand
+    from sublayer_search.spaces.registry import SPACES, expand, space_arguments
 
     kwargs: dict[str, Any] = {}
     for item in args.args:
@@ -84,10 +84,9 @@ def _cmd_spaces_sample(args: argparse.Namespace) -> int:
             return _bad(f"space argument {item!r}: expected NAME=VALUE (e.g. n=16)")
         key, value = item.split("=", 1)
         kwargs[key] = _parse_value(value)
-    if args.space == "sandwich" and "k" in kwargs and "ks" not in kwargs:
-        kwargs["ks"] = kwargs.pop("k")
     try:
-        cands = expand(args.space, kwargs, kind=args.kind)
+        cands = expand(args.space, space_arguments(kwargs) if args.space == "sandwich" else kwargs,
+                       kind=args.kind)
     except ValueError as exc:
         known = ", ".join(f"{n} ({i.summary})" for n, i in SPACES.items())
         return _bad(f"{exc}\n  spaces: {known}")

@@ -16,9 +16,10 @@ from typing import Annotated, Any, Literal
 
 import pydantic
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
 
-from sublayer_search.models.train import TrainConfig
+from sublayer_search.models.train_config import TrainConfig
 
 from .problems import ExperimentError, Problem, from_validation_error
 
@@ -111,8 +112,9 @@ class Experiment(_Strict):
 
     name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
     description: str = ""
-    task: Literal["lm", "translation"] = "lm"
-    """``lm`` (OrderedLM on a corpus) or ``translation`` (OrderedSeq2Seq / IOT)."""
+    task: str = "lm"
+    """A registered task (:mod:`sublayer_search.search.tasks`): ``lm`` (OrderedLM on a
+    corpus) or ``translation`` (OrderedSeq2Seq / IOT) are built in."""
     space: SpaceSpec | list[SpaceSpec]
     seeds: Seeds = 1
     baseline: BaselineSpec = BaselineSpec()
@@ -132,6 +134,19 @@ class Experiment(_Strict):
     ray: RaySpec = RaySpec()
     reuse: bool = False
     """Take trials whose (order, seed, config hash) already finished from MLflow."""
+
+    @field_validator("task")
+    @classmethod
+    def _known_task(cls, value: str) -> str:
+        from .tasks import task_names
+
+        names = task_names()
+        if value not in names:
+            quoted = [repr(n) for n in names]
+            listed = " or ".join([", ".join(quoted[:-1]), quoted[-1]] if len(quoted) > 1 else quoted)
+            raise PydanticCustomError("literal_error", "Input should be {expected}",
+                                      {"expected": listed})
+        return value
 
     @property
     def spaces(self) -> list[SpaceSpec]:

@@ -15,15 +15,16 @@ from typing import Any
 from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.errors import OrderError
 from sublayer_search.spaces.order import counts, parse_order
-from sublayer_search.spaces.registry import expand
+from sublayer_search.spaces.records import Direction, direction
+from sublayer_search.spaces.registry import expand, space_arguments
 
 from .config import Experiment, config_hash
 from .problems import ExperimentError, Problem, from_exception
-from .tasks import Task, build, task_for
+from .tasks import Task, task_for
 
 __all__ = ["Trial", "SweepPlan", "plan_sweep", "trial_table"]
 
-_BASELINE_PLACEHOLDER = "sf"
+AnyTask = Task[Any, Any, Any, Any]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,13 +77,13 @@ class SweepPlan:
     """Grid: every trial. Adaptive searchers: the baseline trials only."""
     metric: str
     """Main validation metric (``val_ppl``, ``val_bpc`` or ``val_bleu``)."""
-    task: Task
-    """LM or translation: configs, baseline, spec and fit of a trial."""
+    task: AnyTask
+    """LM, translation, …: configs, baseline, spec and fit of a trial."""
 
     @property
-    def mode(self) -> str:
-        """``min`` for losses and perplexities, ``max`` for BLEU."""
-        return self.task.mode
+    def mode(self) -> Direction:
+        """``min`` for losses and perplexities, ``max`` for BLEU (the metric's direction)."""
+        return direction(self.metric)
 
     def model_for(self, trial: Trial) -> Any:
         return self.task.model_for(self.model, trial.order, trial.params)
@@ -96,8 +97,8 @@ class SweepPlan:
         out = {f"data.{k}": v for k, v in asdict(self.data).items()}
         out.update({f"train.{k}": v for k, v in asdict(self.experiment.train).items()})
         out.update({f"model.{k}": v for k, v in asdict(self.model).items()})
-        if self.extra is not None:
-            out.update({f"translation.{k}": v for k, v in asdict(self.extra).items()})
+        if self.extra is not None and self.task.section is not None:
+            out.update({f"{self.task.section}.{k}": v for k, v in asdict(self.extra).items()})
         return out
 
     @property
@@ -125,28 +126,18 @@ def _space_error_path(prefix: str, exc: Exception, original: dict[str, Any]) -> 
     return prob
 
 
-def _space_args(args: dict[str, Any]) -> dict[str, Any]:
-    """Accept ``k`` as the YAML spelling of the sandwich argument ``ks``."""
-    if "k" in args and "ks" not in args:
-        args = dict(args)
-        args["ks"] = args.pop("k")
-        if isinstance(args["ks"], int):
-            args["ks"] = [args["ks"]]
-    return args
-
-
-def _expand_spaces(exp: Experiment, task: Task, problems: list[Problem]) -> list[Candidate]:
+def _expand_spaces(exp: Experiment, task: AnyTask, problems: list[Problem]) -> list[Candidate]:
     out: list[Candidate] = []
     many = isinstance(exp.space, list)
     for i, space in enumerate(exp.spaces):
         prefix = f"space[{i}]" if many else "space"
-        if space.type == "iot_subsets" and task.name != "translation":
-            problems.append(Problem(f"{prefix}.type", space.type,
-                                    "a language-model space (iot_subsets needs task: translation)"))
+        unfit = task.space_problem(space.type)
+        if unfit is not None:
+            problems.append(Problem(f"{prefix}.type", space.type, unfit))
             continue
         try:
             kind, args, extra = task.space_args(space.type, space.args)
-            cands = expand(space.type, _space_args(args), kind=kind)
+            cands = expand(space.type, space_arguments(args), kind=kind)
             suffix = "_enc" if extra.get("side") == "encoder" else ""
             out.extend(replace(c, name=c.name + suffix, params={**c.params, **extra})
                        for c in cands)
@@ -155,7 +146,7 @@ def _expand_spaces(exp: Experiment, task: Task, problems: list[Problem]) -> list
     return out
 
 
-def _baseline(exp: Experiment, task: Task, pool: Sequence[Candidate], template: Any,
+def _baseline(exp: Experiment, task: AnyTask, pool: Sequence[Candidate], template: Any,
               problems: list[Problem]) -> Candidate | None:
     if not exp.baseline.enabled:
         return None
@@ -167,9 +158,8 @@ def _baseline(exp: Experiment, task: Task, pool: Sequence[Candidate], template: 
                                     f"a valid {task.kind} order (position {exc.position}: "
                                     f"{exc.problem})"))
             return None
-        params = {"side": "decoder", "layers": counts(order)["f"]} if task.name != "lm" else {}
         return Candidate(order=order, space="baseline", name=f"baseline_{len(order)}",
-                         params=params, baseline=True)
+                         params=task.baseline_params(order), baseline=True)
     return task.baseline(pool, template, problems)
 
 
@@ -196,12 +186,12 @@ def _local_gpus() -> int:
     return torch.cuda.device_count()
 
 
-def _check_search(exp: Experiment, task: Task, pool: Sequence[Candidate],
+def _check_search(exp: Experiment, task: AnyTask, pool: Sequence[Candidate],
                   problems: list[Problem]) -> None:
     algo = exp.search.algorithm
-    if algo == "evolution" and task.name != "lm":
-        problems.append(Problem("search.algorithm", algo,
-                                "grid or optuna for translation (mutations keep LM budgets)"))
+    unfit = task.search_problem(algo)
+    if unfit is not None:
+        problems.append(Problem("search.algorithm", algo, unfit))
     if algo != "grid" and exp.search.num_samples is None:
         problems.append(Problem("search.num_samples", None,
                                 f"a trial budget (a positive integer) for search.algorithm {algo}"))
@@ -237,13 +227,11 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
     template = task.template(exp.model, problems)
     data = task.data(exp.data, problems)
     extra = None
-    if exp.task == "translation":
-        from sublayer_search.models.translate import TranslationConfig
-
-        extra = build(TranslationConfig, exp.translation, "translation", problems)
+    if task.section == "translation":
+        extra = task.extra(exp.translation, problems)
     elif exp.translation:
-        problems.append(Problem("translation", exp.translation, "no translation section in an "
-                                "lm experiment (set task: translation)"))
+        problems.append(Problem("translation", exp.translation, f"no translation section in an "
+                                f"{task.name} experiment (set task: translation)"))
     pool = _expand_spaces(exp, task, problems)
     base = _baseline(exp, task, pool, template, problems)
     if check_resources:
@@ -266,7 +254,7 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
     seen: dict[tuple[str, int, str], int] = {}
 
     def add(cand: Candidate, seed: int, baseline: bool) -> None:
-        key = (cand.order, seed, _identity(cand))
+        key = (cand.order, seed, task.identity(cand))
         if key in seen:  # the baseline order inside the space (e.g. sandwich k=0): one trial
             i = seen[key]
             if baseline != trials[i].baseline:
@@ -286,13 +274,3 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
     return SweepPlan(experiment=exp, source=source, model=template, data=data, extra=extra,
                      candidates=pool, baseline=base, trials=trials, metric=metric, task=task)
 
-
-def _identity(cand: Candidate) -> str:
-    """What, besides order and seed, makes two candidates different models.
-
-    An IOT subset of one standard block (code 1) is the plain model itself.
-    """
-    subset = cand.params.get("subset")
-    if subset is None or (subset == "1" and cand.params.get("stack", "decoder") == "decoder"):
-        return str(cand.params.get("side", "decoder"))
-    return f"{cand.params.get('stack', 'decoder')}:{subset}"

@@ -21,17 +21,27 @@ from typing import Any
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 from ray.tune import Callback
+from ray.tune.result import AUTO_RESULT_KEYS
+
+from sublayer_search.spaces.records import STATUS_KEY, Role, Tag, TrialStatus, best, final
 
 from .plan import SweepPlan, Trial
 
-__all__ = ["MlflowTracking", "open_sweep_run", "close_sweep", "finished_trials", "ensure_store", "TRIAL_METRICS",
-           "environment_tags"]
+__all__ = ["MlflowTracking", "open_sweep_run", "close_sweep", "finished_trials", "ensure_store",
+           "environment_tags", "PLACEMENT_KEYS", "metrics_of"]
 
-TRIAL_METRICS = ("train_loss", "val_loss", "val_ppl", "val_bpc", "val_bleu", "best_val_ppl",
-                 "best_val_bpc", "best_val_bleu", "lr", "tokens_per_s", "tau")
-ROUTE_PREFIX = "route_share_"  # IOT: share of validation sentences routed to each order
+PLACEMENT_KEYS = ("node_id", "node_ip", "gpu_ids", "resumed_from_step")
+"""What the trainable adds to each report about where the trial runs (tags, not metrics)."""
+_NOT_METRICS = frozenset({*AUTO_RESULT_KEYS, *PLACEMENT_KEYS, "step", "done", "trial_id",
+                          "experiment_tag", "should_checkpoint", "experiment_id"})
 _BATCH = 100  # MLflow accepts at most 100 params / 1000 metrics per log_batch call
-ROLE, STATUS, STORAGE = "sublayer.role", "sublayer.status", "sublayer.ray_run"
+ROLE, STATUS, STORAGE = Tag.ROLE, Tag.STATUS, Tag.RAY_RUN
+
+
+def metrics_of(result: dict[str, Any]) -> dict[str, float]:
+    """Every numeric metric the trainer reported (Ray's own fields and placement left out)."""
+    return {k: float(v) for k, v in result.items()
+            if k not in _NOT_METRICS and isinstance(v, int | float) and not isinstance(v, bool)}
 
 
 def ensure_store(uri: str) -> MlflowClient:
@@ -58,7 +68,7 @@ def environment_tags() -> dict[str, str]:
                                 cwd=Path(__file__).resolve().parent, timeout=5).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         commit = ""
-    tags = {"sublayer.git_commit": commit or "unknown"}
+    tags = {Tag.GIT_COMMIT: commit or "unknown"}
     for pkg in ("sublayer-search", "torch", "ray", "mlflow", "optuna"):
         tags[f"version.{pkg}"] = _version(pkg)
     return tags
@@ -77,12 +87,12 @@ def open_sweep_run(client: MlflowClient, plan: SweepPlan, ray_run: str,
     exp_id = found.experiment_id if found else client.create_experiment(exp.experiment_name)
     if resume:
         runs = client.search_runs([exp_id], filter_string=f"tags.`{STORAGE}` = '{ray_run}' and "
-                                  f"tags.`{ROLE}` = 'sweep'", max_results=1)
+                                  f"tags.`{ROLE}` = '{Role.SWEEP}'", max_results=1)
         if runs:
             client.update_run(runs[0].info.run_id, status="RUNNING")
             return exp_id, runs[0].info.run_id
-    tags = {ROLE: "sweep", STORAGE: ray_run, "mlflow.note.content": exp.description,
-            "sublayer.search": exp.search.algorithm, "sublayer.metric": plan.metric,
+    tags = {ROLE: Role.SWEEP.value, STORAGE: ray_run, Tag.NOTE: exp.description,
+            Tag.SEARCH: exp.search.algorithm, Tag.METRIC: plan.metric,
             **environment_tags()}
     run = client.create_run(exp_id, run_name=exp.name, tags=tags)
     params = [Param("source", plan.source), Param("search", exp.search.algorithm),
@@ -96,7 +106,8 @@ def finished_trials(client: MlflowClient, exp_id: str, config_hash: str) -> dict
     """(order, seed) -> run id of every trial that finished with these settings."""
     runs = client.search_runs(
         [exp_id], max_results=50000,
-        filter_string=f"params.config_hash = '{config_hash}' and tags.`{STATUS}` = 'finished' "
+        filter_string=f"params.config_hash = '{config_hash}' and "
+                      f"tags.`{STATUS}` = '{TrialStatus.FINISHED}' "
                       "and attributes.status = 'FINISHED'")
     return {(r.data.params["order"], int(r.data.params["seed"])): r.info.run_id for r in runs}
 
@@ -106,7 +117,7 @@ def close_sweep(client: MlflowClient, exp_id: str, parent_id: str, status: str) 
     children = client.search_runs([exp_id], filter_string=f"tags.mlflow.parentRunId = '{parent_id}' "
                                   "and attributes.status = 'RUNNING'")
     for run in children:
-        client.set_tag(run.info.run_id, STATUS, "killed")
+        client.set_tag(run.info.run_id, STATUS, TrialStatus.KILLED.value)
         client.set_terminated(run.info.run_id, status="KILLED")
     if children and status == "FINISHED":
         status = "KILLED"  # Ray stopped on Ctrl-C with trials still running: resumable
@@ -122,19 +133,6 @@ def _model_dict(model: Any) -> dict[str, Any]:
     """The model config as plain JSON (rebuilds the model: ``search.attention``)."""
     to_dict = getattr(model, "to_dict", None)
     return to_dict() if to_dict is not None else dataclasses.asdict(model)
-
-
-def _model_params(model: Any, params: dict[str, Any]) -> dict[str, Any]:
-    """Translation extras: both orders of a plain model, the subset of an IOT model."""
-    out: dict[str, Any] = {}
-    for side in ("encoder", "decoder"):
-        if hasattr(model, f"{side}_order"):
-            out[f"{side}_order"] = getattr(model, f"{side}_order")
-    if "subset" in params:
-        out.update(subset=params["subset"], subset_size=len(params["codes"]),
-                   codes=",".join(str(c) for c in params["codes"]),
-                   orders=",".join(params.get("orders", [])))
-    return out
 
 
 class MlflowTracking(Callback):
@@ -176,11 +174,11 @@ class MlflowTracking(Callback):
         params.update(candidate=trial.candidate, metric=self.plan.metric,
                       config_hash=self.plan.config_hash, task=self.plan.experiment.task)
         params.update({k: v for k, v in trial.params.items() if k not in params})
-        params.update(_model_params(self.plan.model_for(trial), trial.params))
-        params.update(spec.flat())
-        tags = {"mlflow.parentRunId": self.parent_run_id, ROLE: "trial", "sublayer.space": trial.space,
-                "sublayer.family": trial.family, "sublayer.baseline": str(trial.baseline).lower(),
-                STATUS: "running", "ray.trial_id": ray_id, **self._env}
+        params.update(self.plan.task.tracking_params(self.plan.model_for(trial), trial.params))
+        params.update(self.plan.task.flat(spec))
+        tags = {Tag.PARENT: self.parent_run_id, ROLE: Role.TRIAL.value, Tag.SPACE: trial.space,
+                Tag.FAMILY: trial.family, Tag.BASELINE: str(trial.baseline).lower(),
+                STATUS: TrialStatus.RUNNING.value, Tag.RAY_TRIAL_ID: ray_id, **self._env}
         return ([Param(k, _fmt(v)) for k, v in params.items() if v is not None],
                 [RunTag(k, _fmt(v)) for k, v in tags.items()])
 
@@ -222,21 +220,19 @@ class MlflowTracking(Callback):
             self._placed.add(trial.trial_id)
             self.client.log_batch(run_id, tags=[RunTag(f"ray.{k}", _fmt(result.get(k)))
                                                  for k in ("node_id", "node_ip", "gpu_ids")]
-                                + [RunTag("sublayer.resumed_from_step",
+                                + [RunTag(Tag.RESUMED_FROM_STEP,
                                           str(result.get("resumed_from_step", 0)))])
         step = int(result.get("step", result.get("training_iteration", 0)))
         if step <= self._last_step.get(trial.trial_id, -1):
             return  # already logged before a resume
         now = int(time.time() * 1000)
-        keys = [*TRIAL_METRICS, *(k for k in result if k.startswith(ROUTE_PREFIX))]
-        metrics = [Metric(k, float(result[k]), now, step) for k in keys
-                   if k in result and isinstance(result[k], int | float)
-                   and not isinstance(result[k], bool)]
+        metrics = [Metric(k, v, now, step) for k, v in metrics_of(result).items()]
         if metrics:
             self.client.log_batch(run_id, metrics=metrics)
         self._last_step[trial.trial_id] = step
 
-    def _finish(self, trial: Any, status: str, mlflow_status: str, extra: dict[str, str]) -> None:
+    def _finish(self, trial: Any, status: TrialStatus, mlflow_status: str,
+                extra: dict[str, str]) -> None:
         run_id = self._run_for(trial)
         if trial.trial_id in self._done:
             return
@@ -245,17 +241,18 @@ class MlflowTracking(Callback):
         now = int(time.time() * 1000)
         finals = []
         step = int(last.get("step", 0))
-        for key, name in ((metric, f"final_{metric}"), (f"best_{metric}", f"best_{metric}")):
+        for key, name in ((metric, final(metric)), (best(metric), best(metric))):
             value = last.get(key)
             if isinstance(value, int | float) and math.isfinite(value):
                 finals.append(Metric(name, float(value), now, step))
-        tags = [RunTag(STATUS, status)] + [RunTag(k, _fmt(v)) for k, v in extra.items()]
+        tags = [RunTag(STATUS, status.value)] + [RunTag(k, _fmt(v)) for k, v in extra.items()]
         self.client.log_batch(run_id, metrics=finals, tags=tags)
         if isinstance(last.get("routing_bleu"), str | dict):
             matrix = last["routing_bleu"]
             text = matrix if isinstance(matrix, str) else json.dumps(matrix, indent=1)
             self.client.log_text(run_id, text, "routing_bleu.json")
-        if self.plan.experiment.tracking.log_checkpoints and status == "finished" and trial.checkpoint:
+        if self.plan.experiment.tracking.log_checkpoints and status == TrialStatus.FINISHED \
+                and trial.checkpoint:
             self.client.log_artifacts(run_id, trial.checkpoint.path, "checkpoint")
             model = self.plan.model_for(Trial.from_config(trial.config["trial"]))
             self.client.log_dict(run_id, _model_dict(model), "checkpoint/model.json")
@@ -263,19 +260,20 @@ class MlflowTracking(Callback):
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         last = trial.last_result or {}
-        status = last.get("status", "finished")
+        status = last.get(STATUS_KEY, TrialStatus.FINISHED)
         steps = self.plan.experiment.train.steps
-        if status == "diverged":
-            self._finish(trial, "diverged", "FAILED", {"sublayer.error": "loss became NaN or inf"})
-        elif status == "running" and int(last.get("step", steps)) < steps:
-            self._finish(trial, "stopped", "FINISHED", {"sublayer.stopped_by": "scheduler"})
+        if status == TrialStatus.DIVERGED:
+            self._finish(trial, TrialStatus.DIVERGED, "FAILED",
+                         {Tag.ERROR: "loss became NaN or inf"})
+        elif status == TrialStatus.RUNNING and int(last.get("step", steps)) < steps:
+            self._finish(trial, TrialStatus.STOPPED, "FINISHED", {Tag.STOPPED_BY: "scheduler"})
         else:
-            self._finish(trial, "finished", "FINISHED", {})
+            self._finish(trial, TrialStatus.FINISHED, "FINISHED", {})
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         message = "trial raised"
         path = getattr(trial, "error_file", None)
         if path and Path(path).is_file():
             message = Path(path).read_text(errors="replace")[-5000:]
-        self._finish(trial, "failed", "FAILED", {"sublayer.error": message,
-                                                 "sublayer.attempts": str(trial.num_failures)})
+        self._finish(trial, TrialStatus.FAILED, "FAILED",
+                     {Tag.ERROR: message, Tag.ATTEMPTS: str(trial.num_failures)})

@@ -15,7 +15,8 @@ from typing import Any
 import ray
 from ray import tune
 
-from sublayer_search.models.train import load_checkpoint
+from sublayer_search.models.checkpoint import load_checkpoint
+from sublayer_search.spaces.records import STATUS_KEY, TrialStatus
 
 from .plan import SweepPlan, Trial
 
@@ -63,5 +64,5 @@ def train_trial(config: dict[str, Any], plan: SweepPlan) -> None:
         if held and resumed_from < spec.train.steps:
             # the evaluation this checkpoint was saved at: the driver may have died before
             # recording it (the tracker skips steps it already has)
-            report({**held, "status": "running"})
+            report({**held, STATUS_KEY: TrialStatus.RUNNING.value})
         plan.task.fit(spec, report, checkpoint_dir=os.path.join(work, "ckpt"), resume_from=resume)

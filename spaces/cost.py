@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from .errors import SpaceError
 from .order import parse_order
 
-__all__ = ["STRADDLE", "Halves", "halves", "order_params", "unit_costs", "units"]
+__all__ = ["STRADDLE", "Halves", "f_units_for", "halves", "order_params", "unit_costs", "units"]
 
 STRADDLE = ("fractional", "bottom", "top", "drop")
 """Ways to count the sublayer that straddles the middle in :func:`halves`."""
@@ -55,6 +55,11 @@ def _weights(f_units: float, c_units: float) -> dict[str, float]:
         "f": _positive_float("f_units", f_units),
         "c": _positive_float("c_units", c_units),
     }
+
+
+def f_units_for(d_model: int, d_ff: int) -> float:
+    """Cost of one ``f`` in units of one ``s`` for these dims: 2·d·d_ff / 4d² (2 at d_ff = 4d)."""
+    return (2 * d_model * d_ff) / (4 * d_model**2)
 
 
 def units(order: str, *, f_units: float = 2.0, c_units: float = 1.0) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -16,9 +17,16 @@ PACKAGES = ("spaces", "models", "search", "analysis")
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # build from a copy: setuptools leaves build/ behind, and a stale build/lib would
+    # both pollute the checkout and hide files deleted since
+    src = tmp_path_factory.mktemp("src")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, src / name)
+    for pkg in PACKAGES:
+        shutil.copytree(REPO / pkg, src / pkg, ignore=shutil.ignore_patterns("__pycache__"))
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(out), str(REPO)], check=True, capture_output=True,
+                    "-q", "-w", str(out), str(src)], check=True, capture_output=True,
                    env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
     (path,) = out.glob("sublayer_search-*.whl")
     return path

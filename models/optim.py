@@ -1,0 +1,81 @@
+"""Devices, precision, seeding, the optimizer and the learning-rate schedule of a trial."""
+
+from __future__ import annotations
+
+import math
+import random
+from contextlib import AbstractContextManager, nullcontext
+
+import numpy as np
+import torch
+
+from sublayer_search.models.train_config import TrainConfig
+
+__all__ = ["autocast_for", "build_optimizer", "build_scheduler", "device_for", "lr_factor",
+           "optimizer_step", "seed_everything"]
+
+
+def device_for(cfg: TrainConfig) -> torch.device:
+    if cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available()):
+        return torch.device("cuda")
+    return torch.device("cpu")
+
+
+def autocast_for(cfg: TrainConfig, device: torch.device) -> AbstractContextManager[object]:
+    use_bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and device.type == "cuda")
+    if use_bf16:
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return nullcontext()
+
+
+def seed_everything(seed: int) -> torch.Generator:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+    return torch.Generator().manual_seed(seed)
+
+
+def build_optimizer(cfg: TrainConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
+    """Weight decay on matrices only; each parameter once, even where a tensor is shared."""
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    groups = [
+        {"params": decay, "weight_decay": cfg.weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+    if cfg.optimizer == "adamw":
+        return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas)
+    if cfg.optimizer == "sgd":
+        return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, nesterov=True)
+    return torch.optim.Adagrad(groups, lr=cfg.lr)
+
+
+def lr_factor(cfg: TrainConfig, step: int) -> float:
+    """Multiplier of ``cfg.lr`` at optimizer step ``step`` (0-based)."""
+    warm = cfg.warmup_steps
+    if warm and step < warm:
+        return (step + 1) / warm
+    if cfg.schedule == "constant":
+        return 1.0
+    if cfg.schedule == "inverse_sqrt":
+        return math.sqrt(max(warm, 1) / max(step + 1, 1))
+    progress = (step - warm) / max(cfg.steps - warm, 1)
+    cosine = 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+    return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * cosine
+
+
+def build_scheduler(cfg: TrainConfig,
+                    optimizer: torch.optim.Optimizer) -> torch.optim.lr_scheduler.LambdaLR:
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(cfg, s))
+
+
+def optimizer_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                   scheduler: torch.optim.lr_scheduler.LRScheduler, clip_norm: float | None) -> float:
+    """Clip, step, zero the gradients and advance the schedule; return the step's rate."""
+    if clip_norm is not None:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    lr = scheduler.get_last_lr()[0]
+    scheduler.step()
+    return float(lr)

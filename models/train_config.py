@@ -1,0 +1,92 @@
+"""``TrainConfig``: optimisation and evaluation settings of one trial (any model family)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sublayer_search.models.errors import check
+
+__all__ = ["TrainConfig", "flat_settings"]
+
+
+def _check(cond: bool, field_: str, value: object, expected: str) -> None:
+    check(cond, f"train.{field_}", value, expected)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """Optimisation and evaluation settings of one trial."""
+
+    __pydantic_config__ = {"extra": "forbid"}
+
+    steps: int = 200
+    """Optimizer steps to train for."""
+    batch_size: int = 16
+    """Sequences per micro-batch."""
+    grad_accum: int = 1
+    """Micro-batches accumulated per optimizer step."""
+    optimizer: Literal["adamw", "sgd", "adagrad"] = "adamw"
+    """AdamW (default), SGD with Nesterov momentum, or Adagrad."""
+    lr: float = 3e-3
+    """Peak learning rate."""
+    weight_decay: float = 0.01
+    betas: tuple[float, float] = (0.9, 0.98)
+    """AdamW betas."""
+    momentum: float = 0.99
+    """SGD Nesterov momentum."""
+    schedule: Literal["cosine", "inverse_sqrt", "constant"] = "cosine"
+    """Learning-rate schedule after linear warmup."""
+    warmup_steps: int = 0
+    min_lr_ratio: float = 0.0
+    """Floor of the cosine schedule as a fraction of ``lr``."""
+    clip_norm: float | None = 1.0
+    """Global gradient-norm clip; ``None`` disables it."""
+    eval_every: int = 50
+    """Evaluate (and report, and checkpoint) every this many steps, and at the end."""
+    eval_batches: int | None = None
+    """Validation batches per evaluation; ``None`` evaluates the whole split."""
+    eval_batch_size: int | None = None
+    """Batch size for evaluation; defaults to ``batch_size``."""
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    """``auto`` = bf16 autocast on CUDA, fp32 on CPU."""
+    compile: bool = False
+    """``torch.compile`` the model (CUDA only; ignored on CPU)."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    seed: int = 0
+    """Seeds torch, numpy, random and the batch sampler."""
+    log_every: int = 10
+    """Steps between progress callbacks (``on_step``)."""
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "grad_accum", "eval_every", "log_every"):
+            value = getattr(self, name)
+            _check(isinstance(value, int) and value > 0, name, value, "a positive integer")
+        _check(self.lr > 0 and math.isfinite(self.lr), "lr", self.lr, "a positive number")
+        _check(self.weight_decay >= 0, "weight_decay", self.weight_decay, "a number >= 0")
+        _check(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas), "betas",
+               self.betas, "two numbers in [0, 1)")
+        _check(0 <= self.momentum < 1, "momentum", self.momentum, "a number in [0, 1)")
+        _check(self.warmup_steps >= 0, "warmup_steps", self.warmup_steps, "an integer >= 0")
+        _check(0 <= self.min_lr_ratio <= 1, "min_lr_ratio", self.min_lr_ratio, "a number in [0, 1]")
+        _check(self.clip_norm is None or self.clip_norm > 0, "clip_norm", self.clip_norm,
+               "a positive number or null")
+        _check(self.eval_batches is None or self.eval_batches > 0, "eval_batches",
+               self.eval_batches, "a positive integer or null (whole split)")
+        _check(self.eval_batch_size is None or self.eval_batch_size > 0, "eval_batch_size",
+               self.eval_batch_size, "a positive integer or null")
+        _check(self.seed >= 0, "seed", self.seed, "an integer >= 0")
+
+
+def flat_settings(spec: Any) -> dict[str, Any]:
+    """``{"model.d_model": 64, "train.lr": 0.003, …}``: every setting of a spec whose fields
+    are config dataclasses (``TrialSpec``, ``TranslationSpec``, …), for tracking."""
+    out: dict[str, Any] = {}
+    for section in dataclasses.fields(spec):
+        value = getattr(spec, section.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            for key, item in dataclasses.asdict(value).items():
+                out[f"{section.name}.{key}"] = item
+    return out

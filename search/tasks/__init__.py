@@ -1,0 +1,13 @@
+"""Tasks: what differs between kinds of sweep. See :mod:`.base` for the seam.
+
+Built in: ``lm`` (:class:`.lm.LMTask`) and ``translation``
+(:class:`.translation.TranslationTask`); others register with :func:`register`.
+"""
+
+from .base import Task, obtain_corpus, validate_section
+from .lm import LMTask
+from .registry import register, task_for, task_names, unregister
+from .translation import TranslationTask
+
+__all__ = ["LMTask", "Task", "TranslationTask", "obtain_corpus", "register", "task_for",
+           "task_names", "unregister", "validate_section"]

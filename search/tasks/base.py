@@ -1,0 +1,167 @@
+"""The task seam: what differs between kinds of sweep (language models, translation, …).
+
+A :class:`Task` turns an experiment's ``model`` / ``data`` / task sections into configs,
+says which alphabet its spaces use, which baseline to train, how to build one trial's
+spec, table row and tracked params, and which training function trains it. Planning,
+the searchers, Ray and MLflow are the same for every task. Add a task by subclassing
+:class:`Task` and calling :func:`sublayer_search.search.tasks.register`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, Generic, TypeVar
+
+import pydantic
+
+from sublayer_search.models.data import DataError
+from sublayer_search.models.train_config import TrainConfig, flat_settings
+from sublayer_search.models.trainer import FitResult, Report
+from sublayer_search.spaces.candidate import Candidate
+
+from ..problems import Problem, from_exception, from_validation_error
+
+__all__ = ["Task", "obtain_corpus", "validate_section"]
+
+ModelT = TypeVar("ModelT")
+DataT = TypeVar("DataT")
+ExtraT = TypeVar("ExtraT")
+SpecT = TypeVar("SpecT")
+SectionT = TypeVar("SectionT")
+
+
+def validate_section(cls: type[SectionT], raw: Any, prefix: str,
+                     problems: list[Problem]) -> SectionT | None:
+    """Validate ``raw`` into dataclass ``cls`` with pydantic, collecting problems.
+
+    The dataclass sits in a wrapper model that forbids unknown keys (pydantic applies
+    the enclosing model's ``extra`` rule to nested stdlib dataclasses).
+    """
+    wrapper = pydantic.create_model("Section", __config__=pydantic.ConfigDict(extra="forbid"),
+                                    section=(cls, ...))
+    try:
+        section: SectionT = wrapper.model_validate({"section": raw if raw is not None else {}}).section
+        return section
+    except pydantic.ValidationError as err:
+        problems.extend(from_validation_error(err, prefix, strip=1))
+    except ValueError as exc:
+        problems.append(from_exception(exc, prefix, raw))
+    return None
+
+
+def obtain_corpus(name: str, on_disk: Callable[[], object], download: Callable[[], object],
+                  problems: list[Problem], notes: list[str] | None, where: str = "") -> bool:
+    """A corpus not on disk is downloaded now, by the driver, before Ray starts: a failed
+    download is a problem of the file, not of every trial. With ``notes`` (``--dry-run``)
+    it is only noted. True when the corpus is (or will be) there."""
+    try:
+        on_disk()
+        return True
+    except DataError:
+        pass
+    if notes is not None:
+        notes.append(f"data.name: {name} is not on disk here; the sweep downloads it"
+                     f"{' into ' + where if where else ''} before it starts")
+        return True
+    try:
+        download()
+    except DataError as exc:
+        problems.append(Problem("data.name", name, f"an available corpus: {exc}"))
+        return False
+    return True
+
+
+class Task(ABC, Generic[ModelT, DataT, ExtraT, SpecT]):
+    """One kind of sweep. ``ModelT``: the model config a trial trains; ``DataT``: the data
+    config; ``ExtraT``: the task's own experiment section (or ``None``); ``SpecT``: what
+    :meth:`fit` trains."""
+
+    name: ClassVar[str]
+    """The experiment's ``task:`` value."""
+    kind: ClassVar[str] = "lm"
+    """Alphabet of the spaces' orders (``lm``: s/f; ``decoder``: s/c/f)."""
+    section: ClassVar[str | None] = None
+    """The experiment section holding this task's own settings (``translation``), if any."""
+
+    # -- the experiment's sections -------------------------------------------------------
+    @abstractmethod
+    def template(self, raw: dict[str, Any], problems: list[Problem]) -> ModelT | None:
+        """The model section as a config whose order the baseline fills in later."""
+
+    @abstractmethod
+    def data(self, raw: dict[str, Any], problems: list[Problem]) -> DataT | None:
+        """The data section as a config (availability is checked by :meth:`resolve`)."""
+
+    def extra(self, raw: dict[str, Any], problems: list[Problem]) -> ExtraT | None:
+        """The task's own section (:attr:`section`); ``None`` when it has none."""
+        return None
+
+    @abstractmethod
+    def metric(self, data: DataT) -> str:
+        """The main validation metric trials report (its direction sets the search mode)."""
+
+    # -- spaces, search and baseline -----------------------------------------------------
+    def space_problem(self, space_type: str) -> str | None:
+        """What is expected instead, when this task cannot sweep ``space_type``."""
+        if space_type == "iot_subsets":
+            return "a language-model space (iot_subsets needs task: translation)"
+        return None
+
+    def space_args(self, space: str,
+                   args: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any]]:
+        """(alphabet for the space, the space's own arguments, extra params recorded on
+        each of its candidates)."""
+        return self.kind, args, {}
+
+    def search_problem(self, algorithm: str) -> str | None:
+        """What is expected instead, when this task cannot be searched with ``algorithm``."""
+        return None
+
+    @abstractmethod
+    def baseline(self, pool: Sequence[Candidate], template: ModelT | None,
+                 problems: list[Problem]) -> Candidate | None:
+        """The default baseline at the pool's budget (``None`` with a problem if none)."""
+
+    def baseline_params(self, order: str) -> dict[str, Any]:
+        """Params of a baseline given explicitly as ``order``."""
+        return {}
+
+    def identity(self, cand: Candidate) -> str:
+        """What, besides order and seed, makes two candidates different models."""
+        return str(cand.params.get("side", "decoder"))
+
+    # -- one trial -----------------------------------------------------------------------
+    @abstractmethod
+    def resolve(self, template: ModelT, data: DataT, base: Candidate | None,
+                problems: list[Problem], notes: list[str] | None = None) -> ModelT:
+        """The template with the baseline's order and the corpus vocabulary filled in.
+
+        With ``notes`` not None (a dry run) a corpus that cannot be read yet gives an
+        estimate and a note instead of a problem.
+        """
+
+    @abstractmethod
+    def model_for(self, template: ModelT, order: str, params: dict[str, Any]) -> ModelT:
+        """The model config of one candidate (raises ValueError for an invalid one)."""
+
+    @abstractmethod
+    def spec(self, model: ModelT, data: DataT, train: TrainConfig, extra: ExtraT | None) -> SpecT:
+        """What :meth:`fit` trains."""
+
+    @abstractmethod
+    def row(self, model: ModelT, order: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Table columns of one trial: ``units``, ``params``, ``flops_per_token``."""
+
+    def tracking_params(self, model: ModelT, params: dict[str, Any]) -> dict[str, Any]:
+        """Task-specific MLflow params of a trial, beyond its row and :meth:`flat` spec."""
+        return {}
+
+    def flat(self, spec: SpecT) -> dict[str, Any]:
+        """Every setting of ``spec`` as ``{"model.d_model": 64, …}``, for tracking."""
+        return flat_settings(spec)
+
+    @abstractmethod
+    def fit(self, spec: SpecT, report: Report, *, checkpoint_dir: str | None = None,
+            resume_from: str | None = None) -> FitResult:
+        """Train one trial (through :func:`sublayer_search.models.trainer.train`)."""

@@ -1,0 +1,115 @@
+"""The ``lm`` task: decoder-only language models (``OrderedLM``) on a corpus of the registry."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from sublayer_search.models.accounting import flops_per_token, param_count
+from sublayer_search.models.config import ModelConfig, model_preset
+from sublayer_search.models.data import DataConfig, DataError, corpus_info, load_corpus
+from sublayer_search.models.data.download import cache_root, resolve_files
+from sublayer_search.models.data.registry import get_spec
+from sublayer_search.models.train import TrialSpec, fit, main_metric
+from sublayer_search.models.train_config import TrainConfig
+from sublayer_search.models.trainer import FitResult, Report
+from sublayer_search.spaces.candidate import Candidate
+from sublayer_search.spaces.cost import f_units_for, units
+from sublayer_search.spaces.order import interleaved
+
+from ..problems import Problem, from_exception
+from .base import Task, obtain_corpus, validate_section
+from .registry import register
+
+__all__ = ["LMTask"]
+
+
+@register
+class LMTask(Task[ModelConfig, DataConfig, None, TrialSpec]):
+    """Decoder-only language models; the baseline is ``(sf)^n`` at the pool's budget."""
+
+    name = "lm"
+    kind = "lm"
+
+    def template(self, raw: dict[str, Any], problems: list[Problem]) -> ModelConfig | None:
+        raw = dict(raw)
+        if "order" in raw:
+            problems.append(Problem("model.order", raw.pop("order"),
+                                    "no order here: orders come from the space and the baseline"))
+        preset = raw.pop("preset", None)
+        try:  # "sf" stands in until the baseline's order is known (resolve)
+            if preset is not None:
+                return model_preset(str(preset), order="sf", **raw)
+            return ModelConfig.from_dict({"order": "sf", **raw})
+        except (ValueError, TypeError) as exc:
+            problems.append(from_exception(exc, "model", value=raw))
+            return None
+
+    def data(self, raw: dict[str, Any], problems: list[Problem]) -> DataConfig | None:
+        data = validate_section(DataConfig, raw, "data", problems)
+        if data is None:
+            return None
+        try:
+            resolve_files(replace(data, download=False), get_spec(data.name))
+        except DataError as exc:
+            if not data.download:
+                problems.append(Problem("data.name", data.name, f"an available corpus: {exc}"))
+        return data
+
+    def metric(self, data: DataConfig) -> str:
+        return main_metric(data.resolved_level)
+
+    def baseline(self, pool: Sequence[Candidate], template: ModelConfig | None,
+                 problems: list[Problem]) -> Candidate | None:
+        if not pool:
+            return None
+        fu = f_units_for(template.d_model, template.d_ff) if template is not None else 2.0
+        budgets = sorted({units(c.order, f_units=fu) for c in pool})
+        if len(budgets) != 1:
+            problems.append(Problem("baseline.order", None,
+                                    f"an explicit baseline order: the space mixes budgets {budgets}"))
+            return None
+        n, rest = divmod(budgets[0], 1 + fu)
+        if rest or n < 1:
+            problems.append(Problem("baseline.order", None,
+                                    f"an explicit baseline order: a budget of {budgets[0]:g} units "
+                                    f"is not a whole number of (sf) layers ({1 + fu:g} units each)"))
+            return None
+        return Candidate(order=interleaved(int(n)), space="baseline", name=f"interleaved{int(n)}",
+                         baseline=True)
+
+    def resolve(self, template: ModelConfig, data: DataConfig, base: Candidate | None,
+                problems: list[Problem], notes: list[str] | None = None) -> ModelConfig:
+        if base is not None:
+            template = replace(template, order=base.order)
+        spec = get_spec(data.name)
+        if not obtain_corpus(data.name, lambda: resolve_files(replace(data, download=False), spec),
+                             lambda: resolve_files(data, spec), problems, notes,
+                             where=str(cache_root(data) / data.name)):
+            return template
+        if template.vocab_size is None:
+            vocab = corpus_info(data.name).vocab_size
+            if vocab is None:
+                try:
+                    vocab = load_corpus(data).vocab_size
+                except (DataError, OSError) as exc:
+                    problems.append(Problem("data.name", data.name, f"a readable corpus: {exc}"))
+                    return template
+            template = template.with_vocab(vocab)
+        return template
+
+    def model_for(self, template: ModelConfig, order: str, params: dict[str, Any]) -> ModelConfig:
+        return replace(template, order=order)
+
+    def spec(self, model: ModelConfig, data: DataConfig, train: TrainConfig,
+             extra: None) -> TrialSpec:
+        return TrialSpec(model=model, data=data, train=train)
+
+    def row(self, model: ModelConfig, order: str, params: dict[str, Any]) -> dict[str, Any]:
+        return {"units": units(order, f_units=f_units_for(model.d_model, model.d_ff)),
+                "params": param_count(model), "flops_per_token": flops_per_token(model)}
+
+    def fit(self, spec: TrialSpec, report: Report, *, checkpoint_dir: str | None = None,
+            resume_from: str | None = None) -> FitResult:
+        return fit(spec, report, checkpoint_dir=checkpoint_dir, resume_from=resume_from)

@@ -1,0 +1,32 @@
+"""Tasks by name: ``register(cls)`` and ``task_for(name)``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import Task
+
+__all__ = ["register", "task_for", "task_names", "unregister"]
+
+_TASKS: dict[str, type[Task[Any, Any, Any, Any]]] = {}
+
+
+def register(cls: type[Task[Any, Any, Any, Any]]) -> type[Task[Any, Any, Any, Any]]:
+    """Make ``cls`` the task of experiments with ``task: <cls.name>`` (a class decorator)."""
+    if not getattr(cls, "name", ""):
+        raise ValueError(f"{cls.__name__} needs a non-empty class attribute `name`")
+    _TASKS[cls.name] = cls
+    return cls
+
+
+def unregister(name: str) -> None:
+    _TASKS.pop(name, None)
+
+
+def task_names() -> tuple[str, ...]:
+    return tuple(_TASKS)
+
+
+def task_for(name: str) -> Task[Any, Any, Any, Any]:
+    """A new instance of the task registered as ``name`` (KeyError if none is)."""
+    return _TASKS[name]()

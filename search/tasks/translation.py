@@ -1,0 +1,193 @@
+"""The ``translation`` task: encoder–decoder models (``OrderedSeq2Seq``, ``IOTSeq2Seq``).
+
+Spaces take a ``side`` argument (``decoder``, the default, or ``encoder``) except
+``iot_subsets``, whose ``stack`` says it. The baseline is the standard Transformer
+(``(sf)^n`` encoder, ``(scf)^n`` decoder) with as many layers as the space's orders.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from sublayer_search.models.data.parallel import (
+    ParallelDataConfig,
+    load_parallel,
+    resolve_parallel_files,
+)
+from sublayer_search.models.iot import IOTConfig
+from sublayer_search.models.seq2seq import (
+    Seq2SeqConfig,
+    Seq2SeqDims,
+    seq2seq_flops_per_token,
+    seq2seq_preset,
+)
+from sublayer_search.models.train_config import TrainConfig
+from sublayer_search.models.trainer import FitResult, Report
+from sublayer_search.models.translate import (
+    TranslationConfig,
+    TranslationSpec,
+    fit_translation,
+    translation_param_count,
+)
+from sublayer_search.spaces.candidate import Candidate
+from sublayer_search.spaces.cost import f_units_for, units
+from sublayer_search.spaces.errors import SpaceError
+from sublayer_search.spaces.order import counts, interleaved
+
+from ..problems import Problem, from_exception
+from .base import Task, obtain_corpus, validate_section
+from .registry import register
+
+__all__ = ["TranslationTask"]
+
+TranslationModel = Seq2SeqConfig | IOTConfig
+
+_IOT_KEYS = ("tau_start", "tau_end", "anneal_steps", "c1", "c2", "floor")
+
+
+@register
+class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConfig,
+                           TranslationSpec]):
+    """Encoder–decoder models on a parallel corpus; main metric ``val_bleu``."""
+
+    name = "translation"
+    kind = "decoder"
+    section = "translation"
+
+    def __init__(self) -> None:
+        self.iot_settings: dict[str, Any] = {}
+        """IOT routing settings from the model section (tau_start, c1, …)."""
+
+    def template(self, raw: dict[str, Any], problems: list[Problem]) -> Seq2SeqConfig | None:
+        raw = dict(raw)
+        self.iot_settings = {k: raw.pop(k) for k in _IOT_KEYS if k in raw}
+        preset = raw.pop("preset", None)
+        try:
+            if preset is not None:
+                return seq2seq_preset(str(preset), **raw)
+            return Seq2SeqConfig.from_dict({"encoder_order": "sf", "decoder_order": "scf", **raw})
+        except (ValueError, TypeError) as exc:
+            problems.append(from_exception(exc, "model", value=raw))
+            return None
+
+    def data(self, raw: dict[str, Any], problems: list[Problem]) -> ParallelDataConfig | None:
+        return validate_section(ParallelDataConfig, raw, "data", problems)
+
+    def extra(self, raw: dict[str, Any], problems: list[Problem]) -> TranslationConfig | None:
+        return validate_section(TranslationConfig, raw, "translation", problems)
+
+    def metric(self, data: ParallelDataConfig) -> str:
+        return "val_bleu"
+
+    def space_problem(self, space_type: str) -> str | None:
+        return None
+
+    def space_args(self, space: str,
+                   args: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any]]:
+        args = dict(args)
+        if space == "iot_subsets":
+            return "decoder", args, {}
+        side = args.pop("side", "decoder")
+        if side not in ("encoder", "decoder"):
+            raise SpaceError("side", side, "encoder or decoder")
+        return side, args, {"side": side}
+
+    def search_problem(self, algorithm: str) -> str | None:
+        if algorithm == "evolution":
+            return "grid or optuna for translation (mutations keep LM budgets)"
+        return None
+
+    def baseline(self, pool: Sequence[Candidate], template: TranslationModel | None,
+                 problems: list[Problem]) -> Candidate | None:
+        if not pool:
+            return None
+        layers = sorted({_layers(c) for c in pool})
+        if len(layers) != 1:
+            problems.append(Problem("baseline.enabled", True,
+                                    f"false: the space mixes models of {layers} layers"))
+            return None
+        n = layers[0]
+        return Candidate(order=interleaved(n, kind="decoder"), space="baseline",
+                         name=f"transformer{n}", params={"side": "decoder", "layers": n},
+                         baseline=True)
+
+    def baseline_params(self, order: str) -> dict[str, Any]:
+        return {"side": "decoder", "layers": counts(order)["f"]}
+
+    def identity(self, cand: Candidate) -> str:
+        """An IOT subset of one standard block (code 1) is the plain model itself."""
+        subset = cand.params.get("subset")
+        if subset is None or (subset == "1" and cand.params.get("stack", "decoder") == "decoder"):
+            return str(cand.params.get("side", "decoder"))
+        return f"{cand.params.get('stack', 'decoder')}:{subset}"
+
+    def resolve(self, template: TranslationModel, data: ParallelDataConfig,
+                base: Candidate | None, problems: list[Problem],
+                notes: list[str] | None = None) -> TranslationModel:
+        if base is not None and isinstance(template, Seq2SeqConfig):
+            n = base.params["layers"]
+            template = replace(template, encoder_order=interleaved(n), decoder_order=base.order)
+        if not obtain_corpus(data.name, lambda: resolve_parallel_files(replace(data, download=False)),
+                             lambda: resolve_parallel_files(data), problems, notes):
+            return template
+        if template.src_vocab_size is None or template.tgt_vocab_size is None:
+            try:
+                corpus = load_parallel(data)
+            except (ValueError, OSError) as exc:
+                if notes is None:
+                    problems.append(Problem("data.name", data.name, f"a readable corpus: {exc}"))
+                    return template
+                notes.append(f"data.name: {data.name} is not readable here, so parameter counts "
+                             f"assume a vocabulary of data.vocab_size = {data.vocab_size} "
+                             f"(a sweep checks the corpus again): {exc}")
+                return template.with_vocab(data.vocab_size, data.vocab_size)
+            template = template.with_vocab(corpus.src_vocab_size, corpus.tgt_vocab_size)
+        return template
+
+    def model_for(self, template: TranslationModel, order: str,
+                  params: dict[str, Any]) -> TranslationModel:
+        if "subset" in params:
+            dims = {f.name: getattr(template, f.name) for f in dataclasses.fields(Seq2SeqDims)}
+            stack = params.get("stack", "decoder")
+            codes = {f"{stack}_codes": tuple(params["codes"])}
+            return IOTConfig(**dims, encoder_layers=params["layers"],
+                             decoder_layers=params["layers"], **codes, **self.iot_settings)
+        side = params.get("side", "decoder")
+        return replace(template, **{f"{side}_order": order})
+
+    def spec(self, model: TranslationModel, data: ParallelDataConfig, train: TrainConfig,
+             extra: TranslationConfig | None) -> TranslationSpec:
+        return TranslationSpec(model=model, data=data, train=train,
+                               translation=extra if extra is not None else TranslationConfig())
+
+    def row(self, model: TranslationModel, order: str, params: dict[str, Any]) -> dict[str, Any]:
+        fu = f_units_for(model.d_model, model.d_ff)
+        base = model.base_config() if isinstance(model, IOTConfig) else model  # IOT: one path
+        return {"units": units(order, f_units=fu), "params": translation_param_count(model),
+                "flops_per_token": seq2seq_flops_per_token(base)}
+
+    def tracking_params(self, model: TranslationModel, params: dict[str, Any]) -> dict[str, Any]:
+        """Both orders of a plain model, the subset of an IOT model."""
+        out: dict[str, Any] = {}
+        for side in ("encoder", "decoder"):
+            if hasattr(model, f"{side}_order"):
+                out[f"{side}_order"] = getattr(model, f"{side}_order")
+        if "subset" in params:
+            out.update(subset=params["subset"], subset_size=len(params["codes"]),
+                       codes=",".join(str(c) for c in params["codes"]),
+                       orders=",".join(params.get("orders", [])))
+        return out
+
+    def fit(self, spec: TranslationSpec, report: Report, *, checkpoint_dir: str | None = None,
+            resume_from: str | None = None) -> FitResult:
+        return fit_translation(spec, report, checkpoint_dir=checkpoint_dir,
+                               resume_from=resume_from)
+
+
+def _layers(cand: Candidate) -> int:
+    if "layers" in cand.params:
+        return int(cand.params["layers"])
+    return counts(cand.order)["f"]
