@@ -28,6 +28,7 @@ from scipy.optimize import linear_sum_assignment
 from scipy.stats import wasserstein_distance
 
 from .errors import AnalysisError
+from .frame import sample_sd
 
 __all__ = [
     "as_layers",
@@ -171,11 +172,11 @@ def group_distances(table: pd.DataFrame, groups: Mapping[str, str]) -> pd.DataFr
         raise AnalysisError(f"no group given for model(s) {', '.join(map(str, unknown))}")
     values: dict[tuple[str, str], list[float]] = {}
     for x, y in combinations(table.index, 2):
-        key = tuple(sorted((groups[x], groups[y])))
-        values.setdefault(key, []).append(float(table.loc[x, y]))
+        first, second = sorted((groups[x], groups[y]))
+        values.setdefault((first, second), []).append(float(table.loc[x, y]))
     rows = [
         {"pair": f"{g1} vs {g2}", "mean": float(np.mean(v)),
-         "sd": float(np.std(v, ddof=1)) if len(v) > 1 else float("nan"), "n": len(v)}
+         "sd": sample_sd(v), "n": len(v)}
         for (g1, g2), v in sorted(values.items())
     ]
     return pd.DataFrame(rows, columns=["pair", "mean", "sd", "n"])

@@ -51,7 +51,7 @@ def run_analyze(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from . import report
 
-    experiment = getattr(args, "experiment", None)
+    experiment: str = getattr(args, "experiment", None) or ""
     paper = getattr(args, "paper", None)
     out = getattr(args, "out", None)
     straddle = getattr(args, "straddle", "fractional")

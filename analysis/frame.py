@@ -25,13 +25,14 @@ Extra columns (``n_c``, ``candidate``, ``source``...) are kept as they are.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from sublayer_search.spaces.order import parse_order
+from sublayer_search.spaces.records import TrialStatus, direction
 
 from .errors import AnalysisError
 
@@ -44,6 +45,7 @@ __all__ = [
     "baseline_stats",
     "candidates",
     "lower_is_better",
+    "sample_sd",
     "select_metric",
     "trials_frame",
     "usable",
@@ -69,20 +71,27 @@ TRIAL_COLUMNS: tuple[str, ...] = (
     "baseline",
 )
 HISTORY_COLUMNS: tuple[str, ...] = ("run_id", "key", "step", "value")
-STATUSES: tuple[str, ...] = ("finished", "failed", "diverged", "killed", "running")
+STATUSES: tuple[str, ...] = tuple(s.value for s in (
+    TrialStatus.FINISHED, TrialStatus.FAILED, TrialStatus.DIVERGED, TrialStatus.KILLED,
+    TrialStatus.RUNNING,
+))
+"""The frame's statuses. ``stopped`` is not one: for a trial tagged so, ``runs`` takes the
+MLflow run status instead (FINISHED -> finished)."""
 
 _INT_COLUMNS = ("seed", "k", "n_s", "n_f", "params")
 _FLOAT_COLUMNS = ("units", "final", "best")
 _STR_COLUMNS = ("run_id", "name", "order", "family", "space", "metric", "status")
-_HIGHER_IS_BETTER = ("bleu", "acc", "accuracy", "f1")
 
 
 def lower_is_better(metric: str) -> bool:
-    """True for losses, perplexity and bits per character; False for BLEU/accuracy-like names."""
-    name = metric.lower()
-    if "bleu" in name:  # val_bleu, best_val_bleu, sacrebleu, bleu4...
-        return False
-    return not any(name.endswith(h) or f"{h}_" in name for h in _HIGHER_IS_BETTER)
+    """True for losses, perplexity and bits per character; False for BLEU/accuracy-like names
+    (:func:`spaces.records.direction`)."""
+    return direction(metric) == "min"
+
+
+def sample_sd(values: Sequence[float] | np.ndarray | pd.Series) -> float:
+    """The sample standard deviation (ddof=1); NaN for fewer than two values."""
+    return float(np.std(values, ddof=1)) if len(values) > 1 else float("nan")
 
 
 def trials_frame(rows: Iterable[Mapping[str, object]]) -> pd.DataFrame:
@@ -166,7 +175,7 @@ def usable(frame: pd.DataFrame, metric: str, *, column: str = "final") -> pd.Dat
     """Finished rows of ``metric`` with a finite ``column`` value (failed/diverged dropped)."""
     if column not in ("final", "best"):
         raise AnalysisError(f"column must be 'final' or 'best', got {column!r}")
-    rows = frame[(frame["metric"] == metric) & (frame["status"] == "finished")]
+    rows = frame[(frame["metric"] == metric) & (frame["status"] == TrialStatus.FINISHED)]
     return rows[np.isfinite(rows[column].to_numpy(dtype=float))]
 
 
@@ -210,7 +219,7 @@ class BaselineStats:
 
     @property
     def sd(self) -> float:
-        return float(np.std(self.values, ddof=1)) if self.n > 1 else float("nan")
+        return sample_sd(self.values)
 
     @property
     def best(self) -> float:

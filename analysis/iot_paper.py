@@ -14,6 +14,7 @@ from __future__ import annotations
 import pandas as pd
 
 from sublayer_search.spaces.iot import DECODER_BLOCKS, PAPER_SUBSETS
+from sublayer_search.spaces.records import TrialStatus
 
 from . import paper as press
 from .frame import trials_frame
@@ -83,7 +84,7 @@ def trials() -> pd.DataFrame:
             "metric": METRIC,
             "final": rec.value,
             "best": rec.value,
-            "status": "finished",
+            "status": TrialStatus.FINISHED.value,
             "baseline": is_base,
             "task": "translation",
             "subset": rec.subset,

@@ -16,6 +16,7 @@ import pandas as pd
 
 from sublayer_search.spaces.cost import order_params, units
 from sublayer_search.spaces.order import counts, sandwich_order
+from sublayer_search.spaces.records import TrialStatus
 
 from .frame import trials_frame
 
@@ -66,7 +67,7 @@ def _row(order: str, **fields: object) -> dict[str, object]:
         "units": units(order),
         "params": order_params(order, d_model=D_MODEL, d_ff=D_FF),
         "metric": METRIC,
-        "status": "finished",
+        "status": TrialStatus.FINISHED.value,
     }
     row.update(fields)
     if "best" not in row:
@@ -84,7 +85,7 @@ def trials(table: int) -> pd.DataFrame:
     raw = _raw_tables()
     raw = raw[raw["table"] == table]
     space = _TABLE_SPACE[table]
-    rows = []
+    rows: list[dict[str, object]] = []
     n_model = n_base = 0
     for rec in raw.itertuples(index=False):
         is_base = bool(rec.is_baseline)

@@ -18,6 +18,16 @@ from urllib.parse import unquote, urlparse
 
 import pandas as pd
 
+from sublayer_search.spaces.records import (
+    Role,
+    Tag,
+    TrialStatus,
+    best,
+    final,
+    route_share,
+    route_share_code,
+)
+
 from .errors import AnalysisError
 from .frame import HISTORY_COLUMNS, STATUSES, lower_is_better, trials_frame
 
@@ -45,12 +55,16 @@ decoder order) are added for every code any run logged."""
 ROUTING_ARTIFACT = "routing_bleu.json"
 ROUTING_COLUMNS: tuple[str, ...] = ("run_id", "name", "subset", "seed", "routed", "forced",
                                     "bleu")
-_ROUTE_SHARE = re.compile(r"^route_share_(\d+)$")
 
-_RUN_STATUS = {"FINISHED": "finished", "FAILED": "failed", "KILLED": "killed",
-               "RUNNING": "running", "SCHEDULED": "running"}
-_TRIAL_FILTER = "tags.`sublayer.role` = 'trial'"
-_SWEEP_FILTER = "tags.`sublayer.role` = 'sweep'"
+# MLflow run status -> frame status, for runs whose status tag is missing or not a frame
+# status (a trial tagged ``stopped`` ends FINISHED, so it reads as finished).
+_RUN_STATUS: dict[str, str] = {
+    "FINISHED": TrialStatus.FINISHED.value, "FAILED": TrialStatus.FAILED.value,
+    "KILLED": TrialStatus.KILLED.value, "RUNNING": TrialStatus.RUNNING.value,
+    "SCHEDULED": TrialStatus.RUNNING.value,
+}
+_TRIAL_FILTER = f"tags.`{Tag.ROLE}` = '{Role.TRIAL}'"
+_SWEEP_FILTER = f"tags.`{Tag.ROLE}` = '{Role.SWEEP}'"
 _PAGE = 1000
 
 
@@ -115,17 +129,17 @@ def _number(text: str | None, kind: type = float) -> Any:
 
 
 def _status(tags: dict[str, str], run_status: str) -> str:
-    status = tags.get("sublayer.status", "").strip().lower()
+    status = tags.get(Tag.STATUS, "").strip().lower()
     if status in STATUSES:
         return status
-    return _RUN_STATUS.get(run_status, "failed")
+    return _RUN_STATUS.get(run_status, TrialStatus.FAILED.value)
 
 
 def _metric_name(params: dict[str, str], metrics: dict[str, float]) -> str | None:
     if params.get("metric"):
         return params["metric"]
     for name in ("val_ppl", "val_bpc", "val_bleu", "val_loss"):
-        if name in metrics or f"final_{name}" in metrics:
+        if name in metrics or final(name) in metrics:
             return name
     return None
 
@@ -141,19 +155,19 @@ def _best_from_history(client: MlflowClient, run_id: str, metric: str) -> float 
 def _row(client: MlflowClient, run: Any) -> dict[str, Any]:
     params, tags, metrics = run.data.params, run.data.tags, run.data.metrics
     metric = _metric_name(params, metrics)
-    final = best = None
+    final_value = best_value = None
     if metric:
-        final = metrics.get(f"final_{metric}", metrics.get(metric))
-        best = metrics.get(f"best_{metric}")
-        if best is None and metric in metrics:
-            best = _best_from_history(client, run.info.run_id, metric)
-    family = tags.get("sublayer.family") or params.get("space")
+        final_value = metrics.get(final(metric), metrics.get(metric))
+        best_value = metrics.get(best(metric))
+        if best_value is None and metric in metrics:
+            best_value = _best_from_history(client, run.info.run_id, metric)
+    family = tags.get(Tag.FAMILY) or params.get("space")
     return {
         "run_id": run.info.run_id,
         "name": run.info.run_name or tags.get("mlflow.runName"),
         "order": params.get("order"),
         "family": family,
-        "space": tags.get("sublayer.space") or params.get("space"),
+        "space": tags.get(Tag.SPACE) or params.get("space"),
         "seed": _number(params.get("seed"), int),
         "k": _number(params.get("k"), int),
         "n_s": _number(params.get("n_s"), int),
@@ -161,16 +175,16 @@ def _row(client: MlflowClient, run: Any) -> dict[str, Any]:
         "units": _number(params.get("units")),
         "params": _number(params.get("params"), int),
         "metric": metric,
-        "final": final,
-        "best": best,
+        "final": final_value,
+        "best": best_value,
         "status": _status(tags, run.info.status),
-        "baseline": tags.get("sublayer.baseline", "").lower() == "true" or family == "baseline",
+        "baseline": tags.get(Tag.BASELINE, "").lower() == "true" or family == "baseline",
         "n_c": _number(params.get("n_c"), int),
         "candidate": params.get("candidate"),
         "flops_per_token": _number(params.get("flops_per_token"), int),
         "config_hash": params.get("config_hash"),
-        "parent_run_id": tags.get("mlflow.parentRunId"),
-        "trial_id": tags.get("ray.trial_id"),
+        "parent_run_id": tags.get(Tag.PARENT),
+        "trial_id": tags.get(Tag.RAY_TRIAL_ID),
         **_translation_fields(params, metrics),
     }
 
@@ -202,9 +216,9 @@ def _translation_fields(params: dict[str, str], metrics: dict[str, float]) -> di
         "side": params.get("side") or None,
     }
     for key, value in metrics.items():
-        match = _ROUTE_SHARE.match(key)
-        if match:
-            fields[f"route_share_{int(match.group(1))}"] = float(value)
+        code = route_share_code(key)
+        if code is not None:
+            fields[route_share(code)] = float(value)
     return fields
 
 
@@ -213,8 +227,8 @@ def _drop_empty_translation_columns(trials: pd.DataFrame) -> pd.DataFrame:
     out = trials.drop(columns=empty)
     if "subset_size" in out.columns:
         out["subset_size"] = out["subset_size"].astype("Int64")
-    shares = sorted((c for c in out.columns if _ROUTE_SHARE.match(c)),
-                    key=lambda c: int(c.rsplit("_", 1)[1]))
+    codes = {c: code for c in out.columns if (code := route_share_code(c)) is not None}
+    shares = sorted(codes, key=codes.__getitem__)
     rest = [c for c in out.columns if c not in shares]
     return out[rest + shares]
 
@@ -321,7 +335,7 @@ def load_routing(experiment: str, tracking_uri: str | None = None) -> pd.DataFra
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="sublayer-routing-") as tmp:
         for run in runs:
-            if _status(run.data.tags, run.info.status) != "finished":
+            if _status(run.data.tags, run.info.status) != TrialStatus.FINISHED:
                 continue
             run_id = run.info.run_id
             if ROUTING_ARTIFACT not in {a.path for a in client.list_artifacts(run_id)}:

@@ -17,7 +17,7 @@ import pandas as pd
 from scipy import stats
 
 from .errors import AnalysisError
-from .frame import BaselineStats, study_inputs
+from .frame import BaselineStats, sample_sd, study_inputs
 
 __all__ = ["SeedsInfo", "seed_comparison", "seed_comparison_from_stats"]
 
@@ -52,7 +52,8 @@ class SeedsInfo:
         return rows.iloc[0]
 
 
-def _label(name: str) -> str:
+def strip_seed(name: str) -> str:
+    """``sandwich16_6@seed2`` -> ``sandwich16_6``: the candidate a seeded trial belongs to."""
     return _SEED_SUFFIX.sub("", name)
 
 
@@ -109,20 +110,42 @@ def seed_comparison(
     no claim; their statement says so.
     """
     frame, metric, base, rows = study_inputs(frame, metric, column=column)
-    b = np.asarray(base.values, dtype=float)
-    trials = pd.DataFrame({"name": rows["name"].map(_label).to_numpy(),
+    trials = pd.DataFrame({"name": rows["name"].map(strip_seed).to_numpy(),
                            "order": rows["order"].to_numpy(), "seed": rows["seed"].to_numpy(),
                            "value": rows[column].to_numpy(dtype=float)})
+    table = seed_table(trials, base, by="order", alpha=alpha, confidence=confidence,
+                       n_resamples=n_resamples, seed=seed)
+    return SeedsInfo(metric=metric, alpha=alpha, confidence=confidence,
+                     lower_is_better=base.lower_is_better, baseline=base, table=table,
+                     trials=trials)
+
+
+def seed_table(
+    trials: pd.DataFrame,
+    base: BaselineStats,
+    *,
+    by: str,
+    alpha: float,
+    confidence: float,
+    n_resamples: int,
+    seed: int,
+) -> pd.DataFrame:
+    """The ``COLUMNS`` table: one row per group of ``trials`` (name, order, value; grouped
+    by ``by``, in order of appearance) against the baseline values, best mean first.
+
+    Welch's t (``scipy.stats.ttest_ind(equal_var=False)``) and the percentile bootstrap CI
+    of the difference need ≥ 2 values on each side; else NaN and no claim."""
+    b = np.asarray(base.values, dtype=float)
     records = []
-    for order, group in trials.groupby("order", sort=False):
+    for _, group in trials.groupby(by, sort=False):
         a = group["value"].to_numpy(dtype=float)
-        name = str(group["name"].iloc[0])
+        name, order = str(group["name"].iloc[0]), str(group["order"].iloc[0])
         t = p = lo = hi = float("nan")
         if len(a) >= 2 and len(b) >= 2:
             test = stats.ttest_ind(a, b, equal_var=False)
             t, p = float(test.statistic), float(test.pvalue)
             lo, hi = _bootstrap_ci(a, b, confidence, n_resamples, seed)
-        sd = float(np.std(a, ddof=1)) if len(a) > 1 else float("nan")
+        sd = sample_sd(a)
         better, text = _claim(
             name=name, n=len(a), mean=float(a.mean()), sd=sd, base_n=base.n,
             base_mean=base.mean, base_sd=base.sd, t=t, p=p, lo=lo, hi=hi,
@@ -137,9 +160,7 @@ def seed_comparison(
         })
     table = pd.DataFrame(records, columns=COLUMNS)
     table = table.sort_values("mean", ascending=base.lower_is_better, kind="stable")
-    return SeedsInfo(metric=metric, alpha=alpha, confidence=confidence,
-                     lower_is_better=base.lower_is_better, baseline=base,
-                     table=table.reset_index(drop=True), trials=trials)
+    return table.reset_index(drop=True)
 
 
 def seed_comparison_from_stats(
