@@ -26,6 +26,7 @@ __all__ = [
     "SelfAttention",
     "attend",
     "build_sublayer",
+    "output_projection",
 ]
 
 
@@ -172,6 +173,17 @@ class Residual(nn.Module):
         if self.pre_norm:
             return x + self.drop(self.sublayer(self.norm(x), *args, **kwargs))
         return self.norm(x + self.drop(self.sublayer(x, *args, **kwargs)))
+
+
+def output_projection(layer: nn.Module) -> nn.Linear:
+    """The last ``Linear`` of a (residual) sublayer: ``out`` of an attention, ``fc2`` of a
+    feedforward (the weights that get the scaled-down residual init)."""
+    sub = layer.sublayer if isinstance(layer, Residual) else layer
+    if isinstance(sub, FeedForward):
+        return sub.fc2
+    if isinstance(sub, SelfAttention | CrossAttention):
+        return sub.out
+    raise TypeError(f"{type(sub).__name__} is not a sublayer with an output projection")
 
 
 def build_sublayer(

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sublayer_search.models.errors import ConfigError
+from sublayer_search.models.errors import ConfigError, check, is_int, is_number, is_positive_int
 from sublayer_search.spaces.order import parse_order
 
 __all__ = [
@@ -22,6 +22,9 @@ __all__ = [
     "ConfigError",
     "ModelConfig",
     "adaptive_bands",
+    "check_dims",
+    "check_flags",
+    "config_from_dict",
     "model_preset",
 ]
 
@@ -30,12 +33,42 @@ NORMS = ("pre", "post")
 POSITIONS = ("learned", "sinusoidal")
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def check_dims(cfg: Any) -> None:
+    """Validate what every model config has: ``d_model``, ``n_heads``, ``d_ff`` and
+    ``context``; the dropouts (stored as floats); ``activation``, ``norm``, ``positions``."""
+    for name in ("d_model", "n_heads", "d_ff", "context"):
+        value = getattr(cfg, name)
+        check(is_positive_int(value), f"model.{name}", value, "a positive integer")
+    check(cfg.d_model % cfg.n_heads == 0, "model.d_model", cfg.d_model,
+          f"a multiple of n_heads ({cfg.n_heads})")
+    for name in ("dropout", "attn_dropout", "act_dropout"):
+        value = getattr(cfg, name)
+        check(is_number(value) and 0.0 <= value < 1.0, f"model.{name}", value, "a number in [0, 1)")
+        object.__setattr__(cfg, name, float(value))
+    for name, allowed in (("activation", ACTIVATIONS), ("norm", NORMS), ("positions", POSITIONS)):
+        value = getattr(cfg, name)
+        check(value in allowed, f"model.{name}", value, "one of " + ", ".join(allowed))
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+def check_flags(cfg: Any, names: tuple[str, ...]) -> None:
+    """ConfigError unless each setting ``names`` of ``cfg`` is a bool."""
+    for name in names:
+        value = getattr(cfg, name)
+        check(isinstance(value, bool), f"model.{name}", value, "true or false")
+
+
+def config_from_dict(cls: Any, data: Mapping[str, Any]) -> Any:
+    """``cls(**data)`` for a model config dataclass; unknown or missing keys raise."""
+    if not isinstance(data, Mapping):
+        raise ConfigError("model", data, "a mapping of model settings")
+    accepted = tuple(f.name for f in dataclasses.fields(cls))
+    for key, value in data.items():
+        check(key in accepted, f"model.{key}", value,
+              "one of the model settings: " + ", ".join(accepted))
+    for f in dataclasses.fields(cls):
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            check(f.name in data, f"model.{f.name}", None, "a value (this setting is required)")
+    return cls(**dict(data))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,33 +103,12 @@ class ModelConfig:
         if not isinstance(self.order, str):
             raise ConfigError("model.order", self.order, "an order string such as 'sfsf'")
         object.__setattr__(self, "order", parse_order(self.order, kind="lm"))
-        if self.vocab_size is not None and not (_is_int(self.vocab_size) and self.vocab_size >= 2):
-            raise ConfigError("model.vocab_size", self.vocab_size, "an integer >= 2 or null")
-        for name in ("d_model", "n_heads", "d_ff", "context"):
-            value = getattr(self, name)
-            if not (_is_int(value) and value > 0):
-                raise ConfigError(f"model.{name}", value, "a positive integer")
-        if self.d_model % self.n_heads:
-            raise ConfigError(
-                "model.d_model", self.d_model, f"a multiple of n_heads ({self.n_heads})"
-            )
-        for name in ("dropout", "attn_dropout", "act_dropout"):
-            value = getattr(self, name)
-            if not (_is_number(value) and 0.0 <= value < 1.0):
-                raise ConfigError(f"model.{name}", value, "a number in [0, 1)")
-            object.__setattr__(self, name, float(value))
-        for name, allowed in (
-            ("activation", ACTIVATIONS),
-            ("norm", NORMS),
-            ("positions", POSITIONS),
-        ):
-            value = getattr(self, name)
-            if value not in allowed:
-                raise ConfigError(f"model.{name}", value, "one of " + ", ".join(allowed))
-        for name in ("scale_embedding", "tie_embeddings", "adaptive_input", "adaptive_softmax"):
-            value = getattr(self, name)
-            if not isinstance(value, bool):
-                raise ConfigError(f"model.{name}", value, "true or false")
+        vocab = self.vocab_size
+        check(vocab is None or (is_int(vocab) and vocab >= 2), "model.vocab_size", vocab,
+              "an integer >= 2 or null")
+        check_dims(self)
+        check_flags(self, ("scale_embedding", "tie_embeddings", "adaptive_input",
+                           "adaptive_softmax"))
         self._check_adaptive()
 
     def _check_adaptive(self) -> None:
@@ -106,8 +118,7 @@ class ModelConfig:
         cutoffs = tuple(cutoffs)
         object.__setattr__(self, "cutoffs", cutoffs)
         for i, c in enumerate(cutoffs):
-            if not (_is_int(c) and c > 0):
-                raise ConfigError(f"model.cutoffs[{i}]", c, "a positive integer")
+            check(is_positive_int(c), f"model.cutoffs[{i}]", c, "a positive integer")
             if i and c <= cutoffs[i - 1]:
                 raise ConfigError(
                     f"model.cutoffs[{i}]", c, f"an integer greater than {cutoffs[i - 1]}"
@@ -119,8 +130,7 @@ class ModelConfig:
                 f"an integer below vocab_size ({self.vocab_size})",
             )
         factor = self.adaptive_factor
-        if not (_is_number(factor) and factor >= 1.0):
-            raise ConfigError("model.adaptive_factor", factor, "a number >= 1")
+        check(is_number(factor) and factor >= 1.0, "model.adaptive_factor", factor, "a number >= 1")
         object.__setattr__(self, "adaptive_factor", float(factor))
         if self.adaptive_input or self.adaptive_softmax:
             option = "adaptive_input" if self.adaptive_input else "adaptive_softmax"
@@ -146,19 +156,7 @@ class ModelConfig:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ModelConfig:
         """Build from a plain mapping (e.g. parsed YAML); unknown or missing keys raise."""
-        if not isinstance(data, Mapping):
-            raise ConfigError("model", data, "a mapping of model settings")
-        accepted = cls.field_names()
-        for key, value in data.items():
-            if key not in accepted:
-                raise ConfigError(
-                    f"model.{key}", value, "one of the model settings: " + ", ".join(accepted)
-                )
-        for f in dataclasses.fields(cls):
-            required = f.default is dataclasses.MISSING
-            if required and f.name not in data:
-                raise ConfigError(f"model.{f.name}", None, "a value (this setting is required)")
-        return cls(**dict(data))
+        return config_from_dict(cls, data)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-Python settings (``cutoffs`` as a list), the inverse of :meth:`from_dict`."""

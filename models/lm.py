@@ -29,13 +29,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from sublayer_search.models.blocks import FeedForward, SelfAttention, build_sublayer
+from sublayer_search.models.blocks import SelfAttention, build_sublayer, output_projection
 from sublayer_search.models.config import ModelConfig, adaptive_bands
 from sublayer_search.models.fused_loss import linear_cross_entropy
 
@@ -87,11 +87,13 @@ class AdaptiveInput(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        for (_, _, width), emb, proj in zip(
-            self.bands, self.embeddings, self.projections, strict=True
-        ):
-            nn.init.normal_(emb.weight, std=width**-0.5)
-            nn.init.xavier_uniform_(proj)
+        for i, (_, _, width) in enumerate(self.bands):
+            nn.init.normal_(self.embedding(i).weight, std=width**-0.5)
+            nn.init.xavier_uniform_(self.projections[i])
+
+    def embedding(self, i: int) -> nn.Embedding:
+        """Band ``i``'s embedding ``Eᵢ``."""
+        return cast(nn.Embedding, self.embeddings[i])
 
     def forward(self, idx: Tensor) -> Tensor:
         """(…) token ids → (…, d). Every band is evaluated on every token and selected with
@@ -111,8 +113,8 @@ class AdaptiveInput(nn.Module):
         """Tied full-softmax logits (…, V): band i is ``(h Pᵢᵀ) Eᵢᵀ``."""
         return torch.cat(
             [
-                (h @ proj.t()) @ emb.weight.t()
-                for emb, proj in zip(self.embeddings, self.projections, strict=True)
+                (h @ proj.t()) @ self.embedding(i).weight.t()
+                for i, proj in enumerate(self.projections)
             ],
             dim=-1,
         )
@@ -121,7 +123,7 @@ class AdaptiveInput(nn.Module):
 class _TiedAdaptiveHead(nn.Module):
     """Adaptive-softmax head whose shortlist rows are an embedding's first rows."""
 
-    def __init__(self, embedding: nn.Parameter, shortlist: int, n_clusters: int) -> None:
+    def __init__(self, embedding: Tensor, shortlist: int, n_clusters: int) -> None:
         super().__init__()
         self.embedding = embedding  # shared, (≥ shortlist, d)
         self.shortlist = shortlist
@@ -138,6 +140,8 @@ class _TiedAdaptiveHead(nn.Module):
 
 class OrderedLM(nn.Module):
     """Causal LM with one residual sublayer per character of ``cfg.order``."""
+
+    pos_table: Tensor  # buffer, with sinusoidal positions
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -197,9 +201,7 @@ class OrderedLM(nn.Module):
                 nn.init.normal_(module.weight, std=std)
                 nn.init.zeros_(module.bias)
         for layer in self.layers:
-            sub = layer.sublayer
-            out = sub.fc2 if isinstance(sub, FeedForward) else sub.out
-            nn.init.normal_(out.weight, std=residual_std)
+            nn.init.normal_(output_projection(layer).weight, std=residual_std)
         if isinstance(self.embed, nn.Embedding):
             emb_std = self.cfg.d_model**-0.5 if self.cfg.scale_embedding else std
             nn.init.normal_(self.embed.weight, std=emb_std)
@@ -219,14 +221,18 @@ class OrderedLM(nn.Module):
                 assert self.head is not None
                 self.head.weight = self.embed.weight
             return  # tied adaptive input + full softmax: AdaptiveInput.logits, no head
+        # torch types asm.head as a Linear; any module computing the head's logits will do
         if isinstance(self.embed, nn.Embedding):
-            asm.head = _TiedAdaptiveHead(self.embed.weight, asm.shortlist_size, asm.n_clusters)
+            asm.head = _TiedAdaptiveHead(  # type: ignore[assignment]  # see above
+                self.embed.weight, asm.shortlist_size, asm.n_clusters)
             return
         embed = self.embed
-        asm.head = _TiedAdaptiveHead(embed.embeddings[0].weight, asm.shortlist_size, asm.n_clusters)
+        asm.head = _TiedAdaptiveHead(  # type: ignore[assignment]  # see above
+            embed.embedding(0).weight, asm.shortlist_size, asm.n_clusters)
         for i, tail in enumerate(asm.tail):
+            tail = cast(nn.Sequential, tail)  # Linear(d, d_{i+1}), Linear(d_{i+1}, |band|)
             tail[0].weight = embed.projections[i + 1]  # (d_{i+1}, d): Linear(d, d_{i+1})
-            tail[1].weight = embed.embeddings[i + 1].weight  # (|band|, d_{i+1})
+            tail[1].weight = embed.embedding(i + 1).weight  # (|band|, d_{i+1})
 
     def hidden(self, idx: Tensor) -> Tensor:
         """Final hidden states (B, T, d) of token ids (B, T), T ≤ context."""

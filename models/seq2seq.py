@@ -22,22 +22,24 @@ Press et al.'s translation sandwich groups the decoder's ``s`` and ``c`` into on
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from sublayer_search.models.blocks import FeedForward, Residual, build_sublayer
-from sublayer_search.models.config import ACTIVATIONS, NORMS, POSITIONS
-from sublayer_search.models.errors import ConfigError
+from sublayer_search.models.blocks import Residual, build_sublayer, output_projection
 from sublayer_search.models.lm import sinusoidal_table
-from sublayer_search.spaces.cost import unit_costs
-from sublayer_search.spaces.order import counts, parse_order
-from sublayer_search.spaces.sandwich import sandwich
+from sublayer_search.models.seq2seq_config import (
+    SEQ2SEQ_PRESETS,
+    Seq2SeqConfig,
+    Seq2SeqDims,
+    sandwich_orders,
+    seq2seq_flops_per_token,
+    seq2seq_param_count,
+    seq2seq_preset,
+    with_sandwich,
+)
 
 __all__ = [
     "SEQ2SEQ_PRESETS",
@@ -52,203 +54,6 @@ __all__ = [
     "seq2seq_preset",
     "with_sandwich",
 ]
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Seq2SeqDims:
-    """Widths, vocabularies and regularisation shared by every encoder–decoder config.
-
-    ``context`` is the longest sequence on either side (positions table size).
-    ``*_vocab_size=None`` means "take it from the corpus" (:meth:`with_vocab`).
-    """
-
-    src_vocab_size: int | None = None
-    tgt_vocab_size: int | None = None
-    shared_embeddings: bool = True
-    tie_output: bool = True
-    d_model: int
-    n_heads: int
-    d_ff: int
-    context: int = 256
-    dropout: float = 0.1
-    attn_dropout: float = 0.0
-    act_dropout: float = 0.0
-    activation: str = "relu"
-    norm: str = "pre"
-    positions: str = "sinusoidal"
-    scale_embedding: bool = True
-
-    def __post_init__(self) -> None:
-        for name in ("src_vocab_size", "tgt_vocab_size"):
-            value = getattr(self, name)
-            if value is not None and not (_is_int(value) and value >= 2):
-                raise ConfigError(f"model.{name}", value, "an integer >= 2 or null")
-        for name in ("d_model", "n_heads", "d_ff", "context"):
-            value = getattr(self, name)
-            if not (_is_int(value) and value > 0):
-                raise ConfigError(f"model.{name}", value, "a positive integer")
-        if self.d_model % self.n_heads:
-            raise ConfigError("model.d_model", self.d_model,
-                              f"a multiple of n_heads ({self.n_heads})")
-        for name in ("dropout", "attn_dropout", "act_dropout"):
-            value = getattr(self, name)
-            if not (_is_number(value) and 0.0 <= value < 1.0):
-                raise ConfigError(f"model.{name}", value, "a number in [0, 1)")
-            object.__setattr__(self, name, float(value))
-        for name, allowed in (("activation", ACTIVATIONS), ("norm", NORMS),
-                              ("positions", POSITIONS)):
-            value = getattr(self, name)
-            if value not in allowed:
-                raise ConfigError(f"model.{name}", value, "one of " + ", ".join(allowed))
-        for name in ("shared_embeddings", "tie_output", "scale_embedding"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"model.{name}", getattr(self, name), "true or false")
-        src, tgt = self.src_vocab_size, self.tgt_vocab_size
-        if self.shared_embeddings and src is not None and tgt is not None and src != tgt:
-            raise ConfigError("model.tgt_vocab_size", tgt,
-                              f"the source vocabulary size ({src}) when shared_embeddings "
-                              "is true (a joint vocabulary)")
-
-    # -- construction helpers --------------------------------------------------------------
-
-    @classmethod
-    def field_names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in dataclasses.fields(cls))
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Any:
-        """Build from a plain mapping; unknown or missing keys raise ConfigError."""
-        if not isinstance(data, Mapping):
-            raise ConfigError("model", data, "a mapping of model settings")
-        accepted = cls.field_names()
-        for key, value in data.items():
-            if key not in accepted:
-                raise ConfigError(f"model.{key}", value,
-                                  "one of the model settings: " + ", ".join(accepted))
-        for f in dataclasses.fields(cls):
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING \
-                    and f.name not in data:
-                raise ConfigError(f"model.{f.name}", None, "a value (this setting is required)")
-        return cls(**dict(data))
-
-    def to_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
-
-    def with_vocab(self, src_vocab_size: int, tgt_vocab_size: int | None = None) -> Any:
-        """A copy with both vocabulary sizes set (``tgt`` defaults to ``src``)."""
-        tgt = src_vocab_size if tgt_vocab_size is None else tgt_vocab_size
-        return dataclasses.replace(self, src_vocab_size=src_vocab_size, tgt_vocab_size=tgt)
-
-    def require_vocab(self) -> tuple[int, int]:
-        if self.src_vocab_size is None or self.tgt_vocab_size is None:
-            raise ConfigError("model.src_vocab_size", self.src_vocab_size,
-                              "an integer >= 2 (set it from the corpus: with_vocab(src, tgt))")
-        return self.src_vocab_size, self.tgt_vocab_size
-
-
-@dataclass(frozen=True, kw_only=True)
-class Seq2SeqConfig(Seq2SeqDims):
-    """An encoder order over ``s``/``f`` and a decoder order over ``s``/``c``/``f``.
-
-    Both are canonicalised with :func:`spaces.order.parse_order` (kinds "encoder" and
-    "decoder"), so ``"(sf)^6"`` and ``"interleaved(2)"`` work; a ``c`` in the encoder
-    raises :class:`~spaces.errors.OrderError` (a ValueError).
-    """
-
-    encoder_order: str
-    decoder_order: str
-
-    def __post_init__(self) -> None:
-        for name, kind in (("encoder_order", "encoder"), ("decoder_order", "decoder")):
-            value = getattr(self, name)
-            if not isinstance(value, str):
-                raise ConfigError(f"model.{name}", value, f"an order string for the {kind}")
-            object.__setattr__(self, name, parse_order(value, kind=kind))
-        super().__post_init__()
-
-
-SEQ2SEQ_PRESETS: dict[str, Seq2SeqConfig] = {
-    # Used by tests: two layers each side, milliseconds on a CPU.
-    "debug": Seq2SeqConfig(encoder_order="sfsf", decoder_order="scfscf", d_model=32,
-                           n_heads=2, d_ff=64, context=64),
-    "tiny": Seq2SeqConfig(encoder_order="(sf)^3", decoder_order="(scf)^3", d_model=64,
-                          n_heads=4, d_ff=256, context=128),
-    # fairseq transformer_iwslt_de_en (the IOT paper's IWSLT14 model).
-    "iwslt14": Seq2SeqConfig(encoder_order="(sf)^6", decoder_order="(scf)^6", d_model=512,
-                             n_heads=4, d_ff=1024, context=1024, dropout=0.3),
-    # Vaswani et al. big / Press et al.'s WMT14 En-De model.
-    "wmt14-big": Seq2SeqConfig(encoder_order="(sf)^6", decoder_order="(scf)^6", d_model=1024,
-                               n_heads=16, d_ff=4096, context=1024, dropout=0.3),
-}
-
-
-def seq2seq_preset(name: str, **overrides: Any) -> Seq2SeqConfig:
-    """A preset with some settings replaced, e.g. ``seq2seq_preset("debug", decoder_order="cfs")``."""
-    if name not in SEQ2SEQ_PRESETS:
-        raise ConfigError("model.preset", name, "one of " + ", ".join(SEQ2SEQ_PRESETS))
-    return Seq2SeqConfig.from_dict({**SEQ2SEQ_PRESETS[name].to_dict(), **overrides})
-
-
-def sandwich_orders(n: int, *, side: str = "decoder") -> list[str]:
-    """All sandwich orders with ``n`` layers for one side (k = 0 … n−1).
-
-    The decoder groups ``s`` and ``c`` into one unit: ``(sc)^k (scf)^(n−k) f^k``.
-    """
-    if side not in ("encoder", "decoder"):
-        raise ConfigError("side", side, "one of encoder, decoder")
-    return sandwich(n, kind=side)
-
-
-def with_sandwich(cfg: Seq2SeqConfig, *, n: int, k: int, side: str = "decoder") -> Seq2SeqConfig:
-    """``cfg`` with one side replaced by sandwich^n_k (the other side unchanged)."""
-    if side not in ("encoder", "decoder"):
-        raise ConfigError("side", side, "one of encoder, decoder")
-    order = sandwich(n, [k], kind=side)[0]
-    return dataclasses.replace(cfg, **{f"{side}_order": order})
-
-
-def seq2seq_param_count(cfg: Seq2SeqConfig) -> int:
-    """Exact number of trainable parameters of ``OrderedSeq2Seq(cfg)``.
-
-    Embeddings (source V_s·d, plus target V_t·d unless shared) + learned positions
-    (context·d per side) + Σ exact sublayer costs of both orders + two final
-    LayerNorms (pre-norm) + the head V_t·d unless tied.
-    """
-    src, tgt = cfg.require_vocab()
-    d = cfg.d_model
-    costs = unit_costs(d_model=d, d_ff=cfg.d_ff, exact=True)
-    n = {k: counts(cfg.encoder_order)[k] + counts(cfg.decoder_order)[k] for k in "sfc"}
-    embeddings = src * d + (0 if cfg.shared_embeddings else tgt * d)
-    positions = 2 * cfg.context * d if cfg.positions == "learned" else 0
-    sublayers = sum(n[k] * costs[k] for k in "sfc")
-    final_norms = 2 * 2 * d if cfg.norm == "pre" else 0
-    head = 0 if cfg.tie_output else tgt * d
-    return embeddings + positions + sublayers + final_norms + head
-
-
-def seq2seq_flops_per_token(cfg: Seq2SeqConfig) -> int:
-    """Forward FLOPs per target token of one encoder–decoder pass (multiply-add = 2).
-
-    The convention of :func:`models.accounting.flops_per_token`, with source and target
-    of equal length: ``2 ·`` (matmul weights of both orders: 4d² per ``s``/``c``,
-    2·d·d_ff per ``f``, plus the V_t·d output layer) ``+ 2 · 2 · context · d`` per
-    attention sublayer (``s`` on either side, ``c``) at the full context. An IOT model
-    at inference runs one such path (training runs every path of its subset).
-    """
-    _, tgt = cfg.require_vocab()
-    d, ctx = cfg.d_model, cfg.context
-    n = {k: counts(cfg.encoder_order)[k] + counts(cfg.decoder_order)[k] for k in "sfc"}
-    matmul = (n["s"] + n["c"]) * 4 * d * d + n["f"] * 2 * d * cfg.d_ff + tgt * d
-    return 2 * matmul + (n["s"] + n["c"]) * 2 * 2 * ctx * d
 
 
 class Seq2SeqOutput(NamedTuple):
@@ -276,6 +81,8 @@ class EncoderOut(NamedTuple):
 
 class _Embedder(nn.Module):
     """Token embedding (possibly shared) × scale + positions, then dropout."""
+
+    pos_table: Tensor  # buffer, with sinusoidal positions
 
     def __init__(self, embed: nn.Embedding, cfg: Seq2SeqDims) -> None:
         super().__init__()
@@ -309,7 +116,7 @@ def make_sublayer(kind: str, cfg: Seq2SeqDims, *, causal: bool) -> Residual:
                           norm=cfg.norm, causal=causal)
 
 
-def apply_sublayer(layer: Residual, kind: str, x: Tensor, *, pad: Tensor | None = None,
+def apply_sublayer(layer: nn.Module, kind: str, x: Tensor, *, pad: Tensor | None = None,
                    memory: Tensor | None = None, memory_pad: Tensor | None = None) -> Tensor:
     """Run one residual sublayer with the arguments its kind takes."""
     if kind == "s":
@@ -323,6 +130,7 @@ class Seq2SeqBase(nn.Module):
     """Embeddings, final norms, head and initialisation shared by the seq2seq models."""
 
     pad_id = 0
+    cfg: Seq2SeqDims  # set by the subclass
 
     def __init__(self, cfg: Seq2SeqDims) -> None:
         super().__init__()
@@ -347,9 +155,7 @@ class Seq2SeqBase(nn.Module):
                     if isinstance(sub, nn.Linear):
                         nn.init.normal_(sub.weight, std=std)
                         nn.init.zeros_(sub.bias)
-                sub = module.sublayer
-                out = sub.fc2 if isinstance(sub, FeedForward) else sub.out
-                nn.init.normal_(out.weight, std=residual_std)
+                nn.init.normal_(output_projection(module).weight, std=residual_std)
         emb_std = cfg.d_model**-0.5 if cfg.scale_embedding else std
         for embedder in (self.src_embed, self.tgt_embed):
             nn.init.normal_(embedder.embed.weight, std=emb_std)
@@ -382,6 +188,8 @@ class Seq2SeqBase(nn.Module):
 
 class OrderedSeq2Seq(Seq2SeqBase):
     """Encoder–decoder with one residual sublayer per character of each order."""
+
+    cfg: Seq2SeqConfig
 
     def __init__(self, cfg: Seq2SeqConfig) -> None:
         super().__init__(cfg)
