@@ -163,12 +163,11 @@ def evaluate_translation(
     was_training = model.training
     model.eval()
     ctx = model.cfg.context
-    iot = isinstance(model, IOTSeq2Seq)
     total, count = 0.0, 0
     hyps: list[list[int]] = []
     routes: list[int] = []
     forced: dict[int, list[list[int]]] = {}
-    decode = dict(beam=beam, max_len=max_len, length_penalty=length_penalty)
+    decode: dict[str, Any] = dict(beam=beam, max_len=max_len, length_penalty=length_penalty)
     for batch in eval_pair_batches(data, batch_size=batch_size, limit=limit, max_src=ctx,
                                    max_tgt=ctx):
         src, tgt_in, tgt_out = (t.to(device) for t in batch[:3])
@@ -181,7 +180,7 @@ def evaluate_translation(
         if with_bleu:
             with autocast:
                 hyps += translate_batch(model, src, enc=enc, **decode)
-        if iot:
+        if isinstance(model, IOTSeq2Seq):
             assert enc.route is not None
             routes += enc.route.tolist()
             if routing_matrix and with_bleu:
@@ -200,7 +199,7 @@ def evaluate_translation(
         texts = [corpus.decode(h) for h in hyps]
         out["bleu"] = bleu(texts, refs)
         out["hypotheses"] = texts
-    if iot:
+    if isinstance(model, IOTSeq2Seq):
         out["routes"] = routes
         if forced:
             out["routing_bleu"] = _routing_matrix(model.cfg, corpus, routes, forced,

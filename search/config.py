@@ -117,21 +117,21 @@ class Experiment(_Strict):
     corpus) or ``translation`` (OrderedSeq2Seq / IOT) are built in."""
     space: SpaceSpec | list[SpaceSpec]
     seeds: Seeds = 1
-    baseline: BaselineSpec = BaselineSpec()
+    baseline: BaselineSpec = Field(default_factory=BaselineSpec)
     model: dict[str, Any] = Field(default_factory=dict)
     """ModelConfig fields (without ``order``) and an optional ``preset``."""
     data: dict[str, Any]
     """DataConfig fields (``ParallelDataConfig`` for translation); checked by the task."""
-    train: TrainConfig = TrainConfig()
+    train: TrainConfig = Field(default_factory=TrainConfig)
     translation: dict[str, Any] = Field(default_factory=dict)
     """TranslationConfig fields (beam, max_len, label_smoothing, …) for task: translation."""
-    resources: Resources = Resources()
+    resources: Resources = Field(default_factory=Resources)
     max_concurrent: int | None = Field(None, ge=1)
-    scheduler: SchedulerSpec = SchedulerSpec()
-    search: SearchSpec = SearchSpec()
-    failure: FailureSpec = FailureSpec()
-    tracking: TrackingSpec = TrackingSpec()
-    ray: RaySpec = RaySpec()
+    scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
+    search: SearchSpec = Field(default_factory=SearchSpec)
+    failure: FailureSpec = Field(default_factory=FailureSpec)
+    tracking: TrackingSpec = Field(default_factory=TrackingSpec)
+    ray: RaySpec = Field(default_factory=RaySpec)
     reuse: bool = False
     """Take trials whose (order, seed, config hash) already finished from MLflow."""
 

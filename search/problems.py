@@ -151,7 +151,7 @@ def from_validation_error(err: pydantic.ValidationError, prefix: str = "",
     ``strip`` drops that many leading parts of each error location (a wrapper's field).
     """
     problems: list[Problem] = []
-    for item in _merge_unions(list(err.errors())):
+    for item in _merge_unions([dict(e) for e in err.errors()]):
         loc = path_str(item["loc"][strip:])
         path = f"{prefix}.{loc}" if prefix and loc else (prefix or loc)
         kind = item["type"]

@@ -66,7 +66,7 @@ class GridSearcher(_Stateful):
         super().__init__(metric=metric, mode=mode)
         self._pending = deque(t.to_config() for t in trials)
 
-    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:  # type: ignore[override]  # Ray returns Searcher.FINISHED, a str
         if not self._pending:
             return Searcher.FINISHED
         return {"trial": self._pending.popleft()}
@@ -94,7 +94,7 @@ class WithBaseline(_Stateful):
         super().set_search_properties(metric, mode, config, **spec)
         return self.inner.set_search_properties(metric, mode, config, **spec)
 
-    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:  # type: ignore[override]  # Ray returns Searcher.FINISHED, a str
         if self._baseline:
             self._mine.add(trial_id)
             return {"trial": self._baseline.popleft()}
@@ -151,7 +151,7 @@ class EvolutionSearcher(_Stateful):
                       seed=self.trial_seed, space=space, params=params)
         return trial.to_config()
 
-    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:  # type: ignore[override]  # Ray returns Searcher.FINISHED, a str
         if self.suggested >= self.num_samples:
             return Searcher.FINISHED
         done = len(self.population)
@@ -232,7 +232,7 @@ class OptunaTrials(_Stateful):
         """Another searcher trains (order, seed): propose the order with another seed."""
         self.taken.add((order, seed))
 
-    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:  # type: ignore[override]  # Ray returns Searcher.FINISHED, a str
         if self.suggested >= self.num_samples:
             return Searcher.FINISHED
         raw = self.optuna.suggest(trial_id)

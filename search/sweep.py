@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import os
 import signal
 import threading
@@ -52,10 +53,10 @@ def connect(plan: SweepPlan, address: str | None) -> bool:
         return False
     exp = plan.experiment
     if address:
-        ray.init(address=address, log_to_driver=False, logging_level="WARNING")
+        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
     else:
         ray.init(num_cpus=exp.ray.num_cpus, num_gpus=exp.ray.num_gpus, include_dashboard=False,
-                 log_to_driver=False, logging_level="WARNING")
+                 log_to_driver=False, logging_level=logging.WARNING)
     return True
 
 

@@ -165,7 +165,7 @@ class MlflowTracking(Callback):
         runs = self.client.search_runs(
             [self.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{self.parent_run_id}'",
             max_results=10000)
-        return {r.data.tags.get("ray.trial_id"): r for r in runs}
+        return {r.data.tags.get(Tag.RAY_TRIAL_ID, ""): r for r in runs}
 
     def _describe(self, trial: Trial, ray_id: str) -> tuple[list[Param], list[RunTag]]:
         row = self.plan.row(trial)

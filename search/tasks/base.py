@@ -41,7 +41,8 @@ def validate_section(cls: type[SectionT], raw: Any, prefix: str,
     wrapper = pydantic.create_model("Section", __config__=pydantic.ConfigDict(extra="forbid"),
                                     section=(cls, ...))
     try:
-        section: SectionT = wrapper.model_validate({"section": raw if raw is not None else {}}).section
+        validated = wrapper.model_validate({"section": raw if raw is not None else {}})
+        section: SectionT = getattr(validated, "section")  # noqa: B009  # a dynamic model
         return section
     except pydantic.ValidationError as err:
         problems.extend(from_validation_error(err, prefix, strip=1))

@@ -152,11 +152,12 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
         if "subset" in params:
             dims = {f.name: getattr(template, f.name) for f in dataclasses.fields(Seq2SeqDims)}
             stack = params.get("stack", "decoder")
-            codes = {f"{stack}_codes": tuple(params["codes"])}
-            return IOTConfig(**dims, encoder_layers=params["layers"],
-                             decoder_layers=params["layers"], **codes, **self.iot_settings)
-        side = params.get("side", "decoder")
-        return replace(template, **{f"{side}_order": order})
+            settings: dict[str, Any] = {**dims, f"{stack}_codes": tuple(params["codes"]),
+                                        **self.iot_settings}
+            return IOTConfig(encoder_layers=params["layers"], decoder_layers=params["layers"],
+                             **settings)
+        side: dict[str, Any] = {f"{params.get('side', 'decoder')}_order": order}
+        return replace(template, **side)
 
     def spec(self, model: TranslationModel, data: ParallelDataConfig, train: TrainConfig,
              extra: TranslationConfig | None) -> TranslationSpec:
