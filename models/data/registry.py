@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from sublayer_search.models.data.errors import DataError
+from sublayer_search.spaces.records import main_metric_for_level
 
 __all__ = [
     "CORPORA",
@@ -140,7 +141,7 @@ def metric_for_level(level: str) -> str:
     """Main validation metric: "val_ppl" for word level, "val_bpc" for char/byte."""
     if level not in LEVELS:
         raise DataError(f"data.level: got {level!r}, expected one of {', '.join(LEVELS)}")
-    return "val_ppl" if level == "word" else "val_bpc"
+    return main_metric_for_level(level)
 
 
 @dataclass(frozen=True, kw_only=True)

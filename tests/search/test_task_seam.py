@@ -179,8 +179,8 @@ def test_an_unregistered_task_is_named_with_the_known_ones(tmp_path):
 def test_a_registered_task_runs_a_real_sweep(cycle_task, tmp_path):
     """Ray workers get the task by value (it lives in this test module, not the package)."""
     import ray
-    from ray import cloudpickle  # Ray pickles with its own copy of cloudpickle
     from mlflow.tracking import MlflowClient
+    from ray import cloudpickle  # Ray pickles with its own copy of cloudpickle
 
     from sublayer_search.search.sweep import run_sweep
 
