@@ -7,8 +7,10 @@ calls :func:`run_analyze`; ``python -m sublayer_search.analysis.cli`` runs it st
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from sublayer_search.spaces.cost import STRADDLE
 
@@ -56,13 +58,16 @@ def _run(args: argparse.Namespace) -> int:
     out = getattr(args, "out", None)
     straddle = getattr(args, "straddle", "fractional")
     if not out:
-        raise AnalysisError("--out is required")
+        raise AnalysisError(f"--out: got {out!r}, expected a folder for the report")
     if bool(experiment) == bool(paper):
         raise AnalysisError("give exactly one of --experiment NAME or --paper "
                             + "|".join(PAPERS))
+    if paper and paper not in PAPERS:
+        raise AnalysisError(f"unknown paper {paper!r}; expected one of {', '.join(PAPERS)}")
+    why = _not_a_folder(Path(out))
+    if why:
+        raise AnalysisError(f"--out: got {out!r}, expected a folder for the report ({why})")
     if paper:
-        if paper not in PAPERS:
-            raise AnalysisError(f"unknown paper {paper!r}; expected one of {', '.join(PAPERS)}")
         if paper == "zhu2021":
             result = report.iot_paper_report(out)
         else:
@@ -71,7 +76,7 @@ def _run(args: argparse.Namespace) -> int:
         from . import runs
         from .iot import is_translation
 
-        uri = getattr(args, "tracking_uri", None)
+        uri = _store(getattr(args, "tracking_uri", None))
         history = None
         if getattr(args, "history", False):
             trials, history = runs.load(experiment, uri, history=True)
@@ -94,6 +99,39 @@ def _run(args: argparse.Namespace) -> int:
     print(f"wrote {result.html} ({len(result.figures)} figure files, "
           f"{len(result.tables)} tables)")
     return 0
+
+
+def _not_a_folder(path: Path) -> str | None:
+    """Why ``path`` can neither be used nor created as a folder, or None when it can."""
+    if path.is_dir():
+        return None if os.access(path, os.W_OK) else "it is not writable"
+    if path.exists() or path.is_symlink():
+        return "it is an existing file"
+    parent = path.absolute().parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"it cannot be created: {parent} is a file"
+    if not os.access(parent, os.W_OK):
+        return f"it cannot be created: {parent} is not writable"
+    return None
+
+
+def _store(tracking_uri: str | None) -> str:
+    """The URI of an existing MLflow store, checked before anything is read or written."""
+    from .store import StoreError, check_store, open_store
+
+    try:
+        uri = check_store(tracking_uri)
+        open_store(uri)
+    except StoreError as exc:
+        if tracking_uri is not None:
+            raise AnalysisError(f"--tracking-uri: got {exc.uri!r}, expected {exc.expected}") from None
+        where = "$MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI") else "its default"
+        raise AnalysisError(f"--tracking-uri not given, and MLflow's store ({where}) is not "
+                            f"usable: got {exc.uri!r}, expected {exc.expected}; give "
+                            "--tracking-uri") from None
+    return uri
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -14,7 +14,6 @@ import re
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
-from urllib.parse import unquote, urlparse
 
 import pandas as pd
 
@@ -30,6 +29,7 @@ from sublayer_search.spaces.records import (
 
 from .errors import AnalysisError
 from .frame import HISTORY_COLUMNS, STATUSES, lower_is_better, trials_frame
+from .store import open_store
 
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow.tracking import MlflowClient
@@ -68,19 +68,7 @@ _SWEEP_FILTER = f"tags.`{Tag.ROLE}` = '{Role.SWEEP}'"
 _PAGE = 1000
 
 
-def _client(tracking_uri: str | None) -> MlflowClient:
-    if tracking_uri:
-        parsed = urlparse(tracking_uri)
-        if parsed.scheme == "sqlite":
-            path = unquote(tracking_uri[len("sqlite:///"):]) if tracking_uri.startswith(
-                "sqlite:///") else ""
-            if path and path != ":memory:" and not Path(path).exists():
-                raise AnalysisError(f"no MLflow database at {path} (tracking URI {tracking_uri})")
-        elif parsed.scheme in ("", "file") and not Path(parsed.path or tracking_uri).exists():
-            raise AnalysisError(f"no MLflow store at {tracking_uri}")
-    from mlflow.tracking import MlflowClient
-
-    return MlflowClient(tracking_uri=tracking_uri)
+_client = open_store
 
 
 def experiment_names(tracking_uri: str | None = None) -> list[str]:

@@ -16,6 +16,7 @@ from typing import Any
 __all__ = ["main"]
 
 EXIT_BAD_INPUT = 2
+EXIT_INTERNAL_ERROR = 1
 
 
 def _bad(message: str) -> int:
@@ -68,10 +69,25 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 # -- sublayer spaces sample ---------------------------------------------------------------
-def _parse_value(text: str) -> Any:
+_SPACE_ARG_EXAMPLE = "e.g. n=16, k=[0,6] or orders=[sfsf,ssff]"
+
+
+def _parse_value(text: str, name: str = "value") -> Any:
+    """The YAML value of the space argument ``name=text``; a ValueError names it."""
     import yaml
 
-    return yaml.safe_load(text)
+    if not text.strip():
+        raise ValueError(f"space argument {name!r}: got an empty value, expected NAME=VALUE "
+                         f"with a value ({_SPACE_ARG_EXAMPLE})")
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or "not valid YAML"
+        raise ValueError(f"space argument {name!r}: got {text!r} ({problem}), expected a number, "
+                         f"a word or a closed [list] ({_SPACE_ARG_EXAMPLE})") from None
+    except RecursionError:
+        raise ValueError(f"space argument {name!r}: got a value nested too deeply, expected a "
+                         f"number, a word or a flat [list] ({_SPACE_ARG_EXAMPLE})") from None
 
 
 def _cmd_spaces_sample(args: argparse.Namespace) -> int:
@@ -83,7 +99,12 @@ def _cmd_spaces_sample(args: argparse.Namespace) -> int:
         if "=" not in item:
             return _bad(f"space argument {item!r}: expected NAME=VALUE (e.g. n=16)")
         key, value = item.split("=", 1)
-        kwargs[key] = _parse_value(value)
+        if not key.strip():
+            return _bad(f"space argument {item!r}: got no NAME, expected NAME=VALUE (e.g. n=16)")
+        try:
+            kwargs[key] = _parse_value(value, key)
+        except ValueError as exc:
+            return _bad(str(exc))
     try:
         cands = expand(args.space, space_arguments(kwargs) if args.space == "sandwich" else kwargs,
                        kind=args.kind)
@@ -160,6 +181,25 @@ def runs_page(experiment_id: str, metric: str, mode: str = "min") -> str:
 
 
 # -- sublayer ui ----------------------------------------------------------------------------
+def _port(text: str) -> int:
+    """argparse ``type`` of ``--port``: a TCP port number 1..65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = 0
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"got {text!r}, expected a TCP port number in 1..65535")
+    return port
+
+
+def _tracking_uri(text: str) -> str:
+    """argparse ``type`` of ``--tracking-uri``: not empty."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"got {text!r}, expected an MLflow tracking URI (e.g. "
+                                         "sqlite:///mlflow.db or http://127.0.0.1:5000)")
+    return text
+
+
 def _cmd_ui(args: argparse.Namespace) -> int:
     from .ui import serve
 
@@ -202,9 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_sweep)
 
     p = sub.add_parser("ui", help="open the MLflow UI on a sweep's store")
-    p.add_argument("--tracking-uri", default="sqlite:///mlflow.db")
+    p.add_argument("--tracking-uri", type=_tracking_uri, default="sqlite:///mlflow.db")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=5000)
+    p.add_argument("--port", type=_port, default=5000, help="TCP port, 1..65535")
     p.set_defaults(func=_cmd_ui)
 
     p = sub.add_parser("analyze", help="figures, tables and a report from sweeps or paper data")
@@ -213,6 +253,38 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(p)
     p.set_defaults(func=_cmd_analyze)
     return parser
+
+
+def _internal_error(exc: Exception, argv: Sequence[str]) -> int:
+    """One line on stderr for an unexpected error; its traceback goes to a private log file."""
+    import tempfile
+    import time
+    import traceback
+
+    text = "".join(traceback.format_exception(exc))
+    lines = str(exc).strip().splitlines()
+    what = f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+    folder = os.path.join(tempfile.gettempdir(), "sublayer-errors")
+    stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        if os.stat(folder).st_uid != os.getuid():  # someone else's folder: a file of our own
+            raise PermissionError
+        fd, path = tempfile.mkstemp(prefix=f"{stamp}-", suffix=".log", dir=folder)
+    except OSError:
+        try:
+            fd, path = tempfile.mkstemp(prefix=f"sublayer-error-{stamp}-", suffix=".log")
+        except OSError as log_exc:
+            fd, path = -1, f"nowhere ({log_exc.strerror or log_exc})"
+    if fd >= 0:
+        try:
+            with os.fdopen(fd, "w") as fh:  # mkstemp: mode 0600, only this user reads it
+                fh.write(f"sublayer {' '.join(argv)}\n{text}")
+        except OSError as log_exc:
+            path += f" (incomplete: {log_exc.strerror or log_exc})"
+    where = f"details in {path}"
+    print(f"sublayer: internal error: {what} ({where})", file=sys.stderr)
+    return EXIT_INTERNAL_ERROR
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -227,6 +299,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # a second Ctrl-C: the sweep's runs were closed as KILLED
         print("sublayer: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # not bad input (that is exit 2): no raw traceback for the user
+        return _internal_error(exc, sys.argv[1:] if argv is None else argv)
 
 
 if __name__ == "__main__":  # pragma: no cover

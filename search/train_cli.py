@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pydantic
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from sublayer_search.models.data import DataConfig
 from sublayer_search.models.train import TrainConfig, TrialSpec
 
+from .config import read_yaml
 from .problems import ExperimentError, Problem, from_validation_error
 
 __all__ = ["TrainFile", "add_train_arguments", "build_spec", "progress_printer"]
@@ -45,19 +47,71 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _load(path: str | None) -> TrainFile:
+    """The ``--config`` file: UTF-8 YAML (see ``config.read_yaml``), a mapping of sections."""
     if path is None:
         return TrainFile()
+    source = f"--config {path}"
+    if not Path(path).is_file():
+        raise ExperimentError(source, [Problem("", path, "an existing YAML file with model/data/"
+                                                          "train sections")])
     try:
-        with open(path) as fh:
-            raw = yaml.safe_load(fh) or {}
+        raw = read_yaml(path)
+    except ExperimentError as err:
+        raise ExperimentError(source, err.problems) from None
     except OSError as exc:
-        raise ExperimentError(path, [Problem("", path, f"a readable YAML file ({exc.strerror})")]) from None
-    except yaml.YAMLError:
-        raise ExperimentError(path, [Problem("", path, "well-formed YAML")]) from None
+        raise ExperimentError(source, [Problem("", path, f"a readable YAML file ({exc.strerror})")]) from None
+    except UnicodeDecodeError as exc:  # read_yaml reports these itself; kept as a backstop
+        raise ExperimentError(source, [Problem("", f"a byte that is not UTF-8 at offset {exc.start}",
+                                               "a UTF-8 text file")]) from None
+    except RecursionError:
+        raise ExperimentError(source, [Problem("", "a document nested too deeply",
+                                               "a flatter YAML document")]) from None
+    if raw is None:
+        return TrainFile()
+    if not isinstance(raw, dict):
+        raise ExperimentError(source, [Problem("", type(raw).__name__, "a YAML mapping with model, "
+                                                                      "data and train sections")])
     try:
         return TrainFile.model_validate(raw)
     except pydantic.ValidationError as err:
-        raise ExperimentError(path, from_validation_error(err)) from None
+        raise ExperimentError(source, from_validation_error(err)) from None
+
+
+def _check_paths(args: argparse.Namespace) -> None:
+    """``--resume-from`` holds a checkpoint; ``--checkpoint-dir`` is or can become a folder."""
+    from sublayer_search.models.checkpoint import CHECKPOINT_FILE
+
+    problems: list[Problem] = []
+    resume = getattr(args, "resume_from", None)
+    if resume is not None and not (Path(resume) / CHECKPOINT_FILE).is_file():
+        why = ("there is no such folder" if not Path(resume).exists() else
+               "it is a file" if not Path(resume).is_dir() else f"it has no {CHECKPOINT_FILE}")
+        problems.append(Problem("--resume-from", resume, f"a checkpoint folder containing "
+                                                         f"{CHECKPOINT_FILE} ({why})"))
+    ckpt = getattr(args, "checkpoint_dir", None)
+    if ckpt is not None:
+        unusable = _not_a_folder(Path(ckpt))
+        if unusable:
+            problems.append(Problem("--checkpoint-dir", ckpt, f"a folder to write checkpoints "
+                                                              f"in ({unusable})"))
+    if problems:
+        raise ExperimentError("command line", problems)
+
+
+def _not_a_folder(path: Path) -> str | None:
+    """Why ``path`` can neither be used nor created as a folder, or None when it can."""
+    if path.is_dir():
+        return None if os.access(path, os.W_OK) else "it is not writable"
+    if path.exists() or path.is_symlink():
+        return "it is an existing file"
+    parent = path.absolute().parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{parent} is a file"
+    if not os.access(parent, os.W_OK):
+        return f"{parent} is not writable"
+    return None
 
 
 def build_spec(args: argparse.Namespace) -> TrialSpec:
@@ -66,8 +120,9 @@ def build_spec(args: argparse.Namespace) -> TrialSpec:
 
     from sublayer_search.models.config import ModelConfig, model_preset
 
-    source = args.config or "command line"
+    source = f"--config {args.config}" if args.config else "command line"
     file = _load(args.config)
+    _check_paths(args)
     model_raw = dict(file.model)
     preset = args.preset or model_raw.pop("preset", None) or "tiny"
     model_raw.pop("preset", None)

@@ -1,0 +1,122 @@
+"""Which MLflow store a tracking URI names, checked before MLflow opens it.
+
+MLflow makes a new, empty store at a database path or folder that does not exist, and
+adds its tables to any SQLite file it is given; so a wrong ``--tracking-uri`` (or none,
+with no ``./mlflow.db`` here) would leave a stray store behind. :func:`check_store`
+reads only. mlflow is imported lazily.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlparse
+
+from .errors import AnalysisError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mlflow.tracking import MlflowClient
+
+__all__ = ["StoreError", "check_store", "open_store", "store_uri"]
+
+
+class StoreError(AnalysisError):
+    """A tracking URI that names no MLflow store (a missing or foreign database, folder …)."""
+
+    def __init__(self, uri: str, expected: str) -> None:
+        super().__init__(f"tracking URI: got {uri!r}, expected {expected}")
+        self.uri = uri
+        self.expected = expected
+
+
+# schemes of MLflow's own tracking stores; plugins add theirs (entry points)
+_SCHEMES = frozenset({"", "file", "sqlite", "http", "https", "postgresql", "mysql", "mssql",
+                      "databricks", "databricks-uc", "uc"})
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def store_uri(tracking_uri: str | None) -> str:
+    """The URI MLflow uses for ``tracking_uri``: itself, else $MLFLOW_TRACKING_URI or the default."""
+    if tracking_uri is not None:
+        return tracking_uri
+    import mlflow
+
+    return str(mlflow.get_tracking_uri())
+
+
+def _sqlite_problem(path: str) -> str | None:
+    """Why ``path`` is not an MLflow SQLite database (None when it is one); reads only."""
+    import sqlite3
+    from urllib.parse import quote
+
+    file = Path(path)
+    if not file.exists():
+        return f"an existing MLflow database (no MLflow database at {path})"
+    if not file.is_file():
+        return f"an MLflow database file ({path} is a folder)"
+    try:
+        with file.open("rb") as fh:
+            header = fh.read(len(_SQLITE_HEADER))
+        if header != _SQLITE_HEADER:
+            return f"an MLflow database ({path} is not an SQLite database)"
+        con = sqlite3.connect(f"file:{quote(str(file.absolute()))}?mode=ro", uri=True)
+        try:
+            tables = {row[0] for row in con.execute("SELECT name FROM sqlite_master "
+                                                    "WHERE type = 'table'")}
+        finally:
+            con.close()
+    except (OSError, sqlite3.Error) as exc:
+        return f"a readable MLflow database ({path}: {exc})"
+    if not {"experiments", "runs"} <= tables:
+        return f"an MLflow database ({path} is an SQLite database without MLflow's tables)"
+    return None
+
+
+def check_store(tracking_uri: str | None) -> str:
+    """The resolved URI of an existing MLflow store; :class:`StoreError` otherwise.
+
+    MLflow makes a new, empty store at a database path or folder that does not exist (and
+    adds its tables to any SQLite file), so that is checked first, reading only: nothing
+    is created for a wrong URI. Servers (http, databricks, …) are not contacted here.
+    """
+    from importlib.metadata import entry_points
+
+    uri = store_uri(tracking_uri)
+    if not uri.strip():
+        raise StoreError(uri, "an MLflow tracking URI (e.g. sqlite:///mlflow.db or "
+                              "http://127.0.0.1:5000)")
+    parsed = urlparse(uri)
+    scheme = parsed.scheme.split("+")[0].lower()
+    known = _SCHEMES | {e.name for e in entry_points(group="mlflow.tracking_store")}
+    problem = None
+    if scheme not in known:
+        problem = (f"a tracking URI MLflow can store runs at: sqlite:///PATH, http(s)://HOST:PORT, "
+                   f"postgresql://…, mysql://… or a folder (scheme {parsed.scheme!r} is unknown)")
+    elif scheme == "sqlite":
+        path = unquote(uri[len("sqlite:///"):].split("?")[0]) if uri.startswith(
+            "sqlite:///") else ""
+        if path and path != ":memory:":
+            problem = _sqlite_problem(path)
+    elif scheme in ("", "file"):
+        path = unquote(parsed.path) if scheme == "file" else uri
+        if not Path(path).exists():
+            problem = f"an existing MLflow store (no MLflow store at {path})"
+        elif not Path(path).is_dir():
+            problem = (f"an MLflow store folder ({path} is a file; a database is given as "
+                       f"sqlite:///{path})")
+    if problem:
+        raise StoreError(uri, problem)
+    return uri
+
+
+def open_store(tracking_uri: str | None) -> MlflowClient:
+    """A client of the existing MLflow store at ``tracking_uri``; :class:`StoreError` else."""
+    uri = check_store(tracking_uri)
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    try:
+        return MlflowClient(tracking_uri=uri)
+    except MlflowException as exc:  # e.g. a file store, which MLflow 3 refuses by default
+        text = " ".join(str(exc.message).split())
+        raise StoreError(uri, f"a store MLflow can open (MLflow says: {text[:800]})") from None
