@@ -4,7 +4,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export SUBLAYER_DATA_DIR ?= $(abspath ../shared/data)
 export MLFLOW_DISABLE_TELEMETRY ?= true
-export RAY_AUTH_MODE ?= disabled
+# Ray: a local sweep binds 127.0.0.1 and keeps token auth on (token in ~/.ray/auth_token);
+# RAY_AUTH_MODE is left to the user (search/local_ray.py).
 
 .PHONY: install test lint run train ui clean
 

@@ -25,6 +25,7 @@ from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 from ray.tune.search import ConcurrencyLimiter
 
 from .checkpoints import fill_checkpoint_gaps
+from .local_ray import shutdown_ray, start_local_ray
 from .plan import SweepPlan, trial_table
 from .problems import ExperimentError, Problem
 from .searchers import make_searcher
@@ -52,11 +53,10 @@ def connect(plan: SweepPlan, address: str | None) -> bool:
     if ray.is_initialized():
         return False
     exp = plan.experiment
-    if address:
+    if address:  # the cluster's own network and auth settings apply
         ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
-    else:
-        ray.init(num_cpus=exp.ray.num_cpus, num_gpus=exp.ray.num_gpus, include_dashboard=False,
-                 log_to_driver=False, logging_level=logging.WARNING)
+    else:  # 127.0.0.1 only, token auth, a private temp folder (see local_ray)
+        start_local_ray(num_cpus=exp.ray.num_cpus, num_gpus=exp.ray.num_gpus)
     return True
 
 
@@ -257,4 +257,4 @@ def run_sweep(plan: SweepPlan, *, resume: bool = False, address: str | None = No
                             interrupted=interrupted)
     finally:
         if started:
-            ray.shutdown()
+            shutdown_ray()

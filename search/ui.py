@@ -2,12 +2,35 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import shutil
 import subprocess
 import sys
 
-__all__ = ["server_command", "serve"]
+__all__ = ["server_command", "serve", "is_loopback", "exposure_warning"]
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost`` or a loopback address (127.0.0.0/8, ::1); anything else may be reachable."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        addr = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:  # a host name: it may resolve to a network address
+        return False
+    mapped = getattr(addr, "ipv4_mapped", None)
+    return bool(addr.is_loopback or (mapped is not None and mapped.is_loopback))
+
+
+def exposure_warning(host: str, port: int, tracking_uri: str) -> str | None:
+    """The warning for a UI bound beyond loopback (None on loopback)."""
+    if is_loopback(host):
+        return None
+    return (f"sublayer: WARNING: the MLflow UI on {host}:{port} has NO authentication and is "
+            f"reachable from the network: anyone who can reach this host can read, change and "
+            f"delete every run in {tracking_uri}. Prefer the default --host 127.0.0.1 (with an "
+            f"SSH tunnel for remote access) or an authenticating proxy in front of it.")
 
 
 def server_command(*, tracking_uri: str, host: str = "127.0.0.1", port: int = 5000) -> list[str]:
@@ -21,6 +44,9 @@ def serve(*, tracking_uri: str, host: str = "127.0.0.1", port: int = 5000) -> in
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
            "MLFLOW_DISABLE_TELEMETRY": "true"}
     cmd = server_command(tracking_uri=tracking_uri, host=host, port=port)
+    warning = exposure_warning(host, port, tracking_uri)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     print(f"MLflow UI on http://{host}:{port} (store {tracking_uri}); Ctrl-C stops it", flush=True)
     try:
         return subprocess.call(cmd, env=env)

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import secrets
+import shutil
+import tempfile
 from pathlib import Path
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+if "RAY_AUTH_MODE" not in os.environ:
+    # Ray token auth, as a local sweep uses it; the token is a private file of this test
+    # session, never the developer's ~/.ray/auth_token. (helpers.subprocess_env says why
+    # its `ray start` subprocesses keep `disabled`.)
+    os.environ["RAY_AUTH_MODE"] = "token"
+    if not (os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")):
+        _token_dir = Path(tempfile.mkdtemp(prefix="sublayer-test-token-"))  # 0700
+        (_token_dir / "auth_token").write_text(secrets.token_hex(32))
+        os.environ["RAY_AUTH_TOKEN_PATH"] = str(_token_dir / "auth_token")
+        atexit.register(shutil.rmtree, _token_dir, True)
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

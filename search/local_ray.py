@@ -1,0 +1,115 @@
+"""The local Ray of a sweep: loopback only, token auth, a private temp folder.
+
+A plain ``ray.init()`` on Linux gives the node the machine's network address, and then
+the GCS server, the raylet, the runtime-env agent and every worker listen on all
+interfaces; with ``RAY_AUTH_MODE=disabled`` anyone who can reach the host can join the
+cluster and run code. Its session folder under ``/tmp/ray`` is world-readable and holds
+logs that may contain the environment (cloud credentials included). So a local sweep:
+
+* runs the node on 127.0.0.1. Ray turns a loopback ``_node_ip_address`` back into the
+  network address unless "cluster mode" is off (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``,
+  read once at import, hence the patched constant); with the node on 127.0.0.1 Ray's
+  servers bind 127.0.0.1 only (the dashboard agent and its metrics port, when
+  ``ray[default]`` is installed, follow the node address too);
+* keeps token auth on: ``RAY_AUTH_MODE=token`` unless the user chose a mode; the token
+  is ``$HOME/.ray/auth_token``, created 0600 here if missing (Ray would write it 0644);
+* keeps Ray's temp folder inside a fresh 0700 folder, removed by :func:`shutdown_ray`.
+
+Joining a cluster (``--address``) does none of this: that cluster's settings apply.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import ray
+
+__all__ = ["LOOPBACK", "start_local_ray", "shutdown_ray", "private_dir"]
+
+LOOPBACK = "127.0.0.1"
+_CLUSTER_MODE_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+_private: list[Path] = []
+log = logging.getLogger(__name__)
+
+
+def private_dir() -> Path | None:
+    """The 0700 folder holding the running local Ray's temp files (None if not ours)."""
+    return _private[-1] if _private else None
+
+
+def _token_auth() -> None:
+    """Token auth unless the user set ``RAY_AUTH_MODE``; a missing default token is made 0600."""
+    mode = os.environ.get("RAY_AUTH_MODE")
+    if mode is None:
+        os.environ["RAY_AUTH_MODE"] = mode = "token"
+        from ray._raylet import Config  # type: ignore[attr-defined]  # not in the stub
+
+        Config.initialize("")  # the driver's RayConfig cached the mode when ray was imported
+    if mode.lower() != "token":
+        log.warning("RAY_AUTH_MODE=%s: the local Ray runs without authentication (still on "
+                    "127.0.0.1 only)", mode)
+        return
+    if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        return
+    token = Path.home() / ".ray" / "auth_token"
+    token.parent.mkdir(mode=0o700, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        fd = os.open(token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(secrets.token_hex(32))  # Ray's own format: 256 random bits in hex
+
+
+@contextlib.contextmanager
+def _loopback_node() -> Iterator[None]:
+    """Cluster mode off while Ray starts: the node (and so every server) gets 127.0.0.1."""
+    from ray._private import ray_constants
+
+    saved_env, saved_const = os.environ.get(_CLUSTER_MODE_ENV), ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[_CLUSTER_MODE_ENV] = "0"  # inherited by the Ray processes started now
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved_const
+        if saved_env is None:
+            os.environ.pop(_CLUSTER_MODE_ENV, None)
+        else:
+            os.environ[_CLUSTER_MODE_ENV] = saved_env
+
+
+def start_local_ray(*, num_cpus: int | None, num_gpus: int | None) -> Path:
+    """Start a local Ray bound to loopback with token auth; return its private folder."""
+    base = os.environ.get("RAY_TMPDIR") or ("/tmp" if os.path.isdir("/tmp") else None)
+    folder = Path(tempfile.mkdtemp(prefix="sublayer-ray-", dir=base))  # 0700; Unix sockets
+    try:                                                                # need a short path
+        _token_auth()
+        with _loopback_node():
+            ray.init(num_cpus=num_cpus, num_gpus=num_gpus, include_dashboard=False,
+                     log_to_driver=False, logging_level=logging.WARNING,
+                     _node_ip_address=LOOPBACK, _temp_dir=str(folder / "ray"))
+        node = ray._private.worker.global_worker.node
+        if node.node_ip_address != LOOPBACK:
+            raise RuntimeError(f"local Ray came up on {node.node_ip_address}, not {LOOPBACK}")
+        for path in (folder / "ray", Path(node.get_session_dir_path())):
+            os.chmod(path, 0o700)  # Ray makes its folders 0777; the parent is 0700 anyway
+    except BaseException:
+        if ray.is_initialized():
+            ray.shutdown()
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    _private.append(folder)
+    return folder
+
+
+def shutdown_ray() -> None:
+    """``ray.shutdown()``, then remove the private folder of a Ray we started."""
+    ray.shutdown()
+    while _private:
+        shutil.rmtree(_private.pop(), ignore_errors=True)
