@@ -147,7 +147,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
                      f"from {len(plan.candidates)} candidates")
         print(f"{len(rows)} trial(s){extra}; metric {plan.metric}; nothing was run")
         return 0
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    # Ray auth: a local sweep keeps token auth on, on 127.0.0.1 (local_ray); --address: the cluster's
     from .sweep import run_sweep
 
     try:
