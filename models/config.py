@@ -33,6 +33,21 @@ NORMS = ("pre", "post")
 POSITIONS = ("learned", "sinusoidal")
 
 
+MAX_WIDTH = 65_536
+"""Sanity bound of ``d_model`` (``d_ff`` may be 4x this): one ``s`` sublayer of this
+width already holds 4·d² = 17 billion weights."""
+MAX_CONTEXT = 1_048_576
+
+
+def _memory_words(name: str, value: int) -> str:
+    """What ``value`` would cost: fp32 weights of one sublayer, or one attention map."""
+    if name == "context":
+        gib = value * value * 4 / 2**30
+        return f"one attention map of {value:,}² would take {gib:,.0f} GiB"
+    weights = 4 * value * value if name == "d_model" else 2 * value * value // 4
+    return f"one sublayer of this width alone needs {weights * 4 / 2**30:,.0f} GiB of fp32 weights"
+
+
 def check_dims(cfg: Any) -> None:
     """Validate what every model config has: ``d_model``, ``n_heads``, ``d_ff`` and
     ``context``; the dropouts (stored as floats); ``activation``, ``norm``, ``positions``."""
@@ -41,6 +56,10 @@ def check_dims(cfg: Any) -> None:
         check(is_positive_int(value), f"model.{name}", value, "a positive integer")
     check(cfg.d_model % cfg.n_heads == 0, "model.d_model", cfg.d_model,
           f"a multiple of n_heads ({cfg.n_heads})")
+    for name, bound in (("d_model", MAX_WIDTH), ("d_ff", 4 * MAX_WIDTH), ("context", MAX_CONTEXT)):
+        value = getattr(cfg, name)
+        check(value <= bound, f"model.{name}", value,
+              f"at most {bound:,} (a sanity bound: {_memory_words(name, value)})")
     for name in ("dropout", "attn_dropout", "act_dropout"):
         value = getattr(cfg, name)
         check(is_number(value) and 0.0 <= value < 1.0, f"model.{name}", value, "a number in [0, 1)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["ConfigError", "check", "is_int", "is_number", "is_positive_int"]
+__all__ = ["Checks", "ConfigError", "ConfigErrors", "check", "is_int", "is_number", "is_positive_int"]
 
 
 class ConfigError(ValueError):
@@ -24,6 +24,41 @@ class ConfigError(ValueError):
 
     def __reduce__(self) -> tuple[Any, ...]:  # picklable across processes (Ray workers)
         return (type(self), (self.field, self.value, self.expected))
+
+
+class ConfigErrors(ConfigError):
+    """Several invalid values of one configuration, reported together.
+
+    A :class:`ConfigError` itself (``field``/``value``/``expected`` of the first one), so
+    code that expects one error still works; ``errors`` holds them all.
+    """
+
+    def __init__(self, errors: list[ConfigError]) -> None:
+        first = errors[0]
+        super().__init__(first.field, first.value, first.expected)
+        self.errors = list(errors)
+        self.args = ("; ".join(str(e) for e in errors),)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.errors,))
+
+
+class Checks:
+    """Collect every failed check of one configuration, then raise them together."""
+
+    def __init__(self) -> None:
+        self.errors: list[ConfigError] = []
+
+    def __call__(self, cond: bool, field: str, value: Any, expected: str) -> None:
+        if not cond:
+            self.errors.append(ConfigError(field, value, expected))
+
+    def raise_any(self) -> None:
+        """Raise the one error, or :class:`ConfigErrors` for several; nothing if all held."""
+        if len(self.errors) == 1:
+            raise self.errors[0]
+        if self.errors:
+            raise ConfigErrors(self.errors)
 
 
 def check(cond: bool, field: str, value: Any, expected: str) -> None:

@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sublayer_search.models.errors import check
+from sublayer_search.models.errors import Checks, is_int, is_number, is_positive_int
 
 __all__ = ["TrainConfig", "flat_settings"]
-
-
-def _check(cond: bool, field_: str, value: object, expected: str) -> None:
-    check(cond, f"train.{field_}", value, expected)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,23 +56,33 @@ class TrainConfig:
     """Steps between progress callbacks (``on_step``)."""
 
     def __post_init__(self) -> None:
+        """Every invalid value is reported, not only the first."""
+        checks = Checks()
+
+        def check(cond: bool, name: str, expected: str) -> None:
+            checks(cond, f"train.{name}", getattr(self, name), expected)
+
         for name in ("steps", "batch_size", "grad_accum", "eval_every", "log_every"):
-            value = getattr(self, name)
-            _check(isinstance(value, int) and value > 0, name, value, "a positive integer")
-        _check(self.lr > 0 and math.isfinite(self.lr), "lr", self.lr, "a positive number")
-        _check(self.weight_decay >= 0, "weight_decay", self.weight_decay, "a number >= 0")
-        _check(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas), "betas",
-               self.betas, "two numbers in [0, 1)")
-        _check(0 <= self.momentum < 1, "momentum", self.momentum, "a number in [0, 1)")
-        _check(self.warmup_steps >= 0, "warmup_steps", self.warmup_steps, "an integer >= 0")
-        _check(0 <= self.min_lr_ratio <= 1, "min_lr_ratio", self.min_lr_ratio, "a number in [0, 1]")
-        _check(self.clip_norm is None or self.clip_norm > 0, "clip_norm", self.clip_norm,
-               "a positive number or null")
-        _check(self.eval_batches is None or self.eval_batches > 0, "eval_batches",
-               self.eval_batches, "a positive integer or null (whole split)")
-        _check(self.eval_batch_size is None or self.eval_batch_size > 0, "eval_batch_size",
-               self.eval_batch_size, "a positive integer or null")
-        _check(self.seed >= 0, "seed", self.seed, "an integer >= 0")
+            check(is_positive_int(getattr(self, name)), name, "a positive integer")
+        check(is_number(self.lr, finite=True) and self.lr > 0, "lr", "a positive number")
+        check(is_number(self.weight_decay, finite=True) and self.weight_decay >= 0, "weight_decay",
+              "a finite number >= 0")
+        check(len(self.betas) == 2 and all(is_number(b) and 0 <= b < 1 for b in self.betas),
+              "betas", "two numbers in [0, 1)")
+        check(is_number(self.momentum) and 0 <= self.momentum < 1, "momentum", "a number in [0, 1)")
+        check(is_int(self.warmup_steps) and self.warmup_steps >= 0, "warmup_steps",
+              "an integer >= 0")
+        check(is_number(self.min_lr_ratio) and 0 <= self.min_lr_ratio <= 1, "min_lr_ratio",
+              "a number in [0, 1]")
+        check(self.clip_norm is None or (is_number(self.clip_norm, finite=True)
+                                         and self.clip_norm > 0),
+              "clip_norm", "a finite positive number or null")
+        check(self.eval_batches is None or is_positive_int(self.eval_batches), "eval_batches",
+              "a positive integer or null (whole split)")
+        check(self.eval_batch_size is None or is_positive_int(self.eval_batch_size),
+              "eval_batch_size", "a positive integer or null")
+        check(is_int(self.seed) and self.seed >= 0, "seed", "an integer >= 0")
+        checks.raise_any()
 
 
 def flat_settings(spec: Any) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import argparse
 import math
 import os
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +18,9 @@ __all__ = ["main"]
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL_ERROR = 1
+MAX_TRIALS = 10_000
+"""A larger plan runs only with ``--yes`` (a typo in a space can ask for millions)."""
+FAILED_STATUSES = ("failed", "diverged")
 
 
 def _bad(message: str) -> int:
@@ -121,18 +125,31 @@ def _cmd_spaces_sample(args: argparse.Namespace) -> int:
 
 # -- sublayer sweep -------------------------------------------------------------------------
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from .config import load_experiment
-    from .plan import plan_sweep, resource_problems, trial_table
+    from .config import Experiment, load_experiment
+    from .plan import SweepPlan, plan_sweep, resource_problems, trial_table
     from .problems import ExperimentError
+
+    notes: list[str] | None = [] if args.dry_run else None
+
+    def planned(exp: Experiment) -> SweepPlan:
+        return plan_sweep(exp, args.file, address=args.address, check_resources=not args.dry_run,
+                          notes=notes, tracking_uri=args.tracking_uri)
 
     try:
         exp = load_experiment(args.file)
-        notes: list[str] | None = [] if args.dry_run else None
-        plan = plan_sweep(exp, args.file, address=args.address, check_resources=not args.dry_run,
-                          notes=notes)
+        plan = planned(exp)
     except ExperimentError as exc:
-        return _bad(str(exc))
+        problems = list(exc.problems)
+        if exc.partial is not None:  # only unknown top-level keys: check the rest too
+            try:
+                planned(exc.partial)
+            except ExperimentError as more:
+                problems += more.problems
+        return _bad(str(ExperimentError(exc.source, problems)))
     rows = trial_table(plan)
+    if len(rows) > MAX_TRIALS and not args.yes and not args.dry_run:
+        return _bad(f"{args.file}: the plan has {len(rows):,} trials (more than {MAX_TRIALS:,}); "
+                    "check it with --dry-run, then run it with --yes")
     if args.dry_run:
         for note in notes or []:
             print(f"sublayer: note: {note}", file=sys.stderr)
@@ -171,6 +188,17 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         print(f"sublayer: sweep interrupted; its runs are KILLED in MLflow. Continue it with: "
               f"sublayer sweep {args.file} --resume", file=sys.stderr)
         return 130
+    bad = Counter(str(r["status"]) for r in outcome.trials if r["status"] in FAILED_STATUSES)
+    if bad:
+        words = ", ".join(f"{n} {status}" for status, n in sorted(bad.items()))
+        if exp.failure.tolerate:
+            print(f"sublayer: {words} (failure.tolerate: true, so the sweep still succeeds)",
+                  file=sys.stderr)
+            return 0
+        print(f"sublayer: {words} of {len(outcome.trials)} trial(s); their runs in MLflow say "
+              "why (tag sublayer.error). Exit status 1 (set failure.tolerate: true if failures "
+              "are expected)", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -239,6 +267,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "or a local Ray)")
     p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: the file's "
                    "tracking.uri, sqlite:///mlflow.db)")
+    p.add_argument("--yes", action="store_true", help=f"run a plan of more than {MAX_TRIALS:,} "
+                   "trials")
     p.set_defaults(func=_cmd_sweep)
 
     p = sub.add_parser("ui", help="open the MLflow UI on a sweep's store")

@@ -16,12 +16,13 @@ from typing import Annotated, Any, Literal
 
 import pydantic
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from sublayer_search.models.train_config import TrainConfig
 
 from .problems import ExperimentError, Problem, from_validation_error
+from .scalars import strict_scalars
 
 __all__ = [
     "Experiment", "SpaceSpec", "BaselineSpec", "Resources", "SchedulerSpec", "SearchSpec",
@@ -30,9 +31,25 @@ __all__ = [
 ]
 
 
+def _distinct(seeds: list[int]) -> list[int]:
+    repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+    if repeated:
+        raise PydanticCustomError("distinct", "a list of distinct seeds (repeated: {repeated})",
+                                  {"repeated": ", ".join(map(str, repeated))})
+    return seeds
+
+
 Seeds = Annotated[int, Field(ge=1)] | Annotated[list[Annotated[int, Field(ge=0)]],
-                                                Field(min_length=1)]
-"""A count ``n`` (seeds ``0..n-1``, n >= 1) or a non-empty list of seeds >= 0."""
+                                                Field(min_length=1), AfterValidator(_distinct)]
+"""A count ``n`` (seeds ``0..n-1``, n >= 1) or a non-empty list of distinct seeds >= 0."""
+
+MAX_NAME = 100
+"""Longest sweep name: it names folders and files (``<name>-<timestamp>``, ``<name>.latest``)."""
+MAX_DEPTH = 32
+"""Deepest nesting of an experiment file (mappings and lists)."""
+DATA_PATHS = ("path", "train_path", "valid_path", "test_path", "data_dir", "cache_dir",
+              "train_src", "train_tgt", "valid_src", "valid_tgt", "test_src", "test_tgt")
+"""``data`` settings that name files or folders: relative ones are relative to the file."""
 
 
 class _Strict(BaseModel):
@@ -90,6 +107,10 @@ class SearchSpec(_Strict):
 
 class FailureSpec(_Strict):
     retries: int = Field(0, ge=0)
+    """Ray restarts a failed trial this many times (from its last checkpoint)."""
+    tolerate: bool = False
+    """Exit 0 even when trials failed or diverged (for sweeps where some are expected to);
+    by default such a sweep exits with status 1."""
 
 
 class TrackingSpec(_Strict):
@@ -110,12 +131,12 @@ class RaySpec(_Strict):
 class Experiment(_Strict):
     """One sweep: what to train, how to search, where to run and track it."""
 
-    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
+    name: Annotated[str, Field(min_length=1, max_length=MAX_NAME, pattern=r"^[A-Za-z0-9_.-]+$")]
     description: str = ""
     task: str = "lm"
     """A registered task (:mod:`sublayer_search.search.tasks`): ``lm`` (OrderedLM on a
     corpus) or ``translation`` (OrderedSeq2Seq / IOT) are built in."""
-    space: SpaceSpec | list[SpaceSpec]
+    space: SpaceSpec | Annotated[list[SpaceSpec], Field(min_length=1)]
     seeds: Seeds = 1
     baseline: BaselineSpec = Field(default_factory=BaselineSpec)
     model: dict[str, Any] = Field(default_factory=dict)
@@ -177,29 +198,126 @@ def config_hash(settings: dict[str, Any]) -> str:
 
 
 def parse_experiment(raw: Any, source: str = "<experiment>") -> Experiment:
-    """Shape- and type-check a parsed YAML document (no cross-field checks yet)."""
+    """Shape- and type-check a parsed YAML document (no cross-field checks yet).
+
+    Raises :class:`ExperimentError` with every problem found. When the only problems are
+    unknown top-level keys, the error's ``partial`` is the experiment without them, so
+    the caller can go on to find the problems of the rest (spaces, model, data …).
+    """
     if not isinstance(raw, dict):
         raise ExperimentError(source, [Problem("", type(raw).__name__, "a YAML mapping at the top level")])
+    raw, problems = strict_scalars(Experiment, raw)
     try:
-        return Experiment.model_validate(raw)
+        exp = Experiment.model_validate(raw)
     except pydantic.ValidationError as err:
-        raise ExperimentError(source, from_validation_error(err)) from None
+        found = from_validation_error(err)
+        problems += found
+        unknown = {str(e["loc"][0]) for e in err.errors()
+                   if e["type"] == "extra_forbidden" and len(e["loc"]) == 1}
+        partial = None
+        if unknown and len(unknown) == len(found):
+            try:
+                partial = Experiment.model_validate({k: v for k, v in raw.items()
+                                                     if k not in unknown})
+            except pydantic.ValidationError:
+                partial = None
+        raise ExperimentError(source, problems, partial=partial) from None
+    except RecursionError:
+        raise ExperimentError(source, problems + [Problem("", "a document nested too deeply",
+                                                          "a flatter YAML document")]) from None
+    if problems:
+        raise ExperimentError(source, problems, partial=exp)
+    return exp
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.safe_load``'s loader that refuses a key given twice in one mapping."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, yaml.Mark] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: the base class reports it
+                break
+            if first is not None:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first at line {first.line + 1})",
+                    key_node.start_mark)
+            seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of mappings and lists, without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    seen: dict[int, int] = {}  # YAML aliases share objects: visit each at its deepest once
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            if seen.get(id(item), 0) >= level:
+                continue
+            seen[id(item)] = level
+            deepest = max(deepest, level)
+            if level > MAX_DEPTH:
+                break
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def read_yaml(path: str | os.PathLike[str]) -> Any:
+    """The YAML document of ``path``: UTF-8, no duplicate keys, at most ``MAX_DEPTH`` deep."""
     p = Path(path)
     if not p.is_file():
         raise ExperimentError(str(path), [Problem("", str(path), "an existing experiment YAML file")])
+    data = p.read_bytes()
     try:
-        return yaml.safe_load(p.read_text())
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        hint = " (it looks like UTF-16)" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
+        raise ExperimentError(str(path), [Problem("", f"a byte 0x{data[err.start]:02x} at offset "
+                                                      f"{err.start} that is not UTF-8{hint}",
+                                                  "a UTF-8 text file")]) from None
+    if "\x00" in text:
+        raise ExperimentError(str(path), [Problem("", "a NUL byte", "a UTF-8 text file")])
+    try:
+        doc = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506  # a SafeLoader
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
-        raise ExperimentError(str(path), [Problem("", f"invalid YAML at {where}", "well-formed YAML")]) from None
+        problem = getattr(err, "problem", None)
+        what = f"invalid YAML at {where}" + (f": {problem}" if problem else "")
+        raise ExperimentError(str(path), [Problem("", what, "well-formed YAML")]) from None
+    except RecursionError:
+        doc = None
+        depth = MAX_DEPTH + 1
+    else:
+        depth = _depth(doc)
+    if depth > MAX_DEPTH:
+        raise ExperimentError(str(path), [Problem("", f"a document nested more than {MAX_DEPTH} "
+                                                      "levels deep", "a flatter YAML document")])
+    return doc
+
+
+def _relative_to(folder: Path, raw: Any) -> Any:
+    """``data`` paths made absolute against the experiment file's folder (trials run in
+    other folders, on other nodes)."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("data"), dict):
+        return raw
+    data = dict(raw["data"])
+    for key in DATA_PATHS:
+        value = data.get(key)
+        if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
+            data[key] = str((folder / value).resolve())
+    return {**raw, "data": data}
 
 
 def load_experiment(path: str | os.PathLike[str]) -> Experiment:
-    """Read and shape-check an experiment file; see :func:`search.plan.plan_sweep` for the rest."""
-    return parse_experiment(read_yaml(path), str(path))
+    """Read and shape-check an experiment file; see :func:`search.plan.plan_sweep` for the rest.
 
-
+    Relative ``data`` paths are resolved against the file's folder, once, here.
+    """
+    raw = read_yaml(path)
+    return parse_experiment(_relative_to(Path(path).resolve().parent, raw), str(path))

@@ -19,6 +19,7 @@ from sublayer_search.spaces.records import Direction, direction
 from sublayer_search.spaces.registry import expand, space_arguments
 
 from .config import Experiment, config_hash
+from .preflight import address_problems, storage_problems, tracking_problems
 from .problems import ExperimentError, Problem, from_exception
 from .tasks import Task, task_for
 
@@ -172,6 +173,9 @@ def _check_resources(exp: Experiment, problems: list[Problem]) -> None:
         problems.append(Problem("resources.cpu", exp.resources.cpu,
                                 f"at most {cpus} (CPUs of this machine / ray.num_cpus)"))
     gpus = exp.ray.num_gpus if exp.ray.num_gpus is not None else _local_gpus()
+    if exp.train.device == "cuda" and _local_gpus() == 0:
+        problems.append(Problem("train.device", "cuda", "auto or cpu: this machine has no CUDA "
+                                "GPU (or give --address of a cluster whose workers have one)"))
     if exp.resources.gpu > gpus:
         problems.append(Problem("resources.gpu", exp.resources.gpu,
                                 f"at most {gpus} (GPUs of this machine / ray.num_gpus)"))
@@ -203,6 +207,12 @@ def _check_search(exp: Experiment, task: AnyTask, pool: Sequence[Candidate],
     if exp.scheduler.type == "asha" and exp.scheduler.metric not in ("val_loss", "train_loss"):
         problems.append(Problem("scheduler.metric", exp.scheduler.metric,
                                 "val_loss or train_loss (reported at every evaluation)"))
+    evaluations = exp.train.steps // exp.train.eval_every
+    if exp.scheduler.type == "asha" and exp.scheduler.grace_period > max(evaluations, 1):
+        problems.append(Problem("scheduler.grace_period", exp.scheduler.grace_period,
+                                f"at most {max(evaluations, 1)} (the evaluations of a trial: "
+                                f"train.steps {exp.train.steps} / train.eval_every "
+                                f"{exp.train.eval_every})"))
 
 
 def resource_problems(exp: Experiment, address: str | None = None) -> list[Problem]:
@@ -214,7 +224,8 @@ def resource_problems(exp: Experiment, address: str | None = None) -> list[Probl
 
 
 def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | None = None,
-               check_resources: bool = True, notes: list[str] | None = None) -> SweepPlan:
+               check_resources: bool = True, notes: list[str] | None = None,
+               tracking_uri: str | None = None) -> SweepPlan:
     """Validate everything about ``exp`` and expand it; raise one error listing every problem.
 
     Resources are checked against this machine unless a cluster ``address`` is given
@@ -234,8 +245,12 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
                                 f"{task.name} experiment (set task: translation)"))
     pool = _expand_spaces(exp, task, problems)
     base = _baseline(exp, task, pool, template, problems)
-    if check_resources:
+    if check_resources:  # a real sweep: where it will run and write
         problems += resource_problems(exp, address)
+        uri = tracking_uri or exp.tracking.uri
+        problems += tracking_problems(uri, "--tracking-uri" if tracking_uri else "tracking.uri")
+        problems += storage_problems(exp.ray.storage_path, exp.name)
+        problems += address_problems(address or exp.ray.address or os.environ.get("RAY_ADDRESS"))
     _check_search(exp, task, pool, problems)
     if template is not None and data is not None and not problems:
         template = task.resolve(template, data, base, problems, notes)
@@ -249,6 +264,10 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
     if problems:
         raise ExperimentError(source, problems)
     metric = exp.search.metric or task.metric(data)
+    if exp.search.metric is not None and not task.reports(exp.search.metric, data):
+        raise ExperimentError(source, [Problem("search.metric", exp.search.metric,
+                                               "a metric the trials report: "
+                                               + ", ".join(sorted(task.reported_metrics(data))))])
 
     trials: list[Trial] = []
     seen: dict[tuple[str, int, str], int] = {}

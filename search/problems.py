@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import reprlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -11,7 +12,19 @@ import pydantic
 
 _FIELD_MESSAGE = re.compile(r"^([A-Za-z_][\w.\[\]-]*): (got .*)$", re.S)
 
-__all__ = ["Problem", "ExperimentError", "path_str", "from_validation_error", "from_exception"]
+__all__ = ["Problem", "ExperimentError", "path_str", "from_validation_error", "from_exception",
+           "problems_from", "short_repr"]
+
+_REPR = reprlib.Repr()  # Python 3.11 takes no keyword arguments here
+_REPR.maxlevel, _REPR.maxdict, _REPR.maxlist, _REPR.maxtuple, _REPR.maxset = 3, 6, 8, 8, 8
+_REPR.maxstring, _REPR.maxother, _REPR.maxlong = 80, 80, 40
+
+
+def short_repr(value: Any) -> str:
+    """``repr(value)``, bounded: a huge or deeply nested value (YAML anchors can expand a
+    1 KB file into megabytes) is cut with ``...``."""
+    text = _REPR.repr(value)
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 @dataclass(frozen=True)
@@ -26,7 +39,7 @@ class Problem:
         where = self.path or "<file>"
         if self.value is _MISSING:
             return f"{where}: {self.expected}"  # a complete phrase ("got …, expected …")
-        return f"{where}: got {self.value!r}, expected {self.expected}"
+        return f"{where}: got {short_repr(self.value)}, expected {self.expected}"
 
 
 class _Missing:
@@ -40,10 +53,13 @@ _MISSING: Any = _Missing()
 class ExperimentError(ValueError):
     """An experiment file with one or more problems (the CLI exits with status 2)."""
 
-    def __init__(self, source: str, problems: Sequence[Problem]) -> None:
+    def __init__(self, source: str, problems: Sequence[Problem], *,
+                 partial: Any = None) -> None:
         super().__init__(source, list(problems))
         self.source = source
         self.problems = list(problems)
+        self.partial = partial
+        """What could be read despite the problems (an ``Experiment``), to check further."""
 
     def __str__(self) -> str:
         lines = [f"{self.source}: {len(self.problems)} problem(s)"]
@@ -75,6 +91,14 @@ def _join(prefix: str, field: str) -> str:
     return f"{prefix}.{field}"
 
 
+def problems_from(exc: BaseException, prefix: str = "", value: Any = _MISSING) -> list[Problem]:
+    """Every problem an error carries (a config's ``ConfigErrors`` holds several)."""
+    inner = getattr(exc, "errors", None)
+    if isinstance(inner, list) and inner and all(isinstance(e, BaseException) for e in inner):
+        return [from_exception(e, prefix, value) for e in inner]
+    return [from_exception(exc, prefix, value)]
+
+
 def from_exception(exc: BaseException, prefix: str = "", value: Any = _MISSING) -> Problem:
     """A problem from one of our errors (``field``/``value``/``expected`` attributes)."""
     field = getattr(exc, "field", None)
@@ -95,6 +119,8 @@ _BOUND_WORDS = {  # constraint errors: the phrase and the ctx key holding the bo
     "greater_than": ("a number > {}", "gt"), "greater_than_equal": ("a number >= {}", "ge"),
     "less_than": ("a number < {}", "lt"), "less_than_equal": ("a number <= {}", "le"),
     "string_pattern_mismatch": ("a string matching {!r}", "pattern"),
+    "string_too_long": ("a string of at most {} characters", "max_length"),
+    "too_long": ("a list of at most {} items", "max_length"),
 }
 
 
@@ -162,7 +188,7 @@ def from_validation_error(err: pydantic.ValidationError, prefix: str = "",
         elif kind in ("missing", "missing_keyword_argument", "missing_argument"):
             problems.append(Problem(path, _MISSING, "a value for this required key"))
         elif isinstance(cause, BaseException) and hasattr(cause, "expected"):
-            problems.append(from_exception(cause, path))
+            problems.extend(problems_from(cause, path))
         elif isinstance(cause, BaseException) and _FIELD_MESSAGE.match(str(cause)):
             field, rest = _FIELD_MESSAGE.match(str(cause)).groups()  # type: ignore[union-attr]
             problems.append(Problem(_join(path, field), _MISSING, rest))

@@ -19,7 +19,7 @@ from .errors import SpaceError
 from .explicit import explicit
 from .iot import iot_subsets, validate_iot
 from .order import ALPHABETS
-from .permutations import permutations, validate_permutations
+from .permutations import count_permutations, permutations, validate_permutations
 from .sandwich import sandwich, validate_sandwich
 
 __all__ = ["SPACES", "SpaceInfo", "check_kind", "expand", "space_arguments", "validate"]
@@ -37,6 +37,10 @@ def _numbered(prefix: str, orders: list[str], space: str) -> list[Candidate]:
 
 def _check_permutations(*, kind: str, n_s: int, n_f: int, count: int, seed: int = 0) -> None:
     validate_permutations(n_s, n_f, count, seed)
+    distinct = count_permutations(n_s, n_f)
+    if count > distinct:  # as budgeted does: a sweep never gets fewer orders than it asked for
+        raise SpaceError("count", count, f"at most {distinct} (the number of distinct orders of "
+                         f"{n_s} s and {n_f} f)")
 
 
 def _build_permutations(*, kind: str, n_s: int, n_f: int, count: int,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +21,10 @@ from sublayer_search.models.data.tokenize import (
     read_units,
 )
 
-__all__ = ["Corpus", "load_corpus", "split_sizes"]
+__all__ = ["Corpus", "check_text_files", "load_corpus", "split_sizes"]
+
+TEXT_CHECK_BYTES = 64 * 2**20
+"""How much of each file :func:`check_text_files` reads (the start of a huge corpus)."""
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -119,3 +122,28 @@ def load_corpus(cfg: DataConfig) -> Corpus:
         files=files,
         cache_path=folder,
     )
+
+
+def check_text_files(data: DataConfig) -> None:
+    """DataError unless the corpus files of a character or word level corpus are UTF-8
+    text: caught by the driver before any trial starts (byte-level corpora take anything)."""
+    import codecs
+
+    spec = get_spec(data.name)
+    if data.resolved_level == "byte":
+        return
+    try:
+        files = resolve_files(replace(data, download=False), spec)
+    except DataError:
+        return  # not on disk (yet): finding or fetching it is another check's business
+    for path in files.values():
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        with open(path, "rb") as handle:
+            chunk = handle.read(TEXT_CHECK_BYTES)
+        if b"\x00" in chunk:
+            raise DataError(f"{path}: a binary file (NUL bytes), expected UTF-8 text")
+        try:
+            decoder.decode(chunk, final=len(chunk) < TEXT_CHECK_BYTES)
+        except UnicodeDecodeError as exc:
+            raise DataError(f"{path}: not UTF-8 text (byte 0x{chunk[exc.start]:02x} at offset "
+                            f"{exc.start}: {exc.reason})") from None

@@ -19,8 +19,9 @@ from sublayer_search.models.data import DataError
 from sublayer_search.models.train_config import TrainConfig, flat_settings
 from sublayer_search.models.trainer import FitResult, Report
 from sublayer_search.spaces.candidate import Candidate
+from sublayer_search.spaces.records import best
 
-from ..problems import Problem, from_exception, from_validation_error
+from ..problems import Problem, from_validation_error, problems_from
 
 __all__ = ["Task", "obtain_corpus", "validate_section"]
 
@@ -47,7 +48,7 @@ def validate_section(cls: type[SectionT], raw: Any, prefix: str,
     except pydantic.ValidationError as err:
         problems.extend(from_validation_error(err, prefix, strip=1))
     except ValueError as exc:
-        problems.append(from_exception(exc, prefix, raw))
+        problems.extend(problems_from(exc, prefix, raw))
     return None
 
 
@@ -101,6 +102,14 @@ class Task(ABC, Generic[ModelT, DataT, ExtraT, SpecT]):
     @abstractmethod
     def metric(self, data: DataT) -> str:
         """The main validation metric trials report (its direction sets the search mode)."""
+
+    def reported_metrics(self, data: DataT) -> frozenset[str]:
+        """The metrics every evaluation of a trial reports (what a search may optimise)."""
+        main = self.metric(data)
+        return frozenset({"train_loss", "val_loss", main, best(main), "lr", "tokens_per_s"})
+
+    def reports(self, name: str, data: DataT) -> bool:
+        return name in self.reported_metrics(data)
 
     # -- spaces, search and baseline -----------------------------------------------------
     def space_problem(self, space_type: str) -> str | None:

@@ -9,6 +9,7 @@ from typing import Any
 from sublayer_search.models.accounting import flops_per_token, param_count
 from sublayer_search.models.config import ModelConfig, model_preset
 from sublayer_search.models.data import DataConfig, DataError, corpus_info, load_corpus
+from sublayer_search.models.data.corpus import check_text_files
 from sublayer_search.models.data.download import cache_root, resolve_files
 from sublayer_search.models.data.registry import get_spec
 from sublayer_search.models.train import TrialSpec, fit, main_metric
@@ -18,7 +19,7 @@ from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.cost import f_units_for, units
 from sublayer_search.spaces.order import interleaved
 
-from ..problems import Problem, from_exception
+from ..problems import Problem, problems_from
 from .base import Task, obtain_corpus, validate_section
 from .registry import register
 
@@ -43,7 +44,7 @@ class LMTask(Task[ModelConfig, DataConfig, None, TrialSpec]):
                 return model_preset(str(preset), order="sf", **raw)
             return ModelConfig.from_dict({"order": "sf", **raw})
         except (ValueError, TypeError) as exc:
-            problems.append(from_exception(exc, "model", value=raw))
+            problems.extend(problems_from(exc, "model", value=raw))
             return None
 
     def data(self, raw: dict[str, Any], problems: list[Problem]) -> DataConfig | None:
@@ -87,6 +88,12 @@ class LMTask(Task[ModelConfig, DataConfig, None, TrialSpec]):
         if not obtain_corpus(data.name, lambda: resolve_files(replace(data, download=False), spec),
                              lambda: resolve_files(data, spec), problems, notes,
                              where=str(cache_root(data) / data.name)):
+            return template
+        try:  # trials would fail on a binary or non-UTF-8 corpus: say so now
+            check_text_files(data)
+        except DataError as exc:
+            field = "data.path" if data.path else "data.name"
+            problems.append(Problem(field, data.path or data.name, f"a UTF-8 text corpus: {exc}"))
             return template
         if template.vocab_size is None:
             vocab = corpus_info(data.name).vocab_size

@@ -36,8 +36,9 @@ from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.cost import f_units_for, units
 from sublayer_search.spaces.errors import SpaceError
 from sublayer_search.spaces.order import counts, interleaved
+from sublayer_search.spaces.records import route_share_code
 
-from ..problems import Problem, from_exception
+from ..problems import Problem, problems_from
 from .base import Task, obtain_corpus, validate_section
 from .registry import register
 
@@ -70,7 +71,7 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
                 return seq2seq_preset(str(preset), **raw)
             return Seq2SeqConfig.from_dict({"encoder_order": "sf", "decoder_order": "scf", **raw})
         except (ValueError, TypeError) as exc:
-            problems.append(from_exception(exc, "model", value=raw))
+            problems.extend(problems_from(exc, "model", value=raw))
             return None
 
     def data(self, raw: dict[str, Any], problems: list[Problem]) -> ParallelDataConfig | None:
@@ -81,6 +82,11 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
 
     def metric(self, data: ParallelDataConfig) -> str:
         return "val_bleu"
+
+    def reports(self, name: str, data: ParallelDataConfig) -> bool:
+        """Besides the common metrics: IOT's ``tau`` and ``route_share_<code>``."""
+        return (super().reports(name, data) or name == "tau"
+                or route_share_code(name) is not None)
 
     def space_problem(self, space_type: str) -> str | None:
         return None

@@ -232,7 +232,8 @@ CASES = [
                                             "train_path": "missing/train.txt",
                                             "valid_path": "missing/valid.txt",
                                             "download": False}),
-        ("data.train_path: got 'missing/train.txt', expected an existing file",)),
+        # relative paths are resolved against the experiment file's folder (tmp_path)
+        ("data.train_path: got '{tmp}/missing/train.txt', expected an existing file",)),
     Bad("tinyshakespeare-not-downloaded", _empty_corpus_dirs,
         ("data.name: got 'tinyshakespeare', expected an available corpus",
          "cannot find input.txt", "{tmp}/empty_data/tinyshakespeare",
