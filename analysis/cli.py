@@ -15,6 +15,7 @@ from pathlib import Path
 from sublayer_search.spaces.cost import STRADDLE
 
 from .errors import AnalysisError
+from .significance import ADJUST
 
 __all__ = ["PAPERS", "add_arguments", "main", "run_analyze"]
 
@@ -24,7 +25,9 @@ PAPERS = ("press2020", "zhu2021")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``analyze`` options to ``parser``."""
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--experiment", help="MLflow experiment (sweep) name to analyse")
+    source.add_argument("--experiment", action="append",
+                        help="MLflow experiment (sweep) name to analyse; repeat it to pool "
+                             "several sweeps of the same main metric into one study")
     source.add_argument("--paper", choices=PAPERS,
                         help="analyse a paper's published numbers (press2020: Press et al. "
                              "2020; zhu2021: IOT, Zhu et al. 2021)")
@@ -35,6 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="metric to study (default: the sweep's main validation metric)")
     parser.add_argument("--straddle", choices=STRADDLE, default="fractional",
                         help="how the sublayer across the middle counts in the halves study")
+    parser.add_argument("--adjust", choices=ADJUST, default="holm",
+                        help="adjustment of the seed tests' p-values for the number of "
+                             "comparisons: holm (default), bh (Benjamini–Hochberg) or none")
     parser.add_argument("--history", action="store_true",
                         help="also load metric histories and plot learning curves")
     parser.add_argument("--no-attach", action="store_true",
@@ -53,7 +59,10 @@ def run_analyze(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from . import report
 
-    experiment: str = getattr(args, "experiment", None) or ""
+    given = getattr(args, "experiment", None) or []
+    experiments: list[str] = [given] if isinstance(given, str) else list(given)
+    experiment = experiments[0] if experiments else ""
+    adjust = getattr(args, "adjust", "holm")
     paper = getattr(args, "paper", None)
     out = getattr(args, "out", None)
     straddle = getattr(args, "straddle", "fractional")
@@ -71,34 +80,38 @@ def _run(args: argparse.Namespace) -> int:
         if paper == "zhu2021":
             result = report.iot_paper_report(out)
         else:
-            result = report.paper_report(out, straddle=straddle)
+            result = report.paper_report(out, straddle=straddle, adjust=adjust)
     else:
-        from . import runs
         from .iot import is_translation
+        from .pooling import load_pooled
 
         uri = _store(getattr(args, "tracking_uri", None))
-        history = None
-        if getattr(args, "history", False):
-            trials, history = runs.load(experiment, uri, history=True)
-        else:
-            trials = runs.load(experiment, uri)
-        routing = None
-        if is_translation(trials) and "subset" in trials.columns and trials["subset"].notna(
-        ).any():
-            routing = runs.load_routing(experiment, uri)
+        trials, history, routing = load_pooled(experiments, uri,
+                                               history=getattr(args, "history", False))
+        attention = None  # Table 7, from trained models: given by the caller (``search``)
+        study = getattr(args, "attention_study", None)
+        if study is not None and len(experiments) == 1 and not is_translation(trials):
+            attention = study(experiments[0], uri)
         result = report.experiment_report(
-            trials, out, title=f"Sweep {experiment!r}", metric=getattr(args, "metric", None),
-            straddle=straddle, history=history, routing=routing,
+            trials, out, title=_title(experiments), metric=getattr(args, "metric", None),
+            straddle=straddle, history=history, routing=routing, adjust=adjust,
+            attention=attention,
         )
-        if not getattr(args, "no_attach", False):
+        for name in [] if getattr(args, "no_attach", False) else experiments:
             try:
-                run_id = report.attach_to_sweep(out, experiment=experiment, tracking_uri=uri)
-                print(f"attached the report to sweep run {run_id}")
+                run_id = report.attach_to_sweep(out, experiment=name, tracking_uri=uri)
+                print(f"attached the report to sweep run {run_id} ({name})")
             except AnalysisError as exc:
                 print(f"sublayer analyze: warning: {exc}; report not attached", file=sys.stderr)
     print(f"wrote {result.html} ({len(result.figures)} figure files, "
           f"{len(result.tables)} tables)")
     return 0
+
+
+def _title(experiments: list[str]) -> str:
+    if len(experiments) == 1:
+        return f"Sweep {experiments[0]!r}"
+    return f"Sweeps {', '.join(map(repr, experiments))} pooled"
 
 
 def _not_a_folder(path: Path) -> str | None:

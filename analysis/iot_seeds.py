@@ -32,10 +32,12 @@ def translation_seeds(
     confidence: float = 0.95,
     n_resamples: int = 4999,
     seed: int = 0,
+    adjust: str = "holm",
 ) -> SeedsInfo:
     """Every translation candidate (IOT subset ``iot<id>``, else its candidate name) over
     seeds against the baseline, with the rules of :mod:`analysis.seeds`: better (= higher
-    BLEU) only when Welch's t is significant at ``alpha`` and the bootstrap CI of the
+    BLEU) only when Welch's t, its p adjusted over the candidates (``adjust``), is
+    significant at ``alpha`` and the bootstrap CI of the
     difference lies above 0. Grouping is by candidate, not by order string: IOT trials of
     different subsets, and encoder-side sandwiches, share their decoder order. When the
     baseline is the subset {1} trials, that subset is not compared with itself."""
@@ -53,7 +55,8 @@ def translation_seeds(
     if source == SUBSET_ONE:
         trials = trials[trials["name"] != subset_label("1")]
     table = seed_table(trials, base, by="name", alpha=alpha, confidence=confidence,
-                       n_resamples=n_resamples, seed=seed)
+                       n_resamples=n_resamples, seed=seed, adjust=adjust)
     return SeedsInfo(metric=metric, alpha=alpha, confidence=confidence,
-                     lower_is_better=base.lower_is_better, baseline=base, table=table,
+                     lower_is_better=base.lower_is_better, adjust=adjust, baseline=base,
+                     table=table,
                      trials=trials.reset_index(drop=True))

@@ -30,6 +30,7 @@ __all__ = [
     "baseline_dev",
     "books",
     "character_level",
+    "pooled_trials",
     "published_tables",
     "sandwich_points",
     "sandwich_seed_summary",
@@ -120,6 +121,14 @@ def table1() -> pd.DataFrame:
 def table2() -> pd.DataFrame:
     """Table 2: 20 parameter-budgeted random models (48 units), plus 5 baselines."""
     return trials(2)
+
+
+def pooled_trials() -> pd.DataFrame:
+    """Fig. 4's population: the 40 random models of Tables 1 and 2 together, with the
+    five baselines once (both tables list the same five; Table 1's rows are kept)."""
+    t1, t2 = table1(), table2()
+    frame = pd.concat([t1, t2[~t2["baseline"]]], ignore_index=True)
+    return trials_frame(frame.to_dict("records"))
 
 
 def baseline_dev() -> tuple[float, ...]:

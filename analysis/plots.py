@@ -88,33 +88,35 @@ def plot_halves(info: HalvesInfo, *, title: str | None = None) -> Figure:
     """Grouped bars: mean count of each sublayer kind per half, per group (Fig. 4)."""
     kinds = [k for k in "sfc" if info.means.loc[info.means["kind"] == k, "mean"].sum() > 0]
     cats = [(half, k) for half in ("bottom", "top") for k in kinds]
-    fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
+    fig, ax = plt.subplots(figsize=(8.4, 4.2), layout="constrained")
     x = np.arange(len(cats))
     sizes = info.group_sizes()
     present = [g for g in GROUPS if sizes[g] > 0]
     width = 0.8 / max(len(present), 1)
     for i, group in enumerate(present):
         heights = [info.mean(group, half, k) for half, k in cats]
-        ax.bar(x + (i - (len(present) - 1) / 2) * width, heights, width,
-               color=_COLORS[group], label=f"{group} than average baseline (n={sizes[group]})")
+        bars = ax.bar(x + (i - (len(present) - 1) / 2) * width, heights, width,
+                      color=_COLORS[group],
+                      label=f"{group} than the average baseline (n={sizes[group]})")
+        ax.bar_label(bars, fmt="%.2f", fontsize=8)
     ax.set_xticks(x, [f"{half} half: {k}" for half, k in cats])
     ax.set_xlabel(f"half of the model by parameter count (straddle: {info.straddle})")
     ax.set_ylabel("mean number of sublayers (count)")
     ax.set_title(title or "Sublayers per half: better vs not better models")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
 
 
 def plot_position_map(info: HalvesInfo, *, title: str | None = None) -> Figure:
     """P(s) against depth (parameter fraction) for better vs not better models."""
-    fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
+    fig, ax = plt.subplots(figsize=(8.4, 4.2), layout="constrained")
     for group in GROUPS:
         rows = info.position[info.position["group"] == group]
         if rows.empty:
             continue
         mid = (rows["lo"] + rows["hi"]) / 2
         ax.plot(mid, rows["p_s"], marker="o", color=_COLORS[group],
-                label=f"{group} than average baseline (n={int(rows['n'].iloc[0])})")
+                label=f"{group} than the average baseline (n={int(rows['n'].iloc[0])})")
     share = 1.0 / (1.0 + info.f_units)
     ax.axhline(share, color="black", linestyle=":", linewidth=1,
                label=f"interleaved baseline ({share:.2f} of parameters in s)")
@@ -123,7 +125,7 @@ def plot_position_map(info: HalvesInfo, *, title: str | None = None) -> Figure:
     ax.set_xlabel("depth (fraction of parameters from the input)")
     ax.set_ylabel("P(s): share of parameters in s sublayers")
     ax.set_title(title or "Where the self-attention sits")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
 
 
@@ -132,9 +134,15 @@ def plot_sandwich(
 ) -> Figure:
     """Metric vs sandwich coefficient k with average and best baseline (Fig. 5).
 
-    ``statements`` (k, beats_average, beats_best) adds the paper's verbal claims as a
-    marker row under the plot."""
-    fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
+    ``statements`` (k, beats_average, beats_best) adds the paper's verbal claims in a strip
+    of their own under the plot, one row per claim: they carry no value, so they stay off
+    the value axis."""
+    strip = statements is not None and not statements.empty
+    fig, axes = plt.subplots(
+        2 if strip else 1, 1, sharex=True, squeeze=False, layout="constrained",
+        figsize=(7.4, 5.4 if strip else 4.2),
+        gridspec_kw={"height_ratios": [3.2, 1.0]} if strip else None)
+    ax = axes[0, 0]
     pts = info.points
     ks = pts["k"].to_numpy()
     dense = len(ks) > 2 and bool(np.all(np.diff(ks) == 1))
@@ -143,23 +151,32 @@ def plot_sandwich(
                 capsize=3, linestyle="-" if dense else "none",
                 label="sandwich (mean ± sd over seeds)" if several else "sandwich (one run per k)")
     _baseline_lines(ax, info.baseline.mean, info.baseline.best, info.baseline.n)
-    if statements is not None and not statements.empty:
-        lo, hi = ax.get_ylim()
-        y = lo - 0.04 * (hi - lo)
-        for flag, color, label in (
-            (statements["beats_best"], "tab:blue", "stated: beats best baseline"),
-            (statements["beats_average"] & ~statements["beats_best"], "tab:red",
-             "stated: beats average baseline only"),
-            (~statements["beats_average"], "tab:gray", "stated: does not beat average"),
-        ):
-            ks = statements.loc[flag, "k"]
-            ax.scatter(ks, np.full(len(ks), y), marker="s", color=color, label=label, zorder=3)
-        ax.set_ylim(y - 0.04 * (hi - lo), hi)
+    if strip:
+        assert statements is not None
+        low = axes[1, 0]
+        rows = (
+            ("beats the best baseline", statements["beats_best"], "tab:blue"),
+            ("beats the average\nbaseline only",
+             statements["beats_average"] & ~statements["beats_best"], "tab:red"),
+            ("does not beat the\naverage baseline", ~statements["beats_average"], "tab:gray"),
+        )
+        for i, (_, flag, color) in enumerate(rows):
+            sel = statements.loc[flag, "k"]
+            low.scatter(sel, np.full(len(sel), i), marker="s", s=40, color=color, zorder=3)
+        low.set_yticks(range(len(rows)), [r[0] for r in rows], fontsize=8)
+        low.set_ylim(len(rows) - 0.5, -0.5)
+        low.grid(axis="x", color="0.9")
+        low.set_xlabel("sandwich coefficient k (count)")
+        low.set_title("the paper's statement for every k (no value stated)", fontsize=9)
+        low.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlim(min(statements["k"].min(), ks.min()) - 0.5,
+                    max(statements["k"].max(), ks.max()) + 0.5)
+    else:
+        ax.set_xlabel("sandwich coefficient k (count)")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("sandwich coefficient k (count)")
     ax.set_ylabel(metric_label(info.metric))
-    ax.set_title(title or f"Sandwich coefficient: best k = {info.best_k}")
-    ax.legend(fontsize=8)
+    ax.set_title(title or f"Sandwich models: {info.metric} against k (best k = {info.best_k})")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
 
 
@@ -170,11 +187,14 @@ def plot_seeds(info: SeedsInfo, *, title: str | None = None) -> Figure:
     y = np.arange(len(table))
     ax.errorbar(table["mean"], y, xerr=table["sd"].fillna(0.0), fmt="none", ecolor="black",
                 capsize=3, label="order mean ± sd over seeds")
-    better = table["better"].to_numpy(dtype=bool)
-    ax.scatter(table["mean"][better], y[better], color="tab:green", zorder=3,
-               label="better (Welch p < alpha and CI excludes 0)")
-    ax.scatter(table["mean"][~better], y[~better], color="tab:gray", zorder=3,
-               label="not shown to be better")
+    calls = table["verdict"].to_numpy(dtype=object)
+    for call, color in (("better", "tab:green"), ("worse", "tab:orange"),
+                        ("no evidence", "tab:gray")):
+        sel = calls == call
+        if sel.any():
+            ax.scatter(table["mean"][sel], y[sel], color=color, zorder=3, label=(
+                f"{call} (adjusted Welch p < {info.alpha:g}, CI excludes 0)"
+                if call != "no evidence" else "no evidence of a difference"))
     if len(table):
         bm, bs = float(table["baseline_mean"].iloc[0]), float(table["baseline_sd"].iloc[0])
         ax.axvline(bm, color="tab:red", linestyle="--", label=f"average baseline ({bm:.4g})")
@@ -183,7 +203,7 @@ def plot_seeds(info: SeedsInfo, *, title: str | None = None) -> Figure:
     ax.set_yticks(y, [f"{n} (n={k})" for n, k in zip(table["name"], table["n"], strict=True)])
     ax.set_xlabel(metric_label(info.metric))
     ax.set_ylabel("order (seeds)")
-    ax.set_title(title or "Orders over seeds vs baseline")
+    ax.set_title(title or "Each order over seeds against the baseline")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
 

@@ -20,6 +20,7 @@ from .frame import baseline_stats, candidates, select_metric, validate_trials
 from .iot import is_translation, subset_study
 from .report_sections import (
     distribution_and_halves,
+    halves_section,
     sandwich_section,
     seeds_section,
     trials_section,
@@ -41,6 +42,7 @@ def experiment_report(
     straddle: str = "fractional",
     history: pd.DataFrame | None = None,
     routing: pd.DataFrame | None = None,
+    adjust: str = "holm",
 ) -> Report:
     """Run every study that applies to a sweep's trial frame and write the report.
 
@@ -49,6 +51,7 @@ def experiment_report(
     A translation sweep (param ``task`` = translation or a BLEU metric) gets the
     translation sections instead (see :func:`analysis.report_translation.translation_report`);
     ``routing`` is ``runs.load_routing``'s frame for the per-split x per-order BLEU matrix.
+    ``adjust`` (holm, bh, none): the multiple-comparison adjustment of the seed tests.
     AnalysisError when the frame has no metric or no finished baseline.
     """
     frame = validate_trials(frame)
@@ -57,7 +60,7 @@ def experiment_report(
     metric = select_metric(frame, metric)
     if is_translation(frame):
         return translation_report(frame, out_dir, title=title, metric=metric,
-                                  history=history, routing=routing)
+                                  history=history, routing=routing, adjust=adjust)
     base = baseline_stats(frame, metric)
     w = Writer(out_dir, title)
     trials_section(w, frame, metric=metric, base=base, source=None, history=history)
@@ -68,7 +71,8 @@ def experiment_report(
         if cands["k"].notna().any():
             sandwich_section(w, sandwich_curve(frame, metric=metric))
         if cands.groupby("order").size().max() >= 2:
-            seeds_section(w, seed_comparison(frame, metric=metric), label="Sweep", stem="sweep")
+            seeds_section(w, seed_comparison(frame, metric=metric, adjust=adjust),
+                          label="Sweep", stem="sweep")
     return w.write()
 
 
@@ -96,34 +100,48 @@ def iot_paper_report(out_dir: str | Path) -> Report:
     return w.write()
 
 
-def paper_report(out_dir: str | Path, *, straddle: str = "fractional") -> Report:
-    """Reproduce the Press et al. (2020) studies from the published numbers."""
+def paper_report(out_dir: str | Path, *, straddle: str = "fractional",
+                 adjust: str = "holm") -> Report:
+    """Reproduce the Press et al. (2020) studies from the published numbers: Fig. 2 and 3
+    (Tables 1 and 2 against the baseline), Fig. 4 (both tables pooled, as the paper
+    defines it, and each table alone), Fig. 5 (sandwich), Fig. 6 (seeds), Table 7."""
     w = Writer(out_dir, "Press et al. (2020): sublayer reordering, published results")
     for table, label in ((1, "Table 1 (random permutations)"), (2, "Table 2 (budgeted)")):
         frame = paper.trials(table)
         sec = w.section(f"{label}: data", f"Source: {paper.SOURCE}, Table {table}.")
         w.table(sec, f"press2020_table{table}", frame)
         distribution_and_halves(w, frame, label=label, stem=f"table{table}",
-                                metric=paper.METRIC, straddle=straddle)
+                                metric=paper.METRIC, straddle=straddle, fig=f"Fig. {table + 1}",
+                                halves_fig=f"Fig. 4, Table {table} alone")
+    halves_section(w, paper.pooled_trials(), label="Tables 1 and 2 pooled (40 models)",
+                   stem="fig4", metric=paper.METRIC, straddle=straddle, fig="Fig. 4",
+                   text="As the paper defines Fig. 4: all random models of Tables 1 and 2 "
+                        "together, split by the average of the five baselines. ")
     points = paper.sandwich_points()
     info = sandwich_curve(points)
     statements = paper.sandwich_statements()
-    sec = w.section("Sandwich coefficient (Fig. 5)",
-                    "Only k = 6 and k = 15 have stated dev perplexities; the markers below "
-                    "the curve are the paper's verbal statements per k.")
+    sec = w.section("Fig. 5: sandwich coefficient",
+                    "Only k = 6 and k = 15 have stated dev perplexities; the strip under the "
+                    "plot gives the paper's verbal statement for every k (no value).")
     sec.numbers += [(f"sandwich16_{int(r.k)} dev ppl", r.mean) for r in info.points.itertuples()]
     sec.numbers += [("stated: k beating the average baseline",
                      str(statements.loc[statements["beats_average"], "k"].tolist())),
                     ("stated: k beating the best baseline",
                      str(statements.loc[statements["beats_best"], "k"].tolist()))]
-    w.figure(sec, "sandwich", plots.plot_sandwich(info, statements=statements,
-                                                  title="Sandwich^16_k (stated values)"))
+    w.figure(sec, "sandwich", plots.plot_sandwich(
+        info, statements=statements,
+        title="Fig. 5: sandwich models, dev perplexity against k (two stated values)"))
     w.table(sec, "sandwich_points", points)
     w.table(sec, "sandwich_statements", statements)
-    seeds_section(w, seed_comparison_from_stats(paper.sandwich_seed_summary()),
-                  label="Sandwich^16_6 over 5 seeds", stem="sandwich16_6")
+    seeds_section(w, seed_comparison_from_stats(paper.sandwich_seed_summary(), adjust=adjust),
+                  label="sandwich16_6 (5 seeds)", stem="sandwich16_6")
+    sec = w.section("Table 7: attention distance between models",
+                    "Heads matched with the Hungarian algorithm, earth mover's distance "
+                    "between their attention distributions, averaged over tokens and layers.")
+    w.published(sec, {"attention_distances": paper.attention_distances()}, skip=(),
+                prefix="press2020_")
     w.published(w.section("Other published tables"), paper.published_tables(),
-                skip=("sandwich_statements",), prefix="press2020_")
+                skip=("sandwich_statements", "attention_distances"), prefix="press2020_")
     return w.write()
 
 

@@ -17,6 +17,7 @@ from .halves import halves_study
 from .report_writer import Writer
 from .sandwich import SandwichInfo
 from .seeds import SeedsInfo
+from .significance import ADJUST_NAMES
 
 __all__ = ["distribution_and_halves", "halves_section", "sandwich_section", "seeds_section",
            "trials_section"]
@@ -39,12 +40,16 @@ def trials_section(w: Writer, frame: pd.DataFrame, *, metric: str, base: Baselin
 
 def distribution_and_halves(
     w: Writer, frame: pd.DataFrame, *, label: str, stem: str, metric: str, straddle: str,
-    halves: bool = True,
+    halves: bool = True, fig: str = "Fig. 2/3", halves_fig: str = "Fig. 4",
 ) -> None:
+    """The distribution section (the paper's ``fig``: Fig. 2 for Table 1, Fig. 3 for
+    Table 2) and, with ``halves``, the halves section (``halves_fig``)."""
     info = distribution(frame, metric=metric)
-    sec = w.section(f"{label}: distribution")
+    sec = w.section(f"{fig}: {label}, every model against the baseline seeds")
     sec.text = ("Candidate trials against the baseline seeds. 'At least as good' means a "
-                "value no worse than the reference (<= for perplexity/bpc/loss).")
+                "value no worse than the reference (<= for perplexity/bpc/loss). These are "
+                "counts of single runs, not tested claims: a claim that an order beats the "
+                "baseline needs several seeds (see the seeds section).")
     summary = info.summary()
     sec.numbers += [
         ("candidates", info.n_models),
@@ -58,20 +63,25 @@ def distribution_and_halves(
                            f"({summary['best_order']})"),
         ("failed / diverged / unfinished", info.n_unusable),
     ]
-    w.figure(sec, f"{stem}_distribution", plots.plot_distribution(info))
+    w.figure(sec, f"{stem}_distribution", plots.plot_distribution(info, title=(
+        f"{fig}: {info.count_at_least_average} of {info.n_models} models at least as good as "
+        "the average baseline")))
     w.table(sec, f"{stem}_distribution", info.models)
     w.table(sec, f"{stem}_distribution_summary", pd.DataFrame([summary]))
     if halves:
-        halves_section(w, frame, label=label, stem=stem, metric=metric, straddle=straddle)
+        halves_section(w, frame, label=label, stem=stem, metric=metric, straddle=straddle,
+                       fig=halves_fig)
 
 
 def halves_section(
-    w: Writer, frame: pd.DataFrame, *, label: str, stem: str, metric: str, straddle: str
+    w: Writer, frame: pd.DataFrame, *, label: str, stem: str, metric: str, straddle: str,
+    fig: str = "Fig. 4", text: str = "",
 ) -> None:
     h = halves_study(frame, metric=metric, straddle=straddle)
-    sec = w.section(f"{label}: bottom / top halves")
-    sec.text = ("Each model is cut in half by parameter count (f = 2 s-units); counts of each "
-                f"sublayer kind per half, straddling sublayer counted '{straddle}'.")
+    sec = w.section(f"{fig}: {label}, sublayers in the bottom and top halves")
+    sec.text = (text + "Each model is cut in half by parameter count (f = 2 s-units); counts "
+                f"of each sublayer kind per half, straddling sublayer counted '{straddle}'. "
+                "'Better' = at least as good as the average baseline.")
     for group, n in h.group_sizes().items():
         if n:
             sec.numbers.append((
@@ -89,10 +99,13 @@ def halves_section(
         sec.numbers.append(("Spearman: metric vs bottom-half attention share",
                             f"rho = {h.spearman.rho:+.2f}, p = {h.spearman.pvalue:.3g}, "
                             f"n = {h.spearman.n}"))
-    w.figure(sec, f"{stem}_halves", plots.plot_halves(h))
-    w.figure(sec, f"{stem}_position_map", plots.plot_position_map(h))
+    w.figure(sec, f"{stem}_halves", plots.plot_halves(
+        h, title=f"{fig}: mean sublayer counts per half, better vs not better models"))
+    w.figure(sec, f"{stem}_position_map", plots.plot_position_map(
+        h, title=f"{fig}, by depth: share of parameters in self-attention"))
     w.table(sec, f"{stem}_halves_models", h.models)
-    w.table(sec, f"{stem}_halves_means", h.means)
+    present = [k for k in "sfc" if (h.models[[f"bottom_{k}", f"top_{k}"]] > 0).any(axis=None)]
+    w.table(sec, f"{stem}_halves_means", h.means[h.means["kind"].isin(present)])
     w.table(sec, f"{stem}_position_map", h.position)
     tests = []
     if h.mann_whitney is not None:
@@ -103,26 +116,36 @@ def halves_section(
         w.table(sec, f"{stem}_halves_tests", pd.DataFrame(tests))
 
 
-def sandwich_section(w: Writer, info: SandwichInfo, *, title: str = "Sandwich coefficient",
+def sandwich_section(w: Writer, info: SandwichInfo, *,
+                     title: str = "Fig. 5: sandwich coefficient",
                      stem: str = "sandwich", vs_best: bool = True) -> None:
     """Best k and the ks at least as good as the average (and, with ``vs_best``, the best)
     baseline, the curve and its points."""
     sec = w.section(title)
+    sec.text = ("Mean per k against the baseline seeds; 'at least as good' compares means "
+                "and is not a tested claim (see the seeds section for tests).")
     sec.numbers += [("best k", info.best_k),
                     ("k at least as good as the average baseline",
                      str(info.ks_beating("average")))]
     if vs_best:
         sec.numbers.append(("k at least as good as the best baseline",
                             str(info.ks_beating("best"))))
-    w.figure(sec, stem, plots.plot_sandwich(info))
+    w.figure(sec, stem, plots.plot_sandwich(info, title=f"{title.split(':')[0]}: "
+                                               f"{info.metric} against the sandwich "
+                                               f"coefficient k (best k = {info.best_k})"))
     w.table(sec, stem, info.points)
 
 
 def seeds_section(w: Writer, info: SeedsInfo, *, label: str, stem: str) -> None:
-    sec = w.section(f"{label}: seeds")
-    sec.text = ("'Better than the baseline' is claimed only when Welch's t-test is significant "
-                f"(alpha {info.alpha:g}) and the {info.confidence:.0%} confidence interval of "
-                "the difference excludes 0 on the better side.")
+    sec = w.section(f"Fig. 6: {label}, over seeds against the baseline")
+    sec.text = (f"Test: Welch's t-test per order against the baseline seeds; p-values "
+                f"adjusted for the number of orders compared ({ADJUST_NAMES[info.adjust]}). "
+                "'Better' (or 'worse') than the baseline is claimed only when the adjusted p "
+                f"is below alpha {info.alpha:g} and the {info.confidence:.0%} confidence "
+                "interval of the difference of means excludes 0 on that side; otherwise 'no "
+                "evidence'. Each line gives the effect (difference of means) with its interval, "
+                "the baseline's seed sd, and the seeds per arm that would detect the observed "
+                "difference at 80% power (two-sided t-test, alpha 0.05).")
     for _, row in info.table.iterrows():
         sec.numbers.append((str(row["name"]), str(row["statement"])))
     w.figure(sec, f"{stem}_seeds", plots.plot_seeds(info))

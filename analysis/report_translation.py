@@ -36,7 +36,7 @@ __all__ = ["translation_report"]
 
 def translation_report(
     frame: pd.DataFrame, out_dir: str | Path, *, title: str, metric: str,
-    history: pd.DataFrame | None, routing: pd.DataFrame | None,
+    history: pd.DataFrame | None, routing: pd.DataFrame | None, adjust: str = "holm",
 ) -> Report:
     """Translation sweep: trials; distribution (when baseline trials exist); sandwich
     curve per side; the IOT studies (BLEU per subset and per size, the paper's Table 3
@@ -61,7 +61,7 @@ def translation_report(
             _route_shares_section(w, frame)
         if routing is not None and not routing.empty:
             _routing_matrix_section(w, routing)
-    seeds = translation_seeds(frame, metric=metric)
+    seeds = translation_seeds(frame, metric=metric, adjust=adjust)
     if (seeds.table["n"] >= 2).any():
         seeds_section(w, seeds, label="Translation", stem="translation")
     return w.write()
@@ -76,7 +76,7 @@ def _sandwich_per_side(w: Writer, frame: pd.DataFrame, cands: pd.DataFrame, *,
         keep = frame["baseline"] | (sides == side if side else sides.isna())
         info = sandwich_curve(frame[keep], metric=metric)
         label = f" ({side} side)" if side else ""
-        sandwich_section(w, info, title=f"Sandwich coefficient{label}",
+        sandwich_section(w, info, title=f"Fig. 5: sandwich coefficient{label}",
                          stem=f"sandwich_{side}" if side else "sandwich", vs_best=False)
 
 

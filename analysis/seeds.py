@@ -1,9 +1,12 @@
 """Seed study (Press et al. 2020, Fig. 6): per-order mean ± sd over seeds against the baseline.
 
-An order is called *better than the baseline* only when both Welch's t-test
-(``scipy.stats.ttest_ind(equal_var=False)``) is significant at ``alpha`` and the
-bootstrap confidence interval of the mean difference (``scipy.stats.bootstrap``,
-percentile method, resampling each group independently) lies entirely on the better side.
+An order is called *better than the baseline* only when Welch's t-test
+(``scipy.stats.ttest_ind(equal_var=False)``), its p-value adjusted for the number of
+orders compared (Holm by default, Benjamini–Hochberg or none; :mod:`analysis.significance`),
+is significant at ``alpha`` and the bootstrap confidence interval of the mean difference
+(``scipy.stats.bootstrap``, percentile method, resampling each group independently) lies
+entirely on the better side; *worse* likewise on the worse side; else *no evidence*. Each
+row also states the seeds per arm that would detect the observed difference at 80 % power.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -18,25 +22,32 @@ from scipy import stats
 
 from .errors import AnalysisError
 from .frame import BaselineStats, sample_sd, study_inputs
+from .significance import ADJUST_NAMES, VERDICTS, adjust_pvalues, seeds_for_power, verdict
 
-__all__ = ["SeedsInfo", "seed_comparison", "seed_comparison_from_stats"]
+__all__ = ["COLUMNS", "SeedsInfo", "finish", "seed_comparison", "seed_comparison_from_stats",
+           "seed_table"]
 
 _SEED_SUFFIX = re.compile(r"@seed\d+$")
 COLUMNS = [
     "name", "order", "n", "mean", "sd", "baseline_n", "baseline_mean", "baseline_sd",
-    "difference", "welch_t", "welch_p", "ci_low", "ci_high", "ci_method", "better", "statement",
+    "difference", "welch_t", "welch_p", "p_adjusted", "adjust", "comparisons", "ci_low",
+    "ci_high", "ci_method", "seeds_for_80_power", "verdict", "better", "statement",
 ]
+_PHRASE = {VERDICTS[0]: "better than the baseline", VERDICTS[1]: "worse than the baseline",
+           VERDICTS[2]: "no evidence of a difference from the baseline"}
 
 
 @dataclass(frozen=True, kw_only=True)
 class SeedsInfo:
     """Result of :func:`seed_comparison`: ``table`` has one row per order (``COLUMNS``);
-    ``difference`` = order mean − baseline mean; ``better`` is the significance claim."""
+    ``difference`` = order mean − baseline mean; ``verdict`` (better / worse / no evidence)
+    uses ``p_adjusted`` (``adjust``: holm, bh or none); ``better`` = verdict "better"."""
 
     metric: str
     alpha: float
     confidence: float
     lower_is_better: bool
+    adjust: str = "holm"
     baseline: BaselineStats | None
     table: pd.DataFrame
     trials: pd.DataFrame
@@ -61,24 +72,44 @@ def _sd(value: float) -> str:
     return f"{value:.2g}" if math.isfinite(value) else "n/a"
 
 
-def _claim(
-    *, name: str, n: int, mean: float, sd: float, base_n: int, base_mean: float, base_sd: float,
-    t: float, p: float, lo: float, hi: float, method: str, alpha: float, confidence: float,
-    lower: bool,
-) -> tuple[bool, str]:
-    head = (
-        f"{name}: {mean:.4g} ± {_sd(sd)} (n={n}) vs baseline {base_mean:.4g} ± {_sd(base_sd)} "
-        f"(n={base_n}); difference {mean - base_mean:+.3g}"
-    )
-    if not (math.isfinite(t) and math.isfinite(lo) and math.isfinite(hi)):
-        return False, head + "; too few seeds for a test: no claim"
-    side_ok = hi < 0 if lower else lo > 0
-    better = bool(p < alpha and side_ok)
-    verdict = "better than the baseline" if better else "not shown to be better than the baseline"
-    return better, (
-        f"{head}, {confidence:.0%} {method} CI [{lo:+.3g}, {hi:+.3g}], Welch t = {t:.3g}, "
-        f"p = {p:.3g} (alpha {alpha:g}): {verdict}"
-    )
+def _power_text(n: float) -> str:
+    if math.isnan(n):
+        return "seeds for 80% power: n/a"
+    if math.isinf(n):
+        return "more than 10,000 seeds per arm would be needed for 80% power"
+    return f"{int(n)} seeds per arm would detect this difference at 80% power"
+
+
+def finish(records: list[dict[str, Any]], *, alpha: float, confidence: float,
+           adjust: str, lower: bool) -> pd.DataFrame:
+    """Adjust the rows' Welch p-values over the family of tested rows, then give each
+    row its verdict, seeds for 80 % power and statement; the ``COLUMNS`` table."""
+    raw = np.array([float(rec["welch_p"]) for rec in records], dtype=float)
+    p_adj = adjust_pvalues(raw, adjust)
+    family = int(np.isfinite(raw).sum())
+    rows = []
+    for rec, p_a in zip(records, p_adj, strict=True):
+        lo, hi, p = float(rec["ci_low"]), float(rec["ci_high"]), float(rec["welch_p"])
+        diff, sd, base_sd = float(rec["difference"]), float(rec["sd"]), float(rec["baseline_sd"])
+        call = verdict(float(p_a), lo, hi, alpha=alpha, lower=lower)
+        n_power = seeds_for_power(diff, sd, base_sd, alpha=0.05)
+        head = (f"{rec['name']}: {rec['mean']:.4g} ± {_sd(sd)} (n={rec['n']}) vs baseline "
+                f"{rec['baseline_mean']:.4g} ± {_sd(base_sd)} (baseline seed sd, "
+                f"n={rec['baseline_n']}); difference {diff:+.3g}")
+        if not (math.isfinite(p) and math.isfinite(lo) and math.isfinite(hi)):
+            text = head + "; too few seeds for a test: no claim"
+        else:
+            how = ("unadjusted" if adjust == "none" else
+                   f"{ADJUST_NAMES[adjust]}-adjusted over {family} comparison"
+                   f"{'s' if family != 1 else ''} p = {p_a:.3g}")
+            text = (f"{head}, {confidence:.0%} {rec['ci_method']} CI [{lo:+.3g}, {hi:+.3g}]; "
+                    f"Welch t-test t = {rec['welch_t']:.3g}, p = {p:.3g}, {how} (alpha "
+                    f"{alpha:g}): {_PHRASE[call]}")
+        text += f"; {_power_text(n_power)}{rec.pop('note', '')}"
+        rows.append({**rec, "p_adjusted": float(p_a), "adjust": adjust, "comparisons": family,
+                     "seeds_for_80_power": n_power, "verdict": call,
+                     "better": call == VERDICTS[0], "statement": text})
+    return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def _bootstrap_ci(
@@ -103,8 +134,10 @@ def seed_comparison(
     confidence: float = 0.95,
     n_resamples: int = 4999,
     seed: int = 0,
+    adjust: str = "holm",
 ) -> SeedsInfo:
-    """Compare every candidate order (grouped by order string) with the baseline seeds.
+    """Compare every candidate order (grouped by order string) with the baseline seeds,
+    p-values adjusted over the orders tested (``adjust``: holm, bh or none).
 
     Orders with fewer than 2 seeds (or a baseline with fewer than 2) get no test and
     no claim; their statement says so.
@@ -114,10 +147,10 @@ def seed_comparison(
                            "order": rows["order"].to_numpy(), "seed": rows["seed"].to_numpy(),
                            "value": rows[column].to_numpy(dtype=float)})
     table = seed_table(trials, base, by="order", alpha=alpha, confidence=confidence,
-                       n_resamples=n_resamples, seed=seed)
+                       n_resamples=n_resamples, seed=seed, adjust=adjust)
     return SeedsInfo(metric=metric, alpha=alpha, confidence=confidence,
-                     lower_is_better=base.lower_is_better, baseline=base, table=table,
-                     trials=trials)
+                     lower_is_better=base.lower_is_better, adjust=adjust, baseline=base,
+                     table=table, trials=trials)
 
 
 def seed_table(
@@ -129,14 +162,16 @@ def seed_table(
     confidence: float,
     n_resamples: int,
     seed: int,
+    adjust: str = "holm",
 ) -> pd.DataFrame:
     """The ``COLUMNS`` table: one row per group of ``trials`` (name, order, value; grouped
     by ``by``, in order of appearance) against the baseline values, best mean first.
 
     Welch's t (``scipy.stats.ttest_ind(equal_var=False)``) and the percentile bootstrap CI
-    of the difference need ≥ 2 values on each side; else NaN and no claim."""
+    of the difference need ≥ 2 values on each side; else NaN and no claim. The p-values
+    are adjusted over the groups tested (:func:`finish`)."""
     b = np.asarray(base.values, dtype=float)
-    records = []
+    records: list[dict[str, Any]] = []
     for _, group in trials.groupby(by, sort=False):
         a = group["value"].to_numpy(dtype=float)
         name, order = str(group["name"].iloc[0]), str(group["order"].iloc[0])
@@ -146,19 +181,14 @@ def seed_table(
             t, p = float(test.statistic), float(test.pvalue)
             lo, hi = _bootstrap_ci(a, b, confidence, n_resamples, seed)
         sd = sample_sd(a)
-        better, text = _claim(
-            name=name, n=len(a), mean=float(a.mean()), sd=sd, base_n=base.n,
-            base_mean=base.mean, base_sd=base.sd, t=t, p=p, lo=lo, hi=hi,
-            method="bootstrap", alpha=alpha, confidence=confidence, lower=base.lower_is_better,
-        )
         records.append({
             "name": name, "order": order, "n": len(a), "mean": float(a.mean()), "sd": sd,
             "baseline_n": base.n, "baseline_mean": base.mean, "baseline_sd": base.sd,
             "difference": float(a.mean()) - base.mean, "welch_t": t, "welch_p": p,
             "ci_low": lo, "ci_high": hi, "ci_method": "bootstrap (percentile)",
-            "better": better, "statement": text,
         })
-    table = pd.DataFrame(records, columns=COLUMNS)
+    table = finish(records, alpha=alpha, confidence=confidence, adjust=adjust,
+                   lower=base.lower_is_better)
     table = table.sort_values("mean", ascending=base.lower_is_better, kind="stable")
     return table.reset_index(drop=True)
 
@@ -169,6 +199,7 @@ def seed_comparison_from_stats(
     alpha: float = 0.05,
     confidence: float = 0.95,
     lower_is_better: bool = True,
+    adjust: str = "holm",
 ) -> SeedsInfo:
     """The same comparison from published summaries (name, order, baseline, n, mean, sd,
     metric — e.g. ``paper.sandwich_seed_summary()``): Welch's t from the statistics
@@ -183,7 +214,7 @@ def seed_comparison_from_stats(
         raise AnalysisError(f"summary needs exactly one baseline row, got {len(base_rows)}")
     base = base_rows.iloc[0]
     bn, bm, bs = int(base["n"]), float(base["mean"]), float(base["sd"])
-    records = []
+    records: list[dict[str, Any]] = []
     for _, row in summary[~summary["baseline"].astype(bool)].iterrows():
         n, m, s = int(row["n"]), float(row["mean"]), float(row["sd"])
         test = stats.ttest_ind_from_stats(m, s, n, bm, bs, bn, equal_var=False)
@@ -192,19 +223,15 @@ def seed_comparison_from_stats(
         dof = (va + vb) ** 2 / (va**2 / (n - 1) + vb**2 / (bn - 1))
         half = float(stats.t.ppf(0.5 + confidence / 2, dof)) * se
         lo, hi = m - bm - half, m - bm + half
-        better, text = _claim(
-            name=str(row["name"]), n=n, mean=m, sd=s, base_n=bn, base_mean=bm, base_sd=bs,
-            t=float(test.statistic), p=float(test.pvalue), lo=lo, hi=hi,
-            method="Welch t", alpha=alpha, confidence=confidence, lower=lower_is_better,
-        )
         records.append({
             "name": row["name"], "order": row["order"], "n": n, "mean": m, "sd": s,
             "baseline_n": bn, "baseline_mean": bm, "baseline_sd": bs, "difference": m - bm,
             "welch_t": float(test.statistic), "welch_p": float(test.pvalue), "ci_low": lo,
             "ci_high": hi, "ci_method": "Welch t interval (summary statistics)",
-            "better": better, "statement": text + " [from published mean ± sd; no bootstrap]",
+            "note": " [from published mean ± sd; no bootstrap]",
         })
     return SeedsInfo(metric=str(base["metric"]), alpha=alpha, confidence=confidence,
-                     lower_is_better=lower_is_better, baseline=None,
-                     table=pd.DataFrame(records, columns=COLUMNS),
+                     lower_is_better=lower_is_better, adjust=adjust, baseline=None,
+                     table=finish(records, alpha=alpha, confidence=confidence, adjust=adjust,
+                                  lower=lower_is_better),
                      trials=pd.DataFrame(columns=["name", "order", "seed", "value"]))

@@ -25,26 +25,32 @@ print("sweep:", experiment or "none (set SUBLAYER_NOTEBOOK_EXPERIMENT to analyse
 def distribution_study() -> list:
     return [
         new_markdown_cell(
-            "# Distribution study (Press et al. 2020, Fig. 2–4)\n\n"
+            "# Distribution study (Press et al. 2020, Fig. 2, 3 and 4)\n\n"
             "Random orders against the baseline seeds, then the bottom/top halves by "
             "parameter count. First the paper's own numbers (Tables 1 and 2), then a sweep "
             "of ours when `SUBLAYER_NOTEBOOK_EXPERIMENT` (and optionally "
             "`SUBLAYER_NOTEBOOK_TRACKING_URI`) is set."),
         new_code_cell("from sublayer_search.analysis import distribution, halves_study, paper, plots"),
-        new_markdown_cell("## Table 1: 20 random permutations of 16 s + 16 f"),
+        new_markdown_cell("## Fig. 2: Table 1, 20 random permutations of 16 s + 16 f"),
         new_code_cell("table1 = paper.table1()\ninfo1 = distribution(table1)\ninfo1.summary()"),
         new_code_cell("plots.plot_distribution(info1);"),
-        new_markdown_cell("## Table 2: 20 parameter-budgeted random models"),
+        new_markdown_cell("## Fig. 3: Table 2, 20 parameter-budgeted random models"),
         new_code_cell("info2 = distribution(paper.table2())\ninfo2.summary()"),
         new_code_cell("plots.plot_distribution(info2);"),
         new_markdown_cell(
-            "## Bottom / top halves (Fig. 4)\n\nBetter models have more `s` in the bottom "
-            "half and more `f` in the top half."),
+            "## Fig. 4: bottom / top halves, Tables 1 and 2 pooled\n\nAs the paper defines "
+            "it: all 40 random models, split by the average of the five baselines. Better "
+            "models have more `s` in the bottom half and more `f` in the top half."),
+        new_code_cell("fig4 = halves_study(paper.pooled_trials())\nfig4.group_sizes()"),
+        new_code_cell("fig4.means.pivot_table(index=['group', 'half'], columns='kind', "
+                      "values='mean')"),
+        new_code_cell("plots.plot_halves(fig4);"),
+        new_code_cell("fig4.mann_whitney, fig4.spearman"),
+        new_code_cell("plots.plot_position_map(fig4);"),
+        new_markdown_cell("### Fig. 4 for Table 1 alone"),
         new_code_cell("halves1 = halves_study(table1)\nhalves1.means.pivot_table("
                       "index=['group', 'half'], columns='kind', values='mean')"),
         new_code_cell("plots.plot_halves(halves1);"),
-        new_code_cell("halves1.mann_whitney, halves1.spearman"),
-        new_code_cell("plots.plot_position_map(halves1);"),
         new_markdown_cell("## A sweep from MLflow"),
         new_code_cell(_SWEEP_ENV),
         new_code_cell(
@@ -71,9 +77,11 @@ def sandwich_coefficient() -> list:
         new_code_cell("statements = paper.sandwich_statements()\nstatements"),
         new_code_cell("plots.plot_sandwich(info, statements=statements);"),
         new_markdown_cell(
-            "## sandwich^16_6 over 5 seeds (17.98 ± 0.10) against the baseline\n\n"
+            "## Fig. 6: sandwich^16_6 over 5 seeds (17.98 ± 0.10) against the baseline\n\n"
             "Only summary statistics are published, so the test is Welch's t from them "
-            "(no bootstrap)."),
+            "(no bootstrap). The statement gives the p-value adjusted for the number of "
+            "comparisons (Holm), the difference with its interval, the baseline's seed sd "
+            "and the seeds per arm for 80% power."),
         new_code_cell("seeds = seed_comparison_from_stats(paper.sandwich_seed_summary())\n"
                       "print(seeds.table.loc[0, 'statement'])"),
         new_code_cell("plots.plot_seeds(seeds);"),

@@ -198,7 +198,7 @@ def test_translation_seeds_higher_is_better_and_grouped_by_subset():
     assert good["welch_p"] == pytest.approx(expected.pvalue)
     assert good["difference"] == 4.5 and good["ci_low"] > 0 and bool(good["better"])
     assert bad["difference"] == -1.0 and not bool(bad["better"])
-    assert "not shown to be better" in bad["statement"]
+    assert bad["verdict"] == "no evidence" and "no evidence of a difference" in bad["statement"]
 
 
 def test_translation_seeds_bad_input():

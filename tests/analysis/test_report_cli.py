@@ -45,8 +45,8 @@ def test_experiment_report_on_hand_frame(tmp_path):
     names = {p.name for p in rep.figures}
     assert {"sweep_distribution.png", "sweep_halves.svg", "sandwich.png",
             "sweep_seeds.svg"} <= names
-    assert rep.numbers["Sweep: distribution: at least as good as the average baseline"] == (
-        "2 of 3")
+    assert rep.numbers["Fig. 2/3: Sweep, every model against the baseline seeds: at least as "
+                       "good as the average baseline"] == "2 of 3"
     with pytest.raises(AnalysisError, match="no finished baseline"):
         experiment_report(frame(trial("ssff", 9.0)), tmp_path / "x", title="no baseline")
 

@@ -159,7 +159,8 @@ def test_seed_comparison_claims_only_with_welch_and_bootstrap():
     assert good_row["welch_p"] == pytest.approx(welch.pvalue)
     assert good_row["ci_low"] < good_row["difference"] < good_row["ci_high"] < 0
     assert bool(good_row["better"]) and "better than the baseline" in good_row["statement"]
-    assert not bool(same_row["better"]) and "not shown" in same_row["statement"]
+    assert not bool(same_row["better"]) and same_row["verdict"] == "no evidence"
+    assert "no evidence of a difference" in same_row["statement"]
     # a single seed, however good, is never claimed better
     assert not bool(single["better"]) and "no claim" in single["statement"]
     assert np.isnan(single["welch_p"])
