@@ -7,14 +7,18 @@ export MLFLOW_DISABLE_TELEMETRY ?= true
 # Ray: a local sweep binds 127.0.0.1 and keeps token auth on (token in ~/.ray/auth_token);
 # RAY_AUTH_MODE is left to the user (search/local_ray.py).
 
-.PHONY: install test lint run train ui clean
+.PHONY: install test lint run train ui notebooks clean
+
+# torch comes from pip's configured index (here: the local CPU wheel in /opt/wheels); on a
+# CPU-only machine elsewhere: make install TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?=
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
@@ -38,6 +42,18 @@ train: install
 # The MLflow UI on ./mlflow.db at http://127.0.0.1:5000
 ui: install
 	$(BIN)/sublayer ui --tracking-uri sqlite:///mlflow.db
+
+# The analysis notebooks, executed into reports/notebooks/ (the committed ones stay as
+# they are) against EXPERIMENT in TRACKING_URI: by default the quickstart sweep of
+# `make run` when ./mlflow.db exists, else the paper's data only.
+EXPERIMENT ?= $(if $(wildcard mlflow.db),quickstart,)
+TRACKING_URI ?= sqlite:///$(CURDIR)/mlflow.db
+notebooks: install
+	mkdir -p reports/notebooks
+	SUBLAYER_NOTEBOOK_EXPERIMENT='$(EXPERIMENT)' SUBLAYER_NOTEBOOK_TRACKING_URI='$(TRACKING_URI)' \
+	  $(BIN)/jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=900 \
+	  --output-dir reports/notebooks notebooks/*.ipynb
+	@echo "executed notebooks: reports/notebooks/ (experiment: $(or $(EXPERIMENT),none))"
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache .mypy_cache

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shlex
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -94,6 +95,39 @@ def _parse_value(text: str, name: str = "value") -> Any:
                          f"number, a word or a flat [list] ({_SPACE_ARG_EXAMPLE})") from None
 
 
+def _as_typed(exc: ValueError, typed: dict[str, Any]) -> ValueError:
+    """The error in the user's words: ``k`` (as typed) rather than the internal ``ks``."""
+    from sublayer_search.spaces.errors import SpaceError
+
+    if not isinstance(exc, SpaceError) or "k" not in typed or "ks" in typed:
+        return exc
+    field = exc.field
+    if field == "ks":
+        field = "k"
+    elif field == "k[0]" and not isinstance(typed["k"], list):  # k=20 typed, not k=[20]
+        field, exc = "k", SpaceError("k", typed["k"], exc.expected)
+    return SpaceError(field, exc.value, exc.expected.replace("ks", "k"))
+
+
+def _spaces_epilog() -> str:
+    """Each space with its arguments and their defaults, for ``spaces sample --help``."""
+    import inspect
+
+    from sublayer_search.spaces.registry import SPACES
+
+    lines = ["spaces and their arguments (NAME=VALUE; no default: required):"]
+    for name, info in SPACES.items():
+        shown = []
+        for arg, default in info.arguments.items():
+            arg = "k" if (name, arg) == ("sandwich", "ks") else arg
+            shown.append(arg if default is inspect.Parameter.empty else f"{arg}={default}")
+        lines.append(f"  {name:<13} {' '.join(shown)}")
+        lines.append(f"  {'':<13} {info.summary.replace('`', '')}; kinds: {', '.join(info.kinds)}")
+    lines.append("example: sublayer spaces sample sandwich n=16 k=[0,6,15]  (k: one value or a "
+                 "list; default every k in 0..n-1)")
+    return "\n".join(lines)
+
+
 def _cmd_spaces_sample(args: argparse.Namespace) -> int:
     from sublayer_search.spaces.cost import units
     from sublayer_search.spaces.registry import SPACES, expand, space_arguments
@@ -114,7 +148,7 @@ def _cmd_spaces_sample(args: argparse.Namespace) -> int:
                        kind=args.kind)
     except ValueError as exc:
         known = ", ".join(f"{n} ({i.summary})" for n, i in SPACES.items())
-        return _bad(f"{exc}\n  spaces: {known}")
+        return _bad(f"{_as_typed(exc, kwargs)}\n  spaces: {known}")
     rows = [{"name": c.name, "order": c.order, "n_s": c.counts["s"], "n_f": c.counts["f"],
              "n_c": c.counts["c"], "units": units(c.order)} for c in cands]
     cols = ["name", "n_s", "n_f"] + (["n_c"] if args.kind == "decoder" else []) + ["units", "order"]
@@ -165,6 +199,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         print(f"{len(rows)} trial(s){extra}; metric {plan.metric}; nothing was run")
         return 0
     # Ray auth: a local sweep keeps token auth on, on 127.0.0.1 (local_ray); --address: the cluster's
+    from .links import closing_lines, program
     from .sweep import run_sweep
 
     try:
@@ -179,14 +214,13 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         print(f"{outcome.reused} trial(s) reused from earlier runs (reuse: true)")
     print(f"{len(outcome.trials)} trial(s) tracked in MLflow experiment "
           f"{exp.experiment_name!r} (parent run {outcome.parent_run_id}) at {uri}")
-    if uri.startswith("http"):
-        print(f"open: {uri.rstrip('/')}/{runs_page(outcome.experiment_id, plan.metric, plan.mode)}")
-    else:
-        print(f"watch them with: sublayer ui --tracking-uri {uri}  then open "
-              f"http://127.0.0.1:5000/{runs_page(outcome.experiment_id, plan.metric, plan.mode)}")
+    for line in closing_lines(uri=uri, experiment=exp.experiment_name,
+                              experiment_id=outcome.experiment_id, metric=plan.metric,
+                              mode=plan.mode):
+        print(line)
     if outcome.interrupted:
         print(f"sublayer: sweep interrupted; its runs are KILLED in MLflow. Continue it with: "
-              f"sublayer sweep {args.file} --resume", file=sys.stderr)
+              f"{program()} sweep {shlex.quote(args.file)} --resume", file=sys.stderr)
         return 130
     bad = Counter(str(r["status"]) for r in outcome.trials if r["status"] in FAILED_STATUSES)
     if bad:
@@ -200,12 +234,6 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
               "are expected)", file=sys.stderr)
         return 1
     return 0
-
-
-def runs_page(experiment_id: str, metric: str, mode: str = "min") -> str:
-    """The MLflow UI page listing every trial flat, best first (the default nests them)."""
-    return (f"#/experiments/{experiment_id}/runs?orderByKey=metrics.%60final_{metric}%60"
-            f"&orderByAsc={'true' if mode == 'min' else 'false'}")
 
 
 # -- sublayer ui ----------------------------------------------------------------------------
@@ -242,7 +270,13 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sublayer", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="sublayer", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Architecture search over transformer sublayer orders: train one order, "
+                    "sample search spaces,\nrun sweeps on Ray Tune tracked in MLflow, serve "
+                    "the MLflow UI and analyse sweeps.",
+        epilog="sublayer COMMAND --help describes each command. Exit status: 0 success, "
+               "1 internal error or\nfailed trials, 2 bad input, 130 interrupted.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     from .train_cli import add_train_arguments
@@ -253,10 +287,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("spaces", help="inspect search spaces")
     ssub = p.add_subparsers(dest="spaces_command", required=True)
-    s = ssub.add_parser("sample", help="print the orders of a space with their counts and costs")
+    s = ssub.add_parser("sample", help="print the orders of a space with their counts and costs",
+                        description="Print the orders of a space with their counts and costs.",
+                        epilog=_spaces_epilog(),
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("space", help="permutations, budgeted, sandwich, explicit or iot_subsets")
     s.add_argument("args", nargs="*", help="space arguments as NAME=VALUE (e.g. n=16 k=[0,6])")
-    s.add_argument("--kind", default="lm", choices=["lm", "encoder", "decoder"])
+    s.add_argument("--kind", default="lm", choices=["lm", "encoder", "decoder"],
+                   help="model kind whose sublayers the orders use (default: lm)")
     s.set_defaults(func=_cmd_spaces_sample)
 
     p = sub.add_parser("sweep", help="run an experiment file on Ray Tune, tracked in MLflow")

@@ -25,9 +25,11 @@ from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 from ray.tune.search import ConcurrencyLimiter
 
 from .checkpoints import fill_checkpoint_gaps
+from .links import label_experiment
 from .local_ray import shutdown_ray, start_local_ray
 from .plan import SweepPlan, trial_table
 from .problems import ExperimentError, Problem
+from .progress import SweepProgress
 from .searchers import make_searcher
 from .tracking import MlflowTracking, close_sweep, ensure_store, finished_trials, open_sweep_run
 from .trainable import train_trial
@@ -112,7 +114,9 @@ def _tuner(plan: SweepPlan, ray_run: str, callback: MlflowTracking) -> tune.Tune
         tune_config=tune.TuneConfig(search_alg=searcher, scheduler=_scheduler(plan),
                                     num_samples=num_samples, reuse_actors=True),
         run_config=tune.RunConfig(
-            name=ray_run, storage_path=exp.storage_path(), callbacks=[callback],
+            name=ray_run, storage_path=exp.storage_path(),
+            callbacks=[callback, SweepProgress(total=num_samples, metric=plan.metric,
+                                               mode=plan.mode)],
             failure_config=tune.FailureConfig(max_failures=exp.failure.retries),
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
             verbose=0,
@@ -211,12 +215,13 @@ def run_sweep(plan: SweepPlan, *, resume: bool = False, address: str | None = No
     else:
         ray_run = f"{exp.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
-    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "1")
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no table, no TensorBoard hint
     started = connect(plan, address)
     try:
         check_cluster(plan)
         client = ensure_store(uri)
         exp_id, parent_id = open_sweep_run(client, plan, ray_run, resume=resume)
+        label_experiment(client, exp_id, plan)
         reused: dict[tuple[str, int], str] = {}
         if exp.reuse and not resume:
             plan, reused = _reuse(client, exp_id, parent_id, plan)

@@ -37,11 +37,19 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", default=None, help="corpus name (tinyshakespeare, wikitext-103, …)")
     p.add_argument("--config", default=None, help="YAML with model/data/train sections")
     p.add_argument("--preset", default=None, help="model preset: debug, tiny, press2020")
-    p.add_argument("--steps", type=int, default=None)
-    p.add_argument("--batch-size", type=int, default=None)
-    p.add_argument("--lr", type=float, default=None)
-    p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--eval-every", type=int, default=None)
+    d = TrainConfig()
+
+    def dflt(key: str) -> str:  # the --config file's train section wins over the built-in default
+        return f"default: the --config file's train.{key}, else {getattr(d, key):g}"
+
+    p.add_argument("--steps", type=int, default=None, help=f"optimizer steps ({dflt('steps')})")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help=f"sequences per step ({dflt('batch_size')})")
+    p.add_argument("--lr", type=float, default=None,
+                   help=f"peak learning rate of the cosine schedule ({dflt('lr')})")
+    p.add_argument("--seed", type=int, default=None, help=f"random seed ({dflt('seed')})")
+    p.add_argument("--eval-every", type=int, default=None,
+                   help=f"evaluate every this many steps ({dflt('eval_every')})")
     p.add_argument("--checkpoint-dir", default=None, help="write a checkpoint at every evaluation")
     p.add_argument("--resume-from", default=None, help="continue from a checkpoint folder")
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+from typing import Any
 
 __all__ = ["server_command", "serve", "is_loopback", "exposure_warning"]
 
@@ -48,7 +52,45 @@ def serve(*, tracking_uri: str, host: str = "127.0.0.1", port: int = 5000) -> in
     if warning:
         print(warning, file=sys.stderr, flush=True)
     print(f"MLflow UI on http://{host}:{port} (store {tracking_uri}); Ctrl-C stops it", flush=True)
+    return run_until_signal(cmd, env=env)
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)  # the group is the server's own: start_new_session=True
+
+
+def run_until_signal(cmd: list[str], *, env: dict[str, str], grace: float = 10.0) -> int:
+    """Run ``cmd`` in its own process group until it exits or this process is asked to stop.
+
+    SIGINT, SIGTERM and SIGHUP are passed on to the whole group as SIGTERM (the server
+    and its workers); whatever is left after ``grace`` seconds is killed, and so is any
+    worker left when the server exits on its own. A stop asked for is exit status 0.
+    """
+    proc = subprocess.Popen(cmd, env=env, start_new_session=True)
+    asked: list[int] = []
+
+    def forward(signum: int, frame: Any) -> None:
+        asked.append(signum)
+        _kill_group(proc, signal.SIGTERM)
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = {sig: signal.signal(sig, forward) for sig in STOP_SIGNALS} if main else {}
     try:
-        return subprocess.call(cmd, env=env)
-    except KeyboardInterrupt:
-        return 0
+        code = proc.wait()
+        return 0 if asked else code
+    except BaseException:  # e.g. a KeyboardInterrupt from a handler installed by a caller
+        _kill_group(proc, signal.SIGTERM)
+        raise
+    finally:
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc, signal.SIGKILL)
+            proc.wait()
+        _kill_group(proc, signal.SIGKILL)  # workers that outlived the server
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

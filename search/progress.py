@@ -1,0 +1,182 @@
+"""Live sweep progress on the terminal: a Ray Tune callback in the driver.
+
+One line: trials finished / running / pending / failed of the total, the best result so
+far with its trial name and order, the elapsed time and an ETA. On a TTY the line is
+redrawn in place (at most every ``tty_every`` seconds); otherwise (a log file, CI) a
+line is printed when a trial ends and at most every ``line_every`` seconds in between.
+:func:`render` is the pure part: a :class:`Snapshot` in, the text out.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from ray.tune import Callback
+
+__all__ = ["Snapshot", "render", "snapshot", "SweepProgress", "format_duration"]
+
+FAILED_STATUSES = ("failed", "diverged")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What the progress line shows, at one moment."""
+
+    total: int
+    finished: int = 0
+    running: int = 0
+    failed: int = 0
+    elapsed: float = 0.0
+    metric: str = "val_loss"
+    best_value: float | None = None
+    best_name: str | None = None
+    best_order: str | None = None
+
+    @property
+    def ended(self) -> int:
+        return self.finished + self.failed
+
+    @property
+    def pending(self) -> int:
+        return max(0, self.total - self.ended - self.running)
+
+    @property
+    def eta(self) -> float | None:
+        """Seconds left, from the mean time per ended trial (None before one ends)."""
+        if self.ended == 0:
+            return None
+        if self.ended >= self.total:
+            return 0.0
+        return self.elapsed / self.ended * (self.total - self.ended)
+
+
+def format_duration(seconds: float | None) -> str:
+    """``1:05`` / ``1:02:05``; ``?`` when unknown."""
+    if seconds is None or not math.isfinite(seconds):
+        return "?"
+    s = int(round(max(0.0, seconds)))
+    h, rest = divmod(s, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def render(snap: Snapshot, width: int | None = None) -> str:
+    """The progress line; cut to ``width`` characters when given."""
+    parts = [f"sweep {snap.ended}/{snap.total} done: {snap.finished} finished, "
+             f"{snap.running} running, {snap.pending} pending, {snap.failed} failed"]
+    if snap.best_value is not None:
+        parts.append(f"best {snap.metric} {snap.best_value:.4g} {snap.best_name} "
+                     f"({snap.best_order})")
+    else:
+        parts.append(f"best {snap.metric} -")
+    parts.append(f"elapsed {format_duration(snap.elapsed)}")
+    parts.append(f"ETA {format_duration(snap.eta)}")
+    line = " | ".join(parts)
+    if width is not None and len(line) > width:
+        line = line[: max(0, width - 1)] + "…"
+    return line
+
+
+def _value(result: dict[str, Any] | None, metric: str) -> float | None:
+    v = (result or {}).get(metric)
+    if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
+        return float(v)
+    return None
+
+
+def snapshot(trials: Sequence[Any], *, total: int, metric: str, mode: str,
+             elapsed: float) -> Snapshot:
+    """A :class:`Snapshot` of Ray Tune trials (``status``, ``config``, ``last_result``)."""
+    finished = running = failed = 0
+    best: tuple[float, str | None, str | None] | None = None
+    for t in trials:
+        result = getattr(t, "last_result", None) or {}
+        status = getattr(t, "status", "")
+        if status == "ERROR" or (status == "TERMINATED" and result.get("status") in
+                                 FAILED_STATUSES):
+            failed += 1
+        elif status == "TERMINATED":
+            finished += 1
+        elif status in ("RUNNING", "PAUSED"):
+            running += 1
+        if result.get("status") in FAILED_STATUSES:
+            continue
+        v = _value(result, metric)
+        if v is None:
+            continue
+        spec = (getattr(t, "config", None) or {}).get("trial", {}) or {}
+        if best is None or (v < best[0] if mode == "min" else v > best[0]):
+            best = (v, spec.get("name"), spec.get("order"))
+    return Snapshot(total=max(total, len(trials)), finished=finished, running=running,
+                    failed=failed, elapsed=elapsed, metric=metric,
+                    best_value=None if best is None else best[0],
+                    best_name=None if best is None else best[1],
+                    best_order=None if best is None else best[2])
+
+
+class SweepProgress(Callback):
+    """Ray Tune callback printing :func:`render` lines to ``stream`` (stderr)."""
+
+    def __init__(self, *, total: int, metric: str, mode: str = "min",
+                 stream: TextIO | None = None, tty: bool | None = None,
+                 tty_every: float = 0.5, line_every: float = 30.0) -> None:
+        self.total, self.metric, self.mode = total, metric, mode
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = self.stream.isatty() if tty is None else tty
+        self.every = tty_every if self.tty else line_every
+        self.start = time.monotonic()
+        self.last = -math.inf
+        self.last_text = ""
+        self.drawn = False
+
+    def _width(self) -> int | None:
+        if not self.tty:
+            return None
+        try:
+            return os.get_terminal_size(self.stream.fileno()).columns - 1
+        except (OSError, ValueError, AttributeError):
+            return 119
+
+    def show(self, trials: Sequence[Any], *, force: bool = False, final: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self.last < self.every:
+            return
+        snap = snapshot(trials, total=self.total, metric=self.metric, mode=self.mode,
+                        elapsed=now - self.start)
+        text = render(snap, self._width())
+        if not self.tty and text == self.last_text and not final:
+            return
+        self.last, self.last_text = now, text
+        try:
+            if self.tty:
+                self.stream.write("\r\x1b[K" + text + ("\n" if final else ""))
+                self.drawn = not final
+            else:
+                self.stream.write(text + "\n")
+            self.stream.flush()
+        except (OSError, ValueError):  # a closed terminal must not stop the sweep
+            pass
+
+    def setup(self, stop: Any = None, num_samples: int | None = None,
+              total_num_samples: int | None = None, **info: Any) -> None:
+        self.start = time.monotonic()
+
+    def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
+        self.show(trials)
+
+    def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any,
+                          **info: Any) -> None:
+        self.show(trials, force=True)
+
+    def on_trial_error(self, iteration: int, trials: list[Any], trial: Any,
+                       **info: Any) -> None:
+        self.show(trials, force=True)
+
+    def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
+        self.show(trials, force=True, final=True)

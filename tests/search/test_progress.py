@@ -1,0 +1,112 @@
+"""The live sweep progress line: rendering (pure), trial counting, TTY vs. log output,
+and one real sweep whose output carries progress lines and runnable closing commands."""
+
+from __future__ import annotations
+
+import io
+import shlex
+from types import SimpleNamespace
+
+import pytest
+
+from sublayer_search.search.progress import (
+    Snapshot,
+    SweepProgress,
+    format_duration,
+    render,
+    snapshot,
+)
+
+
+def _trial(ray_status: str, name: str, order: str, **result: object) -> SimpleNamespace:
+    return SimpleNamespace(status=ray_status, config={"trial": {"name": name, "order": order}},
+                           last_result=dict(result))
+
+
+TRIALS = [
+    _trial("TERMINATED", "sandwich4_1@seed0", "ssfsfsff", val_bpc=2.5, status="finished"),
+    _trial("TERMINATED", "perm00@seed0", "sfffssfs", val_bpc=2.1, status="finished"),
+    _trial("TERMINATED", "perm01@seed0", "ffffssss", val_bpc=9.0, status="diverged"),
+    _trial("ERROR", "perm02@seed0", "fsfsfsfs"),
+    _trial("RUNNING", "baseline@seed1", "sfsfsfsf", val_bpc=1.9),
+    _trial("PENDING", "baseline@seed2", "sfsfsfsf"),
+]
+
+
+def test_render_shows_counts_best_elapsed_and_eta() -> None:
+    snap = Snapshot(total=10, finished=3, running=2, failed=1, elapsed=125.0, metric="val_bpc",
+                    best_value=2.0512, best_name="sandwich4_2@seed0", best_order="sssfsfff")
+    line = render(snap)
+    assert line.startswith("sweep 4/10 done: 3 finished, 2 running, 4 pending, 1 failed")
+    assert "best val_bpc 2.051 sandwich4_2@seed0 (sssfsfff)" in line
+    assert "elapsed 2:05" in line
+    assert "ETA 3:08" in line  # 125 s / 4 ended * 6 left = 187.5 s
+
+
+def test_render_before_any_result_and_cut_to_width() -> None:
+    line = render(Snapshot(total=3, metric="val_loss"))
+    assert "0 finished, 0 running, 3 pending, 0 failed" in line
+    assert "best val_loss -" in line and "ETA ?" in line
+    assert len(render(Snapshot(total=3), width=40)) == 40
+    assert format_duration(3725) == "1:02:05" and format_duration(None) == "?"
+
+
+def test_snapshot_counts_trials_and_picks_the_best_reported_value() -> None:
+    snap = snapshot(TRIALS, total=10, metric="val_bpc", mode="min", elapsed=60.0)
+    assert (snap.finished, snap.running, snap.failed, snap.pending) == (2, 1, 2, 5)
+    # the running trial's latest value counts; a diverged trial's value never does
+    assert (snap.best_value, snap.best_name, snap.best_order) == (1.9, "baseline@seed1",
+                                                                   "sfsfsfsf")
+    best_max = snapshot(TRIALS, total=6, metric="val_bpc", mode="max", elapsed=1.0)
+    assert best_max.best_name == "sandwich4_1@seed0"
+
+
+def test_callback_redraws_in_place_on_a_tty() -> None:
+    out = io.StringIO()
+    cb = SweepProgress(total=6, metric="val_bpc", stream=out, tty=True, tty_every=0.0)
+    cb.on_step_end(iteration=1, trials=TRIALS[:2])
+    cb.on_trial_complete(iteration=2, trials=TRIALS, trial=TRIALS[1])
+    cb.on_experiment_end(trials=TRIALS)
+    text = out.getvalue()
+    assert text.count("\r\x1b[K") == 3 and text.endswith("\n") and text.count("\n") == 1
+
+
+def test_callback_prints_periodic_lines_off_a_tty() -> None:
+    out = io.StringIO()
+    cb = SweepProgress(total=6, metric="val_bpc", stream=out, tty=False, line_every=3600)
+    for i in range(5):  # throttled: one line, not five
+        cb.on_step_end(iteration=i, trials=TRIALS[:2])
+    cb.on_trial_complete(iteration=6, trials=TRIALS, trial=TRIALS[1])  # a trial ended: a line
+    cb.on_experiment_end(trials=TRIALS)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 3 and all(line.startswith("sweep ") for line in lines)
+    assert "\r" not in out.getvalue() and "\x1b" not in out.getvalue()
+
+
+@pytest.mark.slow
+def test_a_real_sweep_prints_progress_and_runnable_closing_lines(tmp_path) -> None:
+    from helpers import run_cli, scratch, subprocess_env, write_experiment
+
+    with scratch("sublayer-progress") as home:
+        exp_file = write_experiment(tmp_path, "progress_check", orders=["sfsf", "ssff", "fsfs"],
+                                    tracking_uri=f"sqlite:///{tmp_path}/mlflow.db",
+                                    max_concurrent=2)
+        log = tmp_path / "sweep.log"
+        env = subprocess_env(home)
+        env.pop("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS")  # Tune's default loggers, as users get
+        done = run_cli(["sweep", str(exp_file)], env=env, log=log, timeout=150)
+    out = done.stdout
+    assert done.returncode == 0, out[-4000:]
+    progress = [line for line in out.splitlines() if line.startswith("sweep ")]
+    assert progress, out[-4000:]
+    assert "sweep 3/3 done: 3 finished, 0 running, 0 pending, 0 failed" in progress[-1]
+    assert "best val_bpc " in progress[-1] and "@seed0 (" in progress[-1]
+    assert "TensorBoard" not in out and "Configuration for experiment" not in out
+    ui = next(line for line in out.splitlines() if line.startswith("serve the MLflow UI with: "))
+    analyze = next(line for line in out.splitlines() if line.startswith("analyse the sweep with: "))
+    ui_cmd = shlex.split(ui.split(": ", 1)[1])
+    assert ui_cmd[1:] == ["ui", "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db"]
+    analyze_cmd = shlex.split(analyze.split(": ", 1)[1])
+    assert analyze_cmd[1:] == ["analyze", "--experiment", "progress_check", "--tracking-uri",
+                               f"sqlite:///{tmp_path}/mlflow.db", "--out",
+                               "reports/progress_check"]
