@@ -15,6 +15,7 @@ from pathlib import Path
 from sublayer_search.spaces.cost import STRADDLE
 
 from .errors import AnalysisError
+from .frame import with_stopped
 from .significance import ADJUST
 
 __all__ = ["PAPERS", "add_arguments", "main", "run_analyze"]
@@ -43,6 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "comparisons: holm (default), bh (Benjamini–Hochberg) or none")
     parser.add_argument("--history", action="store_true",
                         help="also load metric histories and plot learning curves")
+    parser.add_argument("--include-stopped", action="store_true",
+                        help="count trials stopped early by the scheduler (ASHA) at their last "
+                             "value; by default they are kept apart from every study")
     parser.add_argument("--no-attach", action="store_true",
                         help="do not attach the report to the sweep's parent MLflow run")
 
@@ -88,6 +92,8 @@ def _run(args: argparse.Namespace) -> int:
         uri = _store(getattr(args, "tracking_uri", None))
         trials, history, routing = load_pooled(experiments, uri,
                                                history=getattr(args, "history", False))
+        if getattr(args, "include_stopped", False):
+            trials = with_stopped(trials)
         attention = None  # Table 7, from trained models: given by the caller (``search``)
         study = getattr(args, "attention_study", None)
         if study is not None and len(experiments) == 1 and not is_translation(trials):

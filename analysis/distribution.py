@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -11,6 +11,7 @@ from .errors import AnalysisError
 from .frame import (
     BaselineStats,
     at_least_as_good,
+    stopped_candidates,
     study_inputs,
 )
 
@@ -31,6 +32,9 @@ class DistributionInfo:
     baseline: BaselineStats
     models: pd.DataFrame
     n_unusable: int
+    stopped: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Candidates stopped early by the scheduler (name, order, value at their last step,
+    steps): shown as a group of their own, never counted with the trained ones."""
 
     def __post_init__(self) -> None:
         if self.models.empty:
@@ -77,7 +81,8 @@ def distribution(
     """Count candidate trials at least as good as the average and the best baseline.
 
     Failed, diverged, killed and unfinished trials are left out of the counts and
-    reported as ``n_unusable``.
+    reported as ``n_unusable``; trials stopped early are left out too and kept apart in
+    ``stopped`` (unless the frame went through :func:`~.frame.with_stopped`).
     """
     frame, metric, base, rows = study_inputs(frame, metric, column=column, require_rows=False)
     all_candidates = frame[(frame["metric"] == metric) & ~frame["baseline"]]
@@ -95,10 +100,16 @@ def distribution(
     )
     order = np.argsort(values if lower else -values, kind="stable")
     models = models.iloc[order].reset_index(drop=True)
+    halted = stopped_candidates(frame, metric, column=column)
+    stopped = pd.DataFrame({"name": halted["name"].to_numpy(), "order": halted["order"].to_numpy(),
+                            "value": halted[column].to_numpy(dtype=float),
+                            "steps": (halted["steps"].to_numpy() if "steps" in halted
+                                      else [None] * len(halted))})
     return DistributionInfo(
         metric=metric,
         column=column,
         baseline=base,
         models=models,
-        n_unusable=len(all_candidates) - len(rows),
+        n_unusable=len(all_candidates) - len(rows) - len(stopped),
+        stopped=stopped,
     )

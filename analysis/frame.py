@@ -16,7 +16,7 @@ params   sublayer parameters (nullable int)
 metric   name of the main validation metric (``val_ppl``, ``val_bpc``...)
 final    final value of that metric (float, NaN when missing)
 best     best value during training (float, NaN when missing)
-status   finished | failed | diverged | killed | running
+status   finished | stopped | failed | diverged | killed | running
 baseline bool
 ======== ==============================================================
 
@@ -47,9 +47,11 @@ __all__ = [
     "lower_is_better",
     "sample_sd",
     "select_metric",
+    "stopped_candidates",
     "trials_frame",
     "usable",
     "validate_trials",
+    "with_stopped",
 ]
 
 TRIAL_COLUMNS: tuple[str, ...] = (
@@ -72,11 +74,12 @@ TRIAL_COLUMNS: tuple[str, ...] = (
 )
 HISTORY_COLUMNS: tuple[str, ...] = ("run_id", "key", "step", "value")
 STATUSES: tuple[str, ...] = tuple(s.value for s in (
-    TrialStatus.FINISHED, TrialStatus.FAILED, TrialStatus.DIVERGED, TrialStatus.KILLED,
-    TrialStatus.RUNNING,
+    TrialStatus.FINISHED, TrialStatus.STOPPED, TrialStatus.FAILED, TrialStatus.DIVERGED,
+    TrialStatus.KILLED, TrialStatus.RUNNING,
 ))
-"""The frame's statuses. ``stopped`` is not one: for a trial tagged so, ``runs`` takes the
-MLflow run status instead (FINISHED -> finished)."""
+"""The frame's statuses. ``stopped``: ended early by the scheduler (ASHA); its values are
+those of the last step it reached (column ``steps``). Studies leave stopped trials out
+unless the frame went through :func:`with_stopped`."""
 
 _INT_COLUMNS = ("seed", "k", "n_s", "n_f", "params")
 _FLOAT_COLUMNS = ("units", "final", "best")
@@ -169,6 +172,23 @@ def select_metric(frame: pd.DataFrame, metric: str | None = None) -> str:
             f"the frame mixes metrics {', '.join(available)}; pass metric= to choose one"
         )
     return available[0]
+
+
+def with_stopped(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with early-stopped trials counted as finished at their last value (an
+    explicit choice: ``sublayer analyze --include-stopped``); column ``stopped`` marks them."""
+    out = frame.copy()
+    out["stopped"] = out["status"] == TrialStatus.STOPPED
+    out.loc[out["stopped"], "status"] = TrialStatus.FINISHED.value
+    return out
+
+
+def stopped_candidates(frame: pd.DataFrame, metric: str, *,
+                       column: str = "final") -> pd.DataFrame:
+    """Candidate trials stopped early (their last value finite): a group of their own."""
+    rows = frame[(frame["metric"] == metric) & (frame["status"] == TrialStatus.STOPPED)
+                 & ~frame["baseline"]]
+    return rows[np.isfinite(rows[column].to_numpy(dtype=float))]
 
 
 def usable(frame: pd.DataFrame, metric: str, *, column: str = "final") -> pd.DataFrame:

@@ -67,14 +67,17 @@ def plot_distribution(info: DistributionInfo, *, title: str | None = None) -> Fi
     rng = np.random.default_rng(0)
     groups = [("baseline seeds", np.asarray(info.baseline.values)),
               ("candidate orders", info.models["value"].to_numpy(dtype=float))]
-    ax.boxplot([g for _, g in groups], positions=[0, 1], widths=0.5, showfliers=False,
-               medianprops={"color": "black"})
+    if not info.stopped.empty:  # their values are from fewer steps: a group apart
+        groups.append(("stopped early\n(last value)", info.stopped["value"].to_numpy(dtype=float)))
+    ax.boxplot([g for _, g in groups], positions=list(range(len(groups))), widths=0.5,
+               showfliers=False, medianprops={"color": "black"})
+    colors = ("tab:red", "tab:green", "tab:gray")
     for i, (label, values) in enumerate(groups):
         x = i + rng.uniform(-0.15, 0.15, size=len(values))
-        ax.scatter(x, values, s=22, alpha=0.8, zorder=3,
-                   color="tab:red" if i == 0 else "tab:green", label=f"{label} (n={len(values)})")
+        ax.scatter(x, values, s=22, alpha=0.8, zorder=3, color=colors[i],
+                   label=f"{label.replace(chr(10), ' ')} (n={len(values)})")
     _baseline_lines(ax, info.baseline.mean, info.baseline.best, info.baseline.n)
-    ax.set_xticks([0, 1], [g for g, _ in groups])
+    ax.set_xticks(list(range(len(groups))), [g for g, _ in groups])
     ax.set_xlabel("group")
     ax.set_ylabel(metric_label(info.metric))
     ax.set_title(title or (

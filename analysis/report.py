@@ -18,6 +18,7 @@ from . import iot_paper, paper, plots
 from .errors import AnalysisError
 from .frame import baseline_stats, candidates, select_metric, validate_trials
 from .iot import is_translation, subset_study
+from .report_attention import AttentionStudy, attention_section
 from .report_sections import (
     distribution_and_halves,
     halves_section,
@@ -42,6 +43,7 @@ def experiment_report(
     straddle: str = "fractional",
     history: pd.DataFrame | None = None,
     routing: pd.DataFrame | None = None,
+    attention: AttentionStudy | None = None,
     adjust: str = "holm",
 ) -> Report:
     """Run every study that applies to a sweep's trial frame and write the report.
@@ -73,6 +75,8 @@ def experiment_report(
         if cands.groupby("order").size().max() >= 2:
             seeds_section(w, seed_comparison(frame, metric=metric, adjust=adjust),
                           label="Sweep", stem="sweep")
+    if attention is not None:
+        attention_section(w, attention)
     return w.write()
 
 

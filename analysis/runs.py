@@ -173,6 +173,7 @@ def _row(client: MlflowClient, run: Any) -> dict[str, Any]:
         "config_hash": params.get("config_hash"),
         "parent_run_id": tags.get(Tag.PARENT),
         "trial_id": tags.get(Tag.RAY_TRIAL_ID),
+        "steps": _number(tags.get(Tag.STEPS), int),
         **_translation_fields(params, metrics),
     }
 

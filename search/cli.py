@@ -266,6 +266,10 @@ def _cmd_ui(args: argparse.Namespace) -> int:
 def _cmd_analyze(args: argparse.Namespace) -> int:
     from sublayer_search.analysis.cli import run_analyze
 
+    from .attention import sweep_attention
+
+    # Table 7 needs the trained models (torch), which analysis never imports: it gets this
+    args.attention_study = lambda experiment, uri: sweep_attention(experiment, tracking_uri=uri)
     return run_analyze(args)
 
 

@@ -153,7 +153,12 @@ class Experiment(_Strict):
     failure: FailureSpec = Field(default_factory=FailureSpec)
     tracking: TrackingSpec = Field(default_factory=TrackingSpec)
     ray: RaySpec = Field(default_factory=RaySpec)
-    reuse: bool = False
+    reuse: bool | Literal["experiment", "store"] = False
+    """Take trials that already finished with the same content key — order, seed and every
+    resolved model/data/train setting (the config hash) — instead of training them again.
+    ``true``/``experiment``: from earlier sweeps of this MLflow experiment; ``store``: from
+    any experiment of the tracking store (copied into this sweep as runs tagged
+    ``sublayer.reused_from``, so its studies see them)."""
     """Take trials whose (order, seed, config hash) already finished from MLflow."""
 
     @field_validator("task")

@@ -84,11 +84,17 @@ def _loopback_node() -> Iterator[None]:
             os.environ[_CLUSTER_MODE_ENV] = saved_env
 
 
+MAX_BASE = 24
+"""Longest parent folder for the private one: ``<base>/sublayer-ray-XXXXXXXX/ray/session_<date>_<pid>/sockets/plasma_store`` must fit in 107 bytes."""
+
+
 def start_local_ray(*, num_cpus: int | None, num_gpus: int | None) -> Path:
     """Start a local Ray bound to loopback with token auth; return its private folder."""
     base = os.environ.get("RAY_TMPDIR") or ("/tmp" if os.path.isdir("/tmp") else None)
-    folder = Path(tempfile.mkdtemp(prefix="sublayer-ray-", dir=base))  # 0700; Unix sockets
-    try:                                                                # need a short path
+    if base is None or len(base) > MAX_BASE:  # Ray's Unix sockets: 107 bytes in all
+        base = "/tmp" if os.path.isdir("/tmp") else None
+    folder = Path(tempfile.mkdtemp(prefix="sublayer-ray-", dir=base))  # 0700
+    try:
         _token_auth()
         with _loopback_node():
             ray.init(num_cpus=num_cpus, num_gpus=num_gpus, include_dashboard=False,

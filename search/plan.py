@@ -43,7 +43,10 @@ class Trial:
 
     @property
     def family(self) -> str:
-        return "baseline" if self.baseline else self.space
+        """``baseline``, the family of the order (an explicit sandwich), or the space."""
+        if self.baseline:
+            return "baseline"
+        return str(self.params.get("family", self.space))
 
     def to_config(self) -> dict[str, Any]:
         return asdict(self)

@@ -135,6 +135,16 @@ class SweepProgress(Callback):
         self.last_text = ""
         self.drawn = False
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Tune pickles its callbacks with the experiment state: a stream cannot be (under
+        pytest it is a capture object), so it is dropped and is stderr again when loaded."""
+        return {**self.__dict__, "stream": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self.stream is None:
+            self.stream = sys.stderr
+
     def _width(self) -> int | None:
         if not self.tty:
             return None

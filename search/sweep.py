@@ -21,7 +21,7 @@ from typing import Any
 
 import ray
 from ray import tune
-from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+from ray.tune.schedulers import FIFOScheduler
 from ray.tune.search import ConcurrencyLimiter
 
 from .checkpoints import fill_checkpoint_gaps
@@ -30,8 +30,16 @@ from .local_ray import shutdown_ray, start_local_ray
 from .plan import SweepPlan, trial_table
 from .problems import ExperimentError, Problem
 from .progress import SweepProgress
+from .schedulers import CandidateASHA
 from .searchers import make_searcher
-from .tracking import MlflowTracking, close_sweep, ensure_store, finished_trials, open_sweep_run
+from .tracking import (
+    MlflowTracking,
+    close_sweep,
+    copy_trial,
+    ensure_store,
+    finished_trials,
+    open_sweep_run,
+)
 from .trainable import train_trial
 
 __all__ = ["SweepOutcome", "run_sweep", "connect", "latest_run_name"]
@@ -92,7 +100,7 @@ def _scheduler(plan: SweepPlan) -> Any:
     spec = plan.experiment.scheduler
     if spec.type == "fifo":
         return FIFOScheduler()
-    return ASHAScheduler(time_attr="step", metric=spec.metric, mode=spec.mode,
+    return CandidateASHA(time_attr="step", metric=spec.metric, mode=spec.mode,
                          max_t=plan.experiment.train.steps,
                          grace_period=spec.grace_period * plan.experiment.train.eval_every,
                          reduction_factor=spec.reduction_factor)
@@ -154,9 +162,17 @@ def _reuse(client: Any, exp_id: str, parent_id: str,
     """Drop trials whose (order, seed, config hash) already finished in this experiment."""
     from dataclasses import replace
 
-    done = finished_trials(client, exp_id, plan.config_hash)
+    scope = [exp_id]
+    if plan.experiment.reuse == "store":
+        scope += [e.experiment_id for e in client.search_experiments(max_results=50000)
+                  if e.experiment_id != exp_id]
+    done = finished_trials(client, scope, plan.config_hash)
+    same = set(finished_trials(client, exp_id, plan.config_hash)) if len(scope) > 1 else set(done)
     reused = {(t.order, t.seed): done[(t.order, t.seed)] for t in plan.trials
               if (t.order, t.seed) in done}
+    for key, run_id in list(reused.items()):
+        if key not in same:  # from another experiment: copied in, so this sweep's studies see it
+            copy_trial(client, run_id, exp_id, parent_id)
     if reused:
         lines = [f"{order}\t{seed}\t{run_id}" for (order, seed), run_id in reused.items()]
         client.log_text(parent_id, "order\tseed\trun_id\n" + "\n".join(lines) + "\n",
@@ -236,7 +252,7 @@ def run_sweep(plan: SweepPlan, *, resume: bool = False, address: str | None = No
                                   plan=plan)
         status = "FAILED"
         results: Any = []
-        interrupted = False
+        interrupted = ran = False
         try:
             with _SigintWatch() as sigint:
                 if resume:
@@ -248,9 +264,12 @@ def run_sweep(plan: SweepPlan, *, resume: bool = False, address: str | None = No
                             {"cpu": exp.resources.cpu, "gpu": exp.resources.gpu}),
                         resume_unfinished=True, resume_errored=False, restart_errored=False)
                     results = tuner.fit()
+                    ran = True
                 elif plan.trials or exp.search.algorithm != "grid":  # else: all were reused
                     results = _tuner(plan, ray_run, callback).fit()
-            interrupted = sigint.fired or (bool(results) and _incomplete(results, plan))
+                    ran = True
+            # Tune's handler replaces the marker only while it runs: nothing ran, nothing fired
+            interrupted = (ran and sigint.fired) or (bool(results) and _incomplete(results, plan))
             status = "KILLED" if interrupted else "FINISHED"
         except KeyboardInterrupt:
             status = "KILLED"

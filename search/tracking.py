@@ -102,14 +102,35 @@ def open_sweep_run(client: MlflowClient, plan: SweepPlan, ray_run: str,
     return exp_id, run.info.run_id
 
 
-def finished_trials(client: MlflowClient, exp_id: str, config_hash: str) -> dict[tuple[str, int], str]:
-    """(order, seed) -> run id of every trial that finished with these settings."""
+def finished_trials(client: MlflowClient, exp_ids: str | list[str],
+                    config_hash: str) -> dict[tuple[str, int], str]:
+    """(order, seed) -> run id of every trial that finished with these settings (the
+    oldest one, when several experiments hold the same trial)."""
     runs = client.search_runs(
-        [exp_id], max_results=50000,
+        [exp_ids] if isinstance(exp_ids, str) else exp_ids, max_results=50000,
+        order_by=["attributes.start_time DESC"],
         filter_string=f"params.config_hash = '{config_hash}' and "
                       f"tags.`{STATUS}` = '{TrialStatus.FINISHED}' "
                       "and attributes.status = 'FINISHED'")
     return {(r.data.params["order"], int(r.data.params["seed"])): r.info.run_id for r in runs}
+
+
+def copy_trial(client: MlflowClient, run_id: str, exp_id: str, parent_id: str) -> str:
+    """Copy a finished trial run (params, tags, every metric's history) into this sweep as
+    a child run tagged ``sublayer.reused_from``; return the new run's id."""
+    source = client.get_run(run_id)
+    tags = {k: v for k, v in source.data.tags.items() if not k.startswith("mlflow.")}
+    tags.update({Tag.PARENT: parent_id, Tag.REUSED_FROM: run_id})
+    run = client.create_run(exp_id, run_name=source.info.run_name, tags=tags)
+    new_id = run.info.run_id
+    params = [Param(k, v) for k, v in source.data.params.items()]
+    for chunk in _chunks(params):
+        client.log_batch(new_id, params=chunk)
+    history = [m for key in source.data.metrics for m in client.get_metric_history(run_id, key)]
+    for chunk in _chunks(history, 1000):
+        client.log_batch(new_id, metrics=chunk)
+    client.set_terminated(new_id, status="FINISHED")
+    return new_id
 
 
 def close_sweep(client: MlflowClient, exp_id: str, parent_id: str, status: str) -> None:
@@ -245,7 +266,8 @@ class MlflowTracking(Callback):
             value = last.get(key)
             if isinstance(value, int | float) and math.isfinite(value):
                 finals.append(Metric(name, float(value), now, step))
-        tags = [RunTag(STATUS, status.value)] + [RunTag(k, _fmt(v)) for k, v in extra.items()]
+        tags = [RunTag(STATUS, status.value), RunTag(Tag.STEPS, str(step))]
+        tags += [RunTag(k, _fmt(v)) for k, v in extra.items()]
         self.client.log_batch(run_id, metrics=finals, tags=tags)
         if isinstance(last.get("routing_bleu"), str | dict):
             matrix = last["routing_bleu"]

@@ -39,8 +39,11 @@ class Candidate:
 
     @property
     def family(self) -> str:
-        """The space name, or ``"baseline"`` for a sweep's baseline."""
-        return "baseline" if self.baseline else self.space
+        """``"baseline"`` for a sweep's baseline, else the family its order belongs to
+        (``params["family"]``: an explicit order that is a sandwich), else the space."""
+        if self.baseline:
+            return "baseline"
+        return str(self.params.get("family", self.space))
 
     @property
     def counts(self) -> dict[str, int]:

@@ -35,6 +35,7 @@ __all__ = [
     "counts",
     "interleaved",
     "parse_order",
+    "sandwich_k",
     "sandwich_order",
 ]
 
@@ -90,6 +91,18 @@ def sandwich_order(n: int, k: int, *, kind: str = "lm") -> str:
     if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= n - 1:
         raise SpaceError("k", k, f"an integer in 0..{n - 1}")
     return head * k + (head + "f") * (n - k) + "f" * k
+
+
+def sandwich_k(order: str, *, kind: str = "lm") -> int | None:
+    """The ``k`` for which ``order`` is :func:`sandwich_order` (n = its number of ``f``),
+    else ``None``: an explicit order that is a sandwich belongs to that family too."""
+    n = order.count("f")
+    if n < 1:
+        return None
+    for k in range(n):
+        if sandwich_order(n, k, kind=kind) == order:
+            return k
+    return None
 
 
 def counts(order: str) -> dict[str, int]:

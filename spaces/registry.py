@@ -18,7 +18,7 @@ from .candidate import Candidate
 from .errors import SpaceError
 from .explicit import explicit
 from .iot import iot_subsets, validate_iot
-from .order import ALPHABETS
+from .order import ALPHABETS, sandwich_k
 from .permutations import count_permutations, permutations, validate_permutations
 from .sandwich import sandwich, validate_sandwich
 
@@ -78,12 +78,15 @@ def _check_explicit(*, kind: str, orders: Sequence[str]) -> None:
 def _build_explicit(*, kind: str, orders: Sequence[str]) -> list[Candidate]:
     parsed = explicit(orders, kind=kind)
     width = max(2, len(str(len(parsed) - 1)))
-    return [
-        Candidate(order=o, space="explicit",
-                  name=o if len(o) <= _SHORT_NAME else f"explicit{i:0{width}d}",
-                  params={"index": i})
-        for i, o in enumerate(parsed)
-    ]
+    out = []
+    for i, o in enumerate(parsed):
+        params: dict[str, Any] = {"index": i}
+        k = sandwich_k(o, kind=kind)
+        if k is not None:  # a sandwich written out: the sandwich study counts it
+            params.update(family="sandwich", k=k)
+        out.append(Candidate(order=o, space="explicit", params=params,
+                             name=o if len(o) <= _SHORT_NAME else f"explicit{i:0{width}d}"))
+    return out
 
 
 def _iot_stack(kind: str, stack: str | None) -> str:
