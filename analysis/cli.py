@@ -16,6 +16,7 @@ from sublayer_search.spaces.cost import STRADDLE
 
 from .errors import AnalysisError
 from .frame import with_stopped
+from .paths import unusable_folder
 from .significance import ADJUST
 
 __all__ = ["PAPERS", "add_arguments", "main", "run_analyze"]
@@ -77,7 +78,7 @@ def _run(args: argparse.Namespace) -> int:
                             + "|".join(PAPERS))
     if paper and paper not in PAPERS:
         raise AnalysisError(f"unknown paper {paper!r}; expected one of {', '.join(PAPERS)}")
-    why = _not_a_folder(Path(out))
+    why = unusable_folder(Path(out))
     if why:
         raise AnalysisError(f"--out: got {out!r}, expected a folder for the report ({why})")
     if paper:
@@ -118,22 +119,6 @@ def _title(experiments: list[str]) -> str:
     if len(experiments) == 1:
         return f"Sweep {experiments[0]!r}"
     return f"Sweeps {', '.join(map(repr, experiments))} pooled"
-
-
-def _not_a_folder(path: Path) -> str | None:
-    """Why ``path`` can neither be used nor created as a folder, or None when it can."""
-    if path.is_dir():
-        return None if os.access(path, os.W_OK) else "it is not writable"
-    if path.exists() or path.is_symlink():
-        return "it is an existing file"
-    parent = path.absolute().parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
-        return f"it cannot be created: {parent} is a file"
-    if not os.access(parent, os.W_OK):
-        return f"it cannot be created: {parent} is not writable"
-    return None
 
 
 def _store(tracking_uri: str | None) -> str:

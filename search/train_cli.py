@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -13,6 +12,7 @@ from typing import Any
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
+from sublayer_search.analysis.paths import unusable_folder
 from sublayer_search.models.data import DataConfig
 from sublayer_search.models.train import TrainConfig, TrialSpec
 
@@ -98,28 +98,12 @@ def _check_paths(args: argparse.Namespace) -> None:
                                                          f"{CHECKPOINT_FILE} ({why})"))
     ckpt = getattr(args, "checkpoint_dir", None)
     if ckpt is not None:
-        unusable = _not_a_folder(Path(ckpt))
+        unusable = unusable_folder(Path(ckpt))
         if unusable:
             problems.append(Problem("--checkpoint-dir", ckpt, f"a folder to write checkpoints "
                                                               f"in ({unusable})"))
     if problems:
         raise ExperimentError("command line", problems)
-
-
-def _not_a_folder(path: Path) -> str | None:
-    """Why ``path`` can neither be used nor created as a folder, or None when it can."""
-    if path.is_dir():
-        return None if os.access(path, os.W_OK) else "it is not writable"
-    if path.exists() or path.is_symlink():
-        return "it is an existing file"
-    parent = path.absolute().parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
-        return f"{parent} is a file"
-    if not os.access(parent, os.W_OK):
-        return f"{parent} is not writable"
-    return None
 
 
 def build_spec(args: argparse.Namespace) -> TrialSpec:

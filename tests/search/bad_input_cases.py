@@ -313,3 +313,21 @@ CASES = [
 
 def _case_id(case: Any) -> str:
     return case.id if isinstance(case, Bad) else case.values[0].id
+
+
+def check_bad_sweep(path: Path, tmp_path: Path, expect: tuple[str, ...],
+                    capsys: pytest.CaptureFixture[str],
+                    untouched: Callable[[set[str]], None]) -> None:
+    """``sublayer sweep path``: exit 2, every fragment of ``expect`` in stderr (``{tmp}``
+    is ``tmp_path``), no traceback, nothing printed to stdout, nothing created."""
+    from sublayer_search.search.cli import main
+
+    before = {p.name for p in tmp_path.iterdir()}
+    code = main(["sweep", str(path)])
+    out, err = capsys.readouterr()
+    assert code == 2, (out, err)
+    assert err.startswith(f"sublayer: error: {path}: "), err
+    for fragment in expect:
+        assert fragment.replace("{tmp}", str(tmp_path)) in err, err
+    assert "Traceback" not in err and out == ""
+    untouched(before)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
-from bad_input_cases import N_GPUS, Bad, _base, _do, _set
+from bad_input_cases import N_GPUS, Bad, _base, _do, _set, check_bad_sweep
 from test_bad_input import untouched  # noqa: F401  # the fixture
 
 from sublayer_search.search.cli import MAX_TRIALS, main
@@ -151,16 +151,7 @@ def _write(tmp_path: Path, spoil: Spoil) -> Path:
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_bad_experiment_class_exits_2(case: Bad, tmp_path: Path, untouched,  # noqa: F811
                                       capsys: pytest.CaptureFixture[str]) -> None:
-    path = _write(tmp_path, case.spoil)
-    before = {p.name for p in tmp_path.iterdir()}
-    code = main(["sweep", str(path)])
-    out, err = capsys.readouterr()
-    assert code == 2, (out, err)
-    assert err.startswith(f"sublayer: error: {path}: "), err
-    for fragment in case.expect:
-        assert fragment in err, err
-    assert "Traceback" not in err and out == ""
-    untouched(before)
+    check_bad_sweep(_write(tmp_path, case.spoil), tmp_path, case.expect, capsys, untouched)
 
 
 def test_anchor_bomb_message_is_bounded(tmp_path: Path, untouched,  # noqa: F811

@@ -27,6 +27,7 @@ from bad_input_cases import (
     _do,
     _empty_corpus_dirs,
     _set,
+    check_bad_sweep,
 )
 
 from sublayer_search.search.cli import main
@@ -74,16 +75,7 @@ def _write(tmp_path: Path, spoil: Mutation) -> Path:
 @pytest.mark.parametrize("case", CASES, ids=[_case_id(c) for c in CASES])
 def test_bad_experiment_exits_2(case: Bad, tmp_path: Path, untouched: Callable[[set[str]], None],
                                 capsys: pytest.CaptureFixture[str]) -> None:
-    path = _write(tmp_path, case.spoil)
-    before = {p.name for p in tmp_path.iterdir()}
-    code = main(["sweep", str(path)])
-    out, err = capsys.readouterr()
-    assert code == 2, (out, err)
-    assert err.startswith(f"sublayer: error: {path}: "), err
-    for fragment in case.expect:
-        assert fragment.replace("{tmp}", str(tmp_path)) in err, err
-    assert "Traceback" not in err and out == ""
-    untouched(before)
+    check_bad_sweep(_write(tmp_path, case.spoil), tmp_path, case.expect, capsys, untouched)
 
 
 def test_good_base_file_passes(tmp_path: Path, untouched: Callable[[set[str]], None],
