@@ -16,15 +16,18 @@ M·d·[M>1]``. (With N = 1 a predictor would be a constant softmax over one clas
 none is built: IOT with N = M = 1 *is* the plain transformer.)
 
 Training (``model.train()``): Gumbel-softmax weights ``γ = softmax((log π + g)/τ)`` per
-sentence (τ from :func:`temperature`, an exponential anneal from ``tau_start`` to
-``tau_end`` over ``anneal_steps``); every path (m, n) is run and
+sentence (τ from :func:`temperature`: by default an exponential anneal from
+``tau_start`` to ``tau_end`` over ``anneal_steps``; ``tau_schedule: step`` is the
+authors' step-down, 20 throughout in their published settings); every path (m, n) is
+run and
 
     L = Σ_m Σ_n Σ_x γ_m(x) λ_n(x) · Σ_t ℓ_t(x) / #tokens            (L_C)
         + c1 · L_D,  L_D = KL(u ‖ clamp(E_x[π_x], floor))           (exploration)
         + c2 · L_S,  L_S = −E_x[KL(u ‖ clamp(π_x, floor))]          (exploitation)
 
 with u uniform, ``floor`` = 0.05, c1 = 0.1, c2 = 0.01 (the paper's values; all
-settable); L_D and L_S are summed over the predictors present, the decoder's averaged
+settable; ``clamp: both`` also caps π at 1 − (N−1)·floor, as the authors' code does);
+L_D and L_S are summed over the predictors present, the decoder's averaged
 over the M encoder paths. ``logits`` of the predictors are the logs of π, so γ uses them
 directly. Inference (``model.eval()``): the argmax order of each predictor, per
 sentence; :meth:`IOTSeq2Seq.encode` can force an order instead (for the paper's Fig. 2
@@ -54,6 +57,7 @@ __all__ = [
     "IOTConfig",
     "IOTOutput",
     "IOTSeq2Seq",
+    "clamp_probs",
     "exploitation_loss",
     "exploration_loss",
     "gumbel_weights",
@@ -69,17 +73,28 @@ def gumbel_weights(logits: Tensor, tau: float, *, generator: torch.Generator | N
     return F.softmax((logits.float() + g) / tau, dim=-1)
 
 
-def exploration_loss(probs: Tensor, floor: float = 0.05) -> Tensor:
-    """``L_D = KL(u ‖ clamp(mean_x π_x, floor))`` for probabilities (B, N)."""
+def clamp_probs(probs: Tensor, floor: float = 0.05, clamp: str = "below") -> Tensor:
+    """π clamped from below at ``floor`` (``clamp="below"``, ours) or into
+    ``[floor, 1 − (N−1)·floor]`` (``"both"``, the authors' code); N = last dimension."""
+    p = probs.float()
+    if clamp == "below":
+        return p.clamp_min(floor)
+    if clamp != "both":
+        raise ValueError(f"clamp must be 'below' or 'both', got {clamp!r}")
+    return p.clamp(floor, max(1.0 - (probs.shape[-1] - 1) * floor, floor))
+
+
+def exploration_loss(probs: Tensor, floor: float = 0.05, clamp: str = "below") -> Tensor:
+    """``L_D = KL(u ‖ clamp(mean_x π_x))`` for probabilities (B, N)."""
     n = probs.shape[-1]
-    mean = probs.float().mean(0).clamp_min(floor)
+    mean = clamp_probs(probs.float().mean(0), floor, clamp)
     return (math.log(1.0 / n) - mean.log()).sum() / n
 
 
-def exploitation_loss(probs: Tensor, floor: float = 0.05) -> Tensor:
-    """``L_S = −mean_x KL(u ‖ clamp(π_x, floor))`` for probabilities (B, N)."""
+def exploitation_loss(probs: Tensor, floor: float = 0.05, clamp: str = "below") -> Tensor:
+    """``L_S = −mean_x KL(u ‖ clamp(π_x))`` for probabilities (B, N)."""
     n = probs.shape[-1]
-    p = probs.float().clamp_min(floor)
+    p = clamp_probs(probs, floor, clamp)
     return -((math.log(1.0 / n) - p.log()).sum(-1) / n).mean()
 
 
@@ -123,7 +138,7 @@ class IOTSeq2Seq(Seq2SeqBase):
         for pred in (self.encoder_predictor, self.decoder_predictor):
             if pred is not None:
                 nn.init.normal_(pred.weight, std=0.02)
-        self.tau = cfg.tau_start
+        self.tau = temperature(cfg, 0, 1)
 
     def set_temperature(self, tau: float) -> None:
         if not tau > 0:
@@ -258,15 +273,16 @@ class IOTSeq2Seq(Seq2SeqBase):
                    else gumbel_weights(d_logits, self.tau))
             if d_logits is not None:
                 probs = d_logits.exp()
-                explore = explore + exploration_loss(probs, cfg.floor) / cfg.encoder_size
-                exploit = exploit + exploitation_loss(probs, cfg.floor) / cfg.encoder_size
+                share = cfg.encoder_size
+                explore = explore + exploration_loss(probs, cfg.floor, cfg.clamp) / share
+                exploit = exploit + exploitation_loss(probs, cfg.floor, cfg.clamp) / share
             for n in range(cfg.decoder_size):
                 logits = self._decode_path(tgt_in, memory, pad, n)
                 per_sentence = self.token_nll(logits, tgt_out, label_smoothing).sum(1)  # (B,)
                 path_loss = path_loss + (gamma[:, m] * lam[:, n] * per_sentence).sum() / n_tokens
         if e_logits is not None:
             probs = e_logits.exp()
-            explore = explore + exploration_loss(probs, cfg.floor)
-            exploit = exploit + exploitation_loss(probs, cfg.floor)
+            explore = explore + exploration_loss(probs, cfg.floor, cfg.clamp)
+            exploit = exploit + exploitation_loss(probs, cfg.floor, cfg.clamp)
         loss = path_loss + cfg.c1 * explore + cfg.c2 * exploit
         return IOTOutput(loss, None, path_loss, explore, exploit)

@@ -109,6 +109,17 @@ def _as_typed(exc: ValueError, typed: dict[str, Any]) -> ValueError:
     return SpaceError(field, exc.value, exc.expected.replace("ks", "k"))
 
 
+def _shown_order(order: str, params: dict[str, Any]) -> str:
+    """The order column: an IOT subset shows all its block orders (``(scf|csf|fcs)^2``),
+    other candidates their order; counts and units stay those of one path."""
+    if "subset" not in params or "codes" not in params:
+        return order
+    from sublayer_search.spaces.iot import DECODER_BLOCKS, ENCODER_BLOCKS, subset_label
+
+    blocks = DECODER_BLOCKS if params.get("stack", "decoder") == "decoder" else ENCODER_BLOCKS
+    return subset_label([blocks[c] for c in params["codes"]], int(params.get("layers", 1)))
+
+
 def _spaces_epilog() -> str:
     """Each space with its arguments and their defaults, for ``spaces sample --help``."""
     import inspect
@@ -149,8 +160,8 @@ def _cmd_spaces_sample(args: argparse.Namespace) -> int:
     except ValueError as exc:
         known = ", ".join(f"{n} ({i.summary})" for n, i in SPACES.items())
         return _bad(f"{_as_typed(exc, kwargs)}\n  spaces: {known}")
-    rows = [{"name": c.name, "order": c.order, "n_s": c.counts["s"], "n_f": c.counts["f"],
-             "n_c": c.counts["c"], "units": units(c.order)} for c in cands]
+    rows = [{"name": c.name, "order": _shown_order(c.order, c.params), "n_s": c.counts["s"],
+             "n_f": c.counts["f"], "n_c": c.counts["c"], "units": units(c.order)} for c in cands]
     cols = ["name", "n_s", "n_f"] + (["n_c"] if args.kind == "decoder" else []) + ["units", "order"]
     _print_table(rows, cols)
     print(f"{len(rows)} order(s)")
@@ -190,8 +201,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         for problem in resource_problems(exp, args.address):
             print(f"sublayer: warning: {problem} (a cluster must provide this; give --address "
                   "to check it there)", file=sys.stderr)
-        _print_table(rows, ["name", "family", "seed", "n_s", "n_f", "units", "params",
-                            "flops_per_token", "order"])
+        shown = [{**r, "order": _shown_order(r["order"], t.params)}
+                 for r, t in zip(rows, plan.trials, strict=True)]
+        _print_table(shown, ["name", "family", "seed", "n_s", "n_f", "units", "params",
+                             "flops_per_token", "order"])
         extra = ""
         if exp.search.algorithm != "grid":
             extra = (f" + up to {exp.search.num_samples} proposed by {exp.search.algorithm} "

@@ -101,6 +101,9 @@ class SweepPlan:
         out = {f"data.{k}": v for k, v in asdict(self.data).items()}
         out.update({f"train.{k}": v for k, v in asdict(self.experiment.train).items()})
         out.update({f"model.{k}": v for k, v in asdict(self.model).items()})
+        # IOT routing settings (tau_schedule, clamp, …) live beside the template: hash them
+        # too, so reuse never takes a run trained with other ones (absent: hash unchanged)
+        out.update({f"model.{k}": v for k, v in getattr(self.task, "iot_settings", {}).items()})
         if self.extra is not None and self.task.section is not None:
             out.update({f"{self.task.section}.{k}": v for k, v in asdict(self.extra).items()})
         return out

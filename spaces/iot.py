@@ -2,6 +2,12 @@
 
 IOT permutes the sublayers *inside* a block and stacks the same block ``L`` times; a
 model holds a subset of such block orders that share weights.
+
+Codes come in two forms. The product's (and the paper's) are **1-based**: decoder 1
+``scf`` … 6 ``fcs``, encoder 1 ``sf``, 2 ``fs``. The authors' code (``--decoder-orders
+0 3 5``, ``--encoder-orders 0 1``) numbers the same blocks **0-based**, so their
+``0 3 5`` is the product's {1, 4, 6}. :func:`explicit_subsets` takes either
+(``code_base`` 1 or 0) and always returns 1-based subsets.
 """
 
 from __future__ import annotations
@@ -21,7 +27,9 @@ __all__ = [
     "IOT_MODES",
     "PAPER_SUBSETS",
     "IOTSubset",
+    "explicit_subsets",
     "iot_subsets",
+    "subset_label",
     "validate_iot",
 ]
 
@@ -135,3 +143,65 @@ def iot_subsets(
         best = max(rest, key=lambda c: (min(_hamming(blocks[c], blocks[o]) for o in chosen), -c))
         chosen.append(best)
     return [_subset(stack, tuple(chosen))]
+
+
+def _code_forms(stack: str, base: int, *, plural: bool = False) -> str:
+    n = len(_BLOCKS[stack])
+    what = "codes" if plural else "code"
+    lead = "" if plural else "a "
+    if base == 1:
+        return f"{lead}1-based {what} in 1..{n} (code_base: 1, the product's codes)"
+    return f"{lead}0-based {what} in 0..{n - 1} (code_base: 0, the authors' --{stack}-orders)"
+
+
+def explicit_subsets(stack: str, codes: object, code_base: object = 1) -> list[IOTSubset]:
+    """The subsets the user wrote: ``codes`` is one subset (``[1, 4, 6]``) or a list of
+    them (``[[1, 4, 6], [1, 2]]``), in the product's 1-based codes (``code_base=1``) or
+    the authors' 0-based ``--decoder-orders`` form (``code_base=0``: ``[0, 3, 5]`` is
+    {1, 4, 6}). Errors name the field (``codes[1][0]``) and say which form was read;
+    refused: an empty list or subset, codes out of range for the ``stack``, a code twice
+    in a subset, the same subset twice. Subsets keep the given order; codes are sorted.
+    """
+    if stack not in _BLOCKS:
+        raise SpaceError("stack", stack, "one of decoder, encoder")
+    base = _checks.integer("code_base", code_base, 0, 1)
+    n = len(_BLOCKS[stack])
+    forms = _code_forms(stack, base, plural=True)
+    if isinstance(codes, str | bytes) or not isinstance(codes, list | tuple) or not codes:
+        raise SpaceError("codes", codes, f"a non-empty list: one subset ([1, 4, 6]) or several "
+                                         f"([[1, 4, 6], [1, 2]]) of {forms}")
+    nested = any(isinstance(c, list | tuple) for c in codes)
+    groups = list(codes) if nested else [codes]
+    out: list[IOTSubset] = []
+    seen: dict[str, int] = {}
+    for i, group in enumerate(groups):
+        field = f"codes[{i}]" if nested else "codes"
+        if isinstance(group, str | bytes) or not isinstance(group, list | tuple):
+            raise SpaceError(field, group, "a list of codes: every item of codes a subset "
+                                           "([[1, 4, 6], [1, 2]]) or every item a code")
+        if not group:
+            raise SpaceError(field, group, f"a non-empty subset of {forms}")
+        for j, c in enumerate(group):
+            if isinstance(c, bool) or not isinstance(c, int) or not base <= c < n + base:
+                hint = ("; 0 is an authors' 0-based code: set code_base: 0 for their form"
+                        if base == 1 and c == 0 else "")
+                raise SpaceError(f"{field}[{j}]", c, f"{_code_forms(stack, base)} for stack "
+                                                     f"{stack!r}{hint}")
+        if len(set(group)) != len(group):
+            twice = sorted({c for c in group if list(group).count(c) > 1})
+            raise SpaceError(field, group, f"distinct codes ({', '.join(map(str, twice))} "
+                                           f"given twice; code_base: {base})")
+        subset = _subset(stack, tuple(c + 1 - base for c in group))
+        if subset.id in seen:
+            raise SpaceError(field, group, f"a subset not given before (codes[{seen[subset.id]}] "
+                                           f"is the same subset, 1-based {list(subset.codes)})")
+        seen[subset.id] = i
+        out.append(subset)
+    return out
+
+
+def subset_label(blocks: tuple[str, ...] | list[str], layers: int = 1) -> str:
+    """The whole subset for tables: ``scf|csf|fcs``; stacked, ``(scf|csf|fcs)^6`` (every
+    block of the subset repeated 6 times, the README's ``(sc)^n`` notation)."""
+    joined = "|".join(blocks)
+    return joined if layers == 1 else f"({joined})^{layers}"

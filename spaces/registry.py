@@ -17,7 +17,7 @@ from .budgeted import budgeted, validate_budgeted
 from .candidate import Candidate
 from .errors import SpaceError
 from .explicit import explicit
-from .iot import iot_subsets, validate_iot
+from .iot import IOTSubset, explicit_subsets, iot_subsets, validate_iot
 from .order import ALPHABETS, sandwich_k
 from .permutations import count_permutations, permutations, validate_permutations
 from .sandwich import sandwich, validate_sandwich
@@ -97,22 +97,48 @@ def _iot_stack(kind: str, stack: str | None) -> str:
     return stack
 
 
-def _check_iot(*, kind: str, stack: str | None = None, size: int = 4, mode: str = "paper",
-               seed: int = 0, count: int | None = None, layers: int = 6) -> None:
+def _iot_selected(stack: str, size: int | None, mode: str | None, seed: int,
+                  count: int | None, codes: Any, code_base: int | None) -> list[IOTSubset] | None:
+    """Check the arguments; explicit ``codes`` give the subsets (``None``: size and mode)."""
+    if codes is None:
+        if code_base is not None:
+            raise SpaceError("code_base", code_base, "no code_base without codes (it says "
+                             "whether codes are 1-based, the default, or 0-based)")
+        validate_iot(stack, 4 if size is None else size, mode or "paper", seed, count)
+        return None
+    for name, value in (("size", size), ("mode", mode), ("count", count)):
+        if value is not None:
+            raise SpaceError(name, value, f"no {name} with codes (codes give the subsets; "
+                                          "size and mode choose them instead)")
+    return explicit_subsets(stack, codes, 1 if code_base is None else code_base)
+
+
+def _check_iot(*, kind: str, stack: str | None = None, size: int | None = None,
+               mode: str | None = None, seed: int = 0, count: int | None = None,
+               layers: int = 6, codes: Any = None, code_base: int | None = None) -> None:
     stack = _iot_stack(kind, stack)
-    validate_iot(stack, size, mode, seed, count)
+    _iot_selected(stack, size, mode, seed, count, codes, code_base)
     iot_subsets(stack, 1, "exhaustive")[0].orders(layers)  # checks layers
 
 
-def _build_iot(*, kind: str, stack: str | None = None, size: int = 4, mode: str = "paper",
-               seed: int = 0, count: int | None = None, layers: int = 6) -> list[Candidate]:
+def _build_iot(*, kind: str, stack: str | None = None, size: int | None = None,
+               mode: str | None = None, seed: int = 0, count: int | None = None,
+               layers: int = 6, codes: Any = None,
+               code_base: int | None = None) -> list[Candidate]:
+    """Default: the paper's subset of size 4; ``codes`` (with ``code_base``) give subsets
+    explicitly (see :func:`spaces.iot.explicit_subsets`). ``params["codes"]`` is 1-based,
+    ``params["codes0"]`` the authors' 0-based form of the same subset."""
     stack = _iot_stack(kind, stack)
+    subsets = _iot_selected(stack, size, mode, seed, count, codes, code_base)
+    if subsets is None:
+        subsets = iot_subsets(stack, 4 if size is None else size, mode or "paper", seed, count)
     out = []
-    for subset in iot_subsets(stack, size, mode, seed, count):
+    for subset in subsets:
         orders = subset.orders(layers)
         out.append(Candidate(
             order=orders[0], space="iot_subsets", name=f"iot{subset.id}",
-            params={"subset": subset.id, "codes": list(subset.codes), "stack": stack,
+            params={"subset": subset.id, "codes": list(subset.codes),
+                    "codes0": [c - 1 for c in subset.codes], "stack": stack,
                     "layers": layers, "orders": list(orders)},
         ))
     return out
@@ -166,7 +192,9 @@ SPACES: dict[str, SpaceInfo] = {
                   kinds=("lm", "encoder", "decoder"), summary="a given list of orders"),
         SpaceInfo(name="iot_subsets", build=_build_iot, check=_check_iot,
                   kinds=("lm", "encoder", "decoder"),
-                  summary="IOT block-order subsets stacked `layers` times"),
+                  summary="IOT block-order subsets stacked `layers` times (size=4 "
+                          "mode=paper by default, or codes=[[1,4,6],[1,2]], 1-based; "
+                          "code_base=0: the authors' 0-based codes)"),
     )
 }
 """Space name → :class:`SpaceInfo`."""
