@@ -160,3 +160,26 @@ def test_analyze_reports_table7_from_logged_checkpoints(local_ray, tmp_path, cap
                  "--no-attach"]) == 0
     assert "no finished trial of this sweep logged a checkpoint" in (out2 / "report.html").read_text()
     assert not (out2 / "tables" / "table7_attention_distance.csv").exists()
+
+
+@pytest.mark.slow
+def test_analyze_pools_two_real_sweeps(local_ray, tmp_path):
+    import pandas as pd
+
+    from sublayer_search.search.cli import main
+    from sublayer_search.search.sweep import run_sweep
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    for name, order in (("pool_a", "ssff"), ("pool_b", "sffs")):
+        path = _write(tmp_path, name, space={"type": "explicit", "orders": [order]},
+                      seeds=[0, 1], baseline={"seeds": 2},
+                      train={**TINY_TRAIN, "steps": 10, "eval_every": 10})
+        run_sweep(plan_sweep(load_experiment(path), str(path)))
+    out = tmp_path / "pooled"
+    assert main(["analyze", "--experiment", "pool_a", "--experiment", "pool_b",
+                 "--tracking-uri", uri, "--out", str(out), "--no-attach"]) == 0
+    seeds = pd.read_csv(next((out / "tables").glob("*seeds*.csv")))
+    assert {"ssff", "sffs"} <= set(seeds.astype(str).stack())  # both sweeps' orders
+    assert {"p_adjusted", "seeds_for_80_power", "verdict"} <= set(seeds.columns)
+    html = (out / "report.html").read_text()
+    assert "pool_a" in html and "pool_b" in html
