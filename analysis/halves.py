@@ -2,7 +2,9 @@
 
 Models are split into those at least as good as the average baseline ("better") and
 the others ("not better"); each order is cut in half by parameter count with
-``spaces.cost.halves`` and the sublayers of each kind counted per half.
+``spaces.cost.halves`` and the sublayers of each kind counted per half. A half-width
+feedforward ``h`` (Macaron blocks) weighs half an ``f`` and is counted as its own kind
+(columns ``bottom_h``/``top_h`` and kind ``h`` in the means, only when an order has one).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ __all__ = [
 
 GROUPS = ("better", "not better")
 _KINDS = "sfc"
+_HALF = "h"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,8 +64,9 @@ class HalvesInfo:
     """Result of :func:`halves_study`.
 
     * ``models``: one row per usable candidate: name, order, value, group, bottom_s,
-      bottom_f, bottom_c, top_s, top_f, top_c, bottom_attention_share (fraction of the
-      model's ``s`` sublayers that lie in the bottom half).
+      bottom_f, bottom_c, top_s, top_f, top_c (plus bottom_h, top_h when an order has a
+      half-width feedforward), bottom_attention_share (fraction of the model's ``s``
+      sublayers that lie in the bottom half).
     * ``means``: long frame group, half, kind, mean (mean count per half per group).
     * ``position``: P(s) per parameter-fraction bin and group (see :func:`position_map`).
     * ``mann_whitney`` / ``spearman``: None when a group is empty / too few models.
@@ -99,7 +103,7 @@ class HalvesInfo:
 
 def _position_shares(order: str, edges: np.ndarray, f_units: float, c_units: float) -> np.ndarray:
     """Share of each bin's parameter mass occupied by ``s`` sublayers."""
-    weight = {"s": 1.0, "f": float(f_units), "c": float(c_units)}
+    weight = {"s": 1.0, "f": float(f_units), "c": float(c_units), "h": float(f_units) / 2}
     widths = np.array([weight[ch] for ch in order])
     ends = np.cumsum(widths) / widths.sum()
     starts = ends - widths / widths.sum()
@@ -183,15 +187,16 @@ def halves_study(
         raise AnalysisError(f"trial(s) without an order: {', '.join(map(str, no_order))}")
     values = rows[column].to_numpy(dtype=float)
     better = at_least_as_good(values, base.mean, lower=base.lower_is_better)
+    kinds = _KINDS + (_HALF if any(_HALF in o for o in rows["order"]) else "")
     records = []
     for (_, row), value, good in zip(rows.iterrows(), values, better, strict=True):
         split = halves(row["order"], straddle=straddle, f_units=f_units, c_units=c_units)
         n_s = counts(row["order"])["s"]
         rec = {"run_id": row["run_id"], "name": row["name"], "order": row["order"],
                "value": float(value), "group": GROUPS[0] if good else GROUPS[1]}
-        for kind in _KINDS:
-            rec[f"bottom_{kind}"] = split.bottom[kind]
-            rec[f"top_{kind}"] = split.top[kind]
+        for kind in kinds:
+            rec[f"bottom_{kind}"] = split.bottom.get(kind, 0.0)
+            rec[f"top_{kind}"] = split.top.get(kind, 0.0)
         rec["bottom_attention_share"] = split.bottom["s"] / n_s if n_s else float("nan")
         records.append(rec)
     models = pd.DataFrame(records)
@@ -201,7 +206,7 @@ def halves_study(
         if members.empty:
             continue
         for half in ("bottom", "top"):
-            for kind in _KINDS:
+            for kind in kinds:
                 means.append({"group": group, "half": half, "kind": kind,
                               "mean": float(members[f"{half}_{kind}"].mean()),
                               "n": len(members)})

@@ -104,7 +104,8 @@ def halves_section(
     w.figure(sec, f"{stem}_position_map", plots.plot_position_map(
         h, title=f"{fig}, by depth: share of parameters in self-attention"))
     w.table(sec, f"{stem}_halves_models", h.models)
-    present = [k for k in "sfc" if (h.models[[f"bottom_{k}", f"top_{k}"]] > 0).any(axis=None)]
+    present = [k for k in "sfch" if f"bottom_{k}" in h.models
+               and (h.models[[f"bottom_{k}", f"top_{k}"]] > 0).any(axis=None)]
     w.table(sec, f"{stem}_halves_means", h.means[h.means["kind"].isin(present)])
     w.table(sec, f"{stem}_position_map", h.position)
     tests = []

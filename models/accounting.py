@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from sublayer_search.models.config import ModelConfig, adaptive_bands
-from sublayer_search.spaces.cost import unit_costs
+from sublayer_search.spaces.cost import half_width, sublayer_costs
 from sublayer_search.spaces.order import counts
 
 __all__ = ["embedding_params", "flops_per_token", "head_params", "param_count"]
@@ -47,10 +47,10 @@ def param_count(cfg: ModelConfig) -> int:
     """Exact number of trainable parameters of ``OrderedLM(cfg)``.
 
     embeddings (+ learned positions) + Σ per-sublayer exact costs
-    (:func:`spaces.cost.unit_costs` with ``exact=True``: weights, biases and the
+    (:func:`spaces.cost.sublayer_costs` with ``exact=True``: weights, biases and the
     sublayer's LayerNorm) + final LayerNorm (pre-norm only) + untied head parts.
     """
-    costs = unit_costs(d_model=cfg.d_model, d_ff=cfg.d_ff, exact=True)
+    costs = sublayer_costs(d_model=cfg.d_model, d_ff=cfg.d_ff, exact=True)
     sublayers = sum(n * costs[kind] for kind, n in counts(cfg.order).items())
     final_norm = 2 * cfg.d_model if cfg.norm == "pre" else 0
     return embedding_params(cfg) + sublayers + final_norm + head_params(cfg)
@@ -60,7 +60,8 @@ def flops_per_token(cfg: ModelConfig) -> int:
     """Forward FLOPs per token (multiply-add = 2 FLOPs), full-context convention.
 
     ``2 · N`` where N counts the weights of every matmul a token passes through outside
-    the input embedding: per ``s``/``c`` 4d², per ``f`` 2·d·d_ff, and the output layer
+    the input embedding: per ``s``/``c`` 4d², per ``f`` 2·d·d_ff, per ``h`` d·d_ff (half
+    width), and the output layer
     (V·d for a plain softmax, whether tied or not; Σ dᵢ·d + dᵢ·|bandᵢ| for the tied
     adaptive-input softmax; for the adaptive softmax the head plus *every* tail, i.e.
     the cost of full log-probabilities — training evaluates a tail only for the targets
@@ -76,6 +77,7 @@ def flops_per_token(cfg: ModelConfig) -> int:
     vocab, d, ctx = cfg.require_vocab(), cfg.d_model, cfg.context
     n = counts(cfg.order)
     matmul = (n["s"] + n["c"]) * 4 * d * d + n["f"] * 2 * d * cfg.d_ff
+    matmul += n.get("h", 0) * 2 * d * half_width(cfg.d_ff)
     if cfg.adaptive_softmax:
         head = (cfg.cutoffs[0] + len(cfg.cutoffs)) * d
         head += sum(d * w + w * size for w, size in _tails(cfg))

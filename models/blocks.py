@@ -1,5 +1,6 @@
-"""Sublayers — ``s`` self-attention, ``f`` feedforward, ``c`` cross-attention — and the
-residual wrapper that gives each one its own LayerNorm and dropout.
+"""Sublayers — ``s`` self-attention, ``f`` feedforward, ``c`` cross-attention, ``h``
+half-width feedforward — and the residual wrapper that gives each one its own LayerNorm
+and dropout.
 
 Parameter counts (match :func:`spaces.cost.unit_costs` with ``exact=True``):
 
@@ -8,6 +9,8 @@ Parameter counts (match :func:`spaces.cost.unit_costs` with ``exact=True``):
 * ``c``: ``Linear(d, d)`` for queries + fused ``Linear(d, 2d)`` for keys/values over the
   memory + output ``Linear(d, d)`` = 4d² + 4d;
 * ``f``: ``Linear(d, d_ff)`` + ``Linear(d_ff, d)`` = 2·d·d_ff + d_ff + d;
+* ``h``: a ``FeedForward`` of width d_ff/2 (:func:`spaces.cost.half_width`) = d·d_ff +
+  d_ff/2 + d (the Macaron block's halves, see :mod:`spaces.families`);
 * :class:`Residual` adds one ``LayerNorm(d)`` = 2d.
 """
 
@@ -18,6 +21,8 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from sublayer_search.spaces.cost import half_width
 
 __all__ = [
     "CrossAttention",
@@ -199,14 +204,15 @@ def build_sublayer(
     norm: str = "pre",
     causal: bool = True,
 ) -> Residual:
-    """One residual sublayer for an order symbol: ``"s"``, ``"f"`` or ``"c"``."""
+    """One residual sublayer for an order symbol: ``"s"``, ``"f"``, ``"c"`` or ``"h"``."""
     sub: nn.Module
     if kind == "s":
         sub = SelfAttention(d_model, n_heads, attn_dropout=attn_dropout, causal=causal)
-    elif kind == "f":
-        sub = FeedForward(d_model, d_ff, activation=activation, act_dropout=act_dropout)
+    elif kind in ("f", "h"):
+        width = d_ff if kind == "f" else half_width(d_ff)
+        sub = FeedForward(d_model, width, activation=activation, act_dropout=act_dropout)
     elif kind == "c":
         sub = CrossAttention(d_model, n_heads, attn_dropout=attn_dropout)
     else:
-        raise ValueError(f"unknown sublayer kind {kind!r} (expected s, f or c)")
+        raise ValueError(f"unknown sublayer kind {kind!r} (expected s, f, c or h)")
     return Residual(sub, d_model, dropout=dropout, norm=norm)

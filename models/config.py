@@ -24,6 +24,7 @@ __all__ = [
     "adaptive_bands",
     "check_dims",
     "check_flags",
+    "check_half_width",
     "config_from_dict",
     "model_preset",
 ]
@@ -46,6 +47,13 @@ def _memory_words(name: str, value: int) -> str:
         return f"one attention map of {value:,}² would take {gib:,.0f} GiB"
     weights = 4 * value * value if name == "d_model" else 2 * value * value // 4
     return f"one sublayer of this width alone needs {weights * 4 / 2**30:,.0f} GiB of fp32 weights"
+
+
+def check_half_width(d_ff: int, orders: str) -> None:
+    """An ``h`` (half-width feedforward, d_ff/2) needs an even ``d_ff``: then it is
+    exactly half an ``f``, as the budget arithmetic assumes."""
+    check("h" not in orders or d_ff % 2 == 0, "model.d_ff", d_ff,
+          "an even number (the order has half-width feedforwards h of d_ff/2)")
 
 
 def check_dims(cfg: Any) -> None:
@@ -126,6 +134,7 @@ class ModelConfig:
         check(vocab is None or (is_int(vocab) and vocab >= 2), "model.vocab_size", vocab,
               "an integer >= 2 or null")
         check_dims(self)
+        check_half_width(self.d_ff, self.order)
         check_flags(self, ("scale_embedding", "tie_embeddings", "adaptive_input",
                            "adaptive_softmax"))
         self._check_adaptive()

@@ -10,9 +10,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sublayer_search.models.config import check_dims, check_flags, config_from_dict
+from sublayer_search.models.config import (
+    check_dims,
+    check_flags,
+    check_half_width,
+    config_from_dict,
+)
 from sublayer_search.models.errors import ConfigError, check, is_int
-from sublayer_search.spaces.cost import unit_costs
+from sublayer_search.spaces.cost import half_width, sublayer_costs
 from sublayer_search.spaces.order import counts, parse_order
 from sublayer_search.spaces.sandwich import sandwich
 
@@ -111,6 +116,7 @@ class Seq2SeqConfig(Seq2SeqDims):
                 raise ConfigError(f"model.{name}", value, f"an order string for the {kind}")
             object.__setattr__(self, name, parse_order(value, kind=kind))
         super().__post_init__()
+        check_half_width(self.d_ff, self.encoder_order + self.decoder_order)
 
 
 SEQ2SEQ_PRESETS: dict[str, Seq2SeqConfig] = {
@@ -155,6 +161,12 @@ def with_sandwich(cfg: Seq2SeqConfig, *, n: int, k: int, side: str = "decoder") 
     return dataclasses.replace(cfg, decoder_order=order)
 
 
+def _kind_counts(cfg: Seq2SeqConfig) -> dict[str, int]:
+    """Sublayers of each kind (``s``, ``f``, ``c``, ``h``) over both orders."""
+    enc, dec = counts(cfg.encoder_order), counts(cfg.decoder_order)
+    return {k: enc.get(k, 0) + dec.get(k, 0) for k in "sfch"}
+
+
 def seq2seq_param_count(cfg: Seq2SeqConfig) -> int:
     """Exact number of trainable parameters of ``OrderedSeq2Seq(cfg)``.
 
@@ -164,11 +176,11 @@ def seq2seq_param_count(cfg: Seq2SeqConfig) -> int:
     """
     src, tgt = cfg.require_vocab()
     d = cfg.d_model
-    costs = unit_costs(d_model=d, d_ff=cfg.d_ff, exact=True)
-    n = {k: counts(cfg.encoder_order)[k] + counts(cfg.decoder_order)[k] for k in "sfc"}
+    costs = sublayer_costs(d_model=d, d_ff=cfg.d_ff, exact=True)
+    n = _kind_counts(cfg)
     embeddings = src * d + (0 if cfg.shared_embeddings else tgt * d)
     positions = 2 * cfg.context * d if cfg.positions == "learned" else 0
-    sublayers = sum(n[k] * costs[k] for k in "sfc")
+    sublayers = sum(n[k] * costs[k] for k in "sfch")
     final_norms = 2 * 2 * d if cfg.norm == "pre" else 0
     head = 0 if cfg.tie_output else tgt * d
     return embeddings + positions + sublayers + final_norms + head
@@ -179,12 +191,13 @@ def seq2seq_flops_per_token(cfg: Seq2SeqConfig) -> int:
 
     The convention of :func:`models.accounting.flops_per_token`, with source and target
     of equal length: ``2 ·`` (matmul weights of both orders: 4d² per ``s``/``c``,
-    2·d·d_ff per ``f``, plus the V_t·d output layer) ``+ 2 · 2 · context · d`` per
+    2·d·d_ff per ``f``, d·d_ff per half-width ``h``, plus the V_t·d output layer) ``+ 2 · 2 · context · d`` per
     attention sublayer (``s`` on either side, ``c``) at the full context. An IOT model
     at inference runs one such path (training runs every path of its subset).
     """
     _, tgt = cfg.require_vocab()
     d, ctx = cfg.d_model, cfg.context
-    n = {k: counts(cfg.encoder_order)[k] + counts(cfg.decoder_order)[k] for k in "sfc"}
+    n = _kind_counts(cfg)
     matmul = (n["s"] + n["c"]) * 4 * d * d + n["f"] * 2 * d * cfg.d_ff + tgt * d
+    matmul += n["h"] * 2 * d * half_width(cfg.d_ff)
     return 2 * matmul + (n["s"] + n["c"]) * 2 * 2 * ctx * d

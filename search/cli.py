@@ -124,10 +124,10 @@ def _spaces_epilog() -> str:
     """Each space with its arguments and their defaults, for ``spaces sample --help``."""
     import inspect
 
-    from sublayer_search.spaces.registry import SPACES
+    from sublayer_search.spaces.registry import ALL_SPACES
 
     lines = ["spaces and their arguments (NAME=VALUE; no default: required):"]
-    for name, info in SPACES.items():
+    for name, info in ALL_SPACES.items():
         shown = []
         for arg, default in info.arguments.items():
             arg = "k" if (name, arg) == ("sandwich", "ks") else arg
@@ -141,7 +141,7 @@ def _spaces_epilog() -> str:
 
 def _cmd_spaces_sample(args: argparse.Namespace) -> int:
     from sublayer_search.spaces.cost import units
-    from sublayer_search.spaces.registry import SPACES, expand, space_arguments
+    from sublayer_search.spaces.registry import ALL_SPACES, expand, space_arguments
 
     kwargs: dict[str, Any] = {}
     for item in args.args:
@@ -158,11 +158,13 @@ def _cmd_spaces_sample(args: argparse.Namespace) -> int:
         cands = expand(args.space, space_arguments(kwargs) if args.space == "sandwich" else kwargs,
                        kind=args.kind)
     except ValueError as exc:
-        known = ", ".join(f"{n} ({i.summary})" for n, i in SPACES.items())
+        known = ", ".join(f"{n} ({i.summary})" for n, i in ALL_SPACES.items())
         return _bad(f"{_as_typed(exc, kwargs)}\n  spaces: {known}")
     rows = [{"name": c.name, "order": _shown_order(c.order, c.params), "n_s": c.counts["s"],
-             "n_f": c.counts["f"], "n_c": c.counts["c"], "units": units(c.order)} for c in cands]
-    cols = ["name", "n_s", "n_f"] + (["n_c"] if args.kind == "decoder" else []) + ["units", "order"]
+             "n_f": c.counts["f"], "n_c": c.counts["c"], "n_h": c.counts.get("h", 0),
+             "units": units(c.order)} for c in cands]
+    cols = ["name", "n_s", "n_f"] + (["n_c"] if args.kind == "decoder" else [])
+    cols += (["n_h"] if any(r["n_h"] for r in rows) else []) + ["units", "order"]
     _print_table(rows, cols)
     print(f"{len(rows)} order(s)")
     return 0
@@ -203,7 +205,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
                   "to check it there)", file=sys.stderr)
         shown = [{**r, "order": _shown_order(r["order"], t.params)}
                  for r, t in zip(rows, plan.trials, strict=True)]
-        _print_table(shown, ["name", "family", "seed", "n_s", "n_f", "units", "params",
+        half = ["n_h"] if any("n_h" in r for r in rows) else []
+        _print_table(shown, ["name", "family", "seed", "n_s", "n_f", *half, "units", "params",
                              "flops_per_token", "order"])
         extra = ""
         if exp.search.algorithm != "grid":

@@ -60,7 +60,8 @@ class SpaceSpec(BaseModel):
     """``{type: sandwich, n: 16, k: [0, 6]}``: a space name and its arguments."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
-    type: Literal["permutations", "budgeted", "sandwich", "explicit", "iot_subsets"]
+    type: Literal["permutations", "budgeted", "sandwich", "explicit", "iot_subsets", "par",
+                  "macaron"]
 
     @property
     def args(self) -> dict[str, Any]:

@@ -118,6 +118,8 @@ class SweepPlan:
         row = {"name": trial.name, "order": trial.order, "seed": trial.seed, "space": trial.space,
                "family": trial.family, "k": trial.params.get("k"), "n_s": c["s"], "n_f": c["f"],
                "n_c": c["c"]}
+        if "h" in c:  # half-width feedforwards (macaron): only where there are some
+            row["n_h"] = c["h"]
         row.update(self.task.row(self.model_for(trial), trial.order, trial.params))
         return row
 

@@ -151,7 +151,8 @@ def _table_csv(plan: SweepPlan) -> str:
     rows = trial_table(plan)
     buf = io.StringIO()
     if rows:
-        writer = csv.DictWriter(buf, fieldnames=list(rows[0]))
+        columns = list(dict.fromkeys(k for row in rows for k in row))  # n_h: some rows only
+        writer = csv.DictWriter(buf, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
     return buf.getvalue()

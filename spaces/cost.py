@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from .errors import SpaceError
 from .order import parse_order
 
-__all__ = ["STRADDLE", "Halves", "f_units_for", "halves", "order_params", "unit_costs", "units"]
+__all__ = ["STRADDLE", "Halves", "f_units_for", "half_width", "halves", "order_params",
+           "sublayer_costs", "unit_costs", "units"]
 
 STRADDLE = ("fractional", "bottom", "top", "drop")
 """Ways to count the sublayer that straddles the middle in :func:`halves`."""
@@ -30,7 +31,8 @@ def _positive_float(name: str, value: object) -> float:
 
 
 def unit_costs(*, d_model: int, d_ff: int, exact: bool = False) -> dict[str, int]:
-    """Parameters of one sublayer of each kind.
+    """Parameters of one sublayer of each classic kind (``s``, ``f``, ``c``; see
+    :func:`sublayer_costs` for every kind, the half-width ``h`` included).
 
     Weights only: ``s`` = ``c`` = 4d² (q, k, v, out projections), ``f`` = 2·d·d_ff.
     With ``exact`` also the biases and the sublayer's LayerNorm (weight + bias):
@@ -43,18 +45,33 @@ def unit_costs(*, d_model: int, d_ff: int, exact: bool = False) -> dict[str, int
     return {"s": attention, "f": feedforward, "c": attention}
 
 
+def half_width(d_ff: int) -> int:
+    """Hidden width of a half-width feedforward ``h``: ``d_ff // 2`` (model configs
+    with an ``h`` require an even d_ff, so that an ``h`` is exactly half an ``f``)."""
+    return _positive_int("d_ff", d_ff) // 2
+
+
+def sublayer_costs(*, d_model: int, d_ff: int, exact: bool = False) -> dict[str, int]:
+    """Parameters of one sublayer of every kind: :func:`unit_costs` plus ``h``.
+
+    ``h`` is a feedforward of width ``d_ff/2``: d·d_ff weights (half an ``f``); with
+    ``exact`` also d_ff/2 + d biases and its LayerNorm's 2d, as ``models/`` builds it.
+    """
+    costs = unit_costs(d_model=d_model, d_ff=d_ff, exact=exact)
+    d, half = d_model, half_width(d_ff)
+    costs["h"] = 2 * d * half + (half + 3 * d if exact else 0)
+    return costs
+
+
 def order_params(order: str, *, d_model: int, d_ff: int, exact: bool = False) -> int:
     """Total sublayer parameters of ``order`` (embeddings and output layers excluded)."""
-    costs = unit_costs(d_model=d_model, d_ff=d_ff, exact=exact)
+    costs = sublayer_costs(d_model=d_model, d_ff=d_ff, exact=exact)
     return sum(costs[ch] for ch in _canonical(order))
 
 
 def _weights(f_units: float, c_units: float) -> dict[str, float]:
-    return {
-        "s": 1.0,
-        "f": _positive_float("f_units", f_units),
-        "c": _positive_float("c_units", c_units),
-    }
+    f = _positive_float("f_units", f_units)
+    return {"s": 1.0, "f": f, "c": _positive_float("c_units", c_units), "h": f / 2}
 
 
 def f_units_for(d_model: int, d_ff: int) -> float:
@@ -63,7 +80,8 @@ def f_units_for(d_model: int, d_ff: int) -> float:
 
 
 def units(order: str, *, f_units: float = 2.0, c_units: float = 1.0) -> float:
-    """Cost of ``order`` in s-units: one ``s`` = 1, ``f`` = ``f_units``, ``c`` = ``c_units``.
+    """Cost of ``order`` in s-units: one ``s`` = 1, ``f`` = ``f_units``, ``c`` = ``c_units``,
+    ``h`` = ``f_units / 2``.
 
     With d_ff = 4d (the paper's setting) an ``f`` costs two ``s``, hence the default.
     """
@@ -75,8 +93,9 @@ def units(order: str, *, f_units: float = 2.0, c_units: float = 1.0) -> float:
 class Halves:
     """Sublayer counts in the bottom (input side) and top half of an order.
 
-    Both dicts have the keys ``"s"``, ``"f"`` and ``"c"``; counts are floats because a
-    straddling sublayer may be split.
+    Both dicts have the keys ``"s"``, ``"f"`` and ``"c"``, and ``"h"`` when either
+    half counts half-width feedforwards; counts are floats because a straddling
+    sublayer may be split.
     """
 
     bottom: dict[str, float] = field(default_factory=dict)
@@ -85,9 +104,12 @@ class Halves:
     def __post_init__(self) -> None:
         for name in ("bottom", "top"):
             part = getattr(self, name)
-            if set(part) - set("sfc"):
-                raise SpaceError(name, part, "a dict with keys among s, f, c")
-            object.__setattr__(self, name, {k: float(part.get(k, 0.0)) for k in "sfc"})
+            if set(part) - set("sfch"):
+                raise SpaceError(name, part, "a dict with keys among s, f, c, h")
+        kinds = "sfch" if "h" in self.bottom or "h" in self.top else "sfc"
+        for name in ("bottom", "top"):
+            part = getattr(self, name)
+            object.__setattr__(self, name, {k: float(part.get(k, 0.0)) for k in kinds})
 
 
 def halves(
@@ -107,7 +129,8 @@ def halves(
     * ``"bottom"`` / ``"top"``: wholly in that half;
     * ``"drop"``: in neither.
 
-    Example: ``ssssff`` (8 units, cut at 4) → bottom ``{s: 4}``, top ``{f: 2}``.
+    Example: ``ssssff`` (8 units, cut at 4) → bottom ``{s: 4}``, top ``{f: 2}``. A
+    half-width ``h`` weighs ``f_units / 2``: ``hshhsh`` (6 units) → ``{s: 1, h: 2}`` each.
     """
     if straddle not in STRADDLE:
         raise SpaceError("straddle", straddle, "one of " + ", ".join(STRADDLE))
@@ -116,8 +139,9 @@ def halves(
     total = sum(weights[ch] for ch in canonical)
     cut = total / 2
     eps = 1e-9 * total
-    bottom = dict.fromkeys("sfc", 0.0)
-    top = dict.fromkeys("sfc", 0.0)
+    kinds = "sfch" if "h" in canonical else "sfc"
+    bottom = dict.fromkeys(kinds, 0.0)
+    top = dict.fromkeys(kinds, 0.0)
     start = 0.0
     for ch in canonical:
         width = weights[ch]

@@ -1,7 +1,9 @@
 """Order strings: parsing, validation and the named families.
 
 An *order* is a string over sublayer kinds, input on the left: ``s`` self-attention,
-``f`` feedforward, ``c`` cross-attention (decoders only). The canonical form is the
+``f`` feedforward, ``c`` cross-attention (decoders only), ``h`` a half-width
+feedforward (d_ff/2, half the parameters of an ``f``: the two halves around each
+attention of a Macaron block, ``hsh``). The canonical form is the
 plain string (``"sssfsfff"``). :func:`parse_order` also accepts
 
 * the paper's tokens: ``sf|ff|ss`` (``|`` and whitespace are ignored);
@@ -30,6 +32,8 @@ from .errors import OrderError, SpaceError
 __all__ = [
     "ALPHABETS",
     "FAMILIES",
+    "HALF",
+    "KINDS",
     "MAX_LENGTH",
     "SYMBOLS",
     "counts",
@@ -39,10 +43,14 @@ __all__ = [
     "sandwich_order",
 ]
 
-ALPHABETS: dict[str, str] = {"lm": "sf", "encoder": "sf", "decoder": "scf"}
-"""Sublayer symbols allowed per model kind."""
-SYMBOLS = "scf"
+HALF = "h"
+"""The half-width feedforward: ``FeedForward(d, d_ff/2)``, half the cost of an ``f``."""
+ALPHABETS: dict[str, str] = {"lm": "sfh", "encoder": "sfh", "decoder": "scfh"}
+"""Sublayer symbols allowed per model kind (``h`` in every one)."""
+SYMBOLS = "scfh"
 """Every sublayer symbol of any kind."""
+KINDS = "sfch"
+"""Every sublayer kind, in the order of :func:`counts` and the cost tables."""
 MAX_LENGTH = 1024
 """Most sublayers an order may have."""
 FAMILIES = ("sandwich(n,k)", "interleaved(n)")
@@ -62,7 +70,12 @@ def _alphabet(kind: str) -> str:
 
 
 def _expected(alphabet: str) -> str:
-    return "one of " + ", ".join(alphabet)
+    # the classic kinds only: messages stay as they were before h joined every alphabet
+    return "one of " + ", ".join(ch for ch in alphabet if ch != HALF)
+
+
+def _has_cross(kind: str) -> bool:
+    return "c" in _alphabet(kind)
 
 
 def _check_length(max_length: int) -> None:
@@ -72,7 +85,7 @@ def _check_length(max_length: int) -> None:
 
 def interleaved(n: int, *, kind: str = "lm") -> str:
     """The interleaved baseline: ``(sf)^n``, or ``(scf)^n`` for decoders."""
-    block = "scf" if _alphabet(kind) == "scf" else "sf"
+    block = "scf" if _has_cross(kind) else "sf"
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise SpaceError("n", n, "a positive integer")
     return block * n
@@ -85,7 +98,7 @@ def sandwich_order(n: int, k: int, *, kind: str = "lm") -> str:
     ``s`` and ``c`` move together as one unit, as in the paper's translation study:
     ``(sc)^k (scf)^(n-k) f^k``.
     """
-    head = "sc" if _alphabet(kind) == "scf" else "s"
+    head = "sc" if _has_cross(kind) else "s"
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise SpaceError("n", n, "a positive integer")
     if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= n - 1:
@@ -106,12 +119,15 @@ def sandwich_k(order: str, *, kind: str = "lm") -> int | None:
 
 
 def counts(order: str) -> dict[str, int]:
-    """Number of each sublayer kind; keys ``"s"``, ``"f"``, ``"c"`` are always present."""
+    """Number of each sublayer kind; keys ``"s"``, ``"f"``, ``"c"`` are always present,
+    ``"h"`` when the order has half-width feedforwards (read it with ``.get("h", 0)``)."""
     result = {sym: order.count(sym) for sym in "sfc"}
+    if HALF in order:
+        result[HALF] = order.count(HALF)
     if sum(result.values()) != len(order) or not order:
         bad = next((i for i, ch in enumerate(order) if ch not in SYMBOLS), 0)
         what = f"unknown symbol {order[bad]!r}" if order else "empty order"
-        raise OrderError(order, bad, f"{what} (expected a canonical order over s, c, f)")
+        raise OrderError(order, bad, f"{what} (expected a canonical order over s, c, f, h)")
     return result
 
 
@@ -315,7 +331,7 @@ class _Parser:
         n, n_at = values[0]
         if n < 1:
             raise self.error(n_at, f"n = {n} in {name} (expected a positive integer)")
-        per_layer = 3 if self.alphabet == "scf" else 2
+        per_layer = 3 if "c" in self.alphabet else 2
         if n * per_layer > self.max_length:
             raise self.too_long(start)
         if name == "interleaved":

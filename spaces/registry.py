@@ -17,12 +17,14 @@ from .budgeted import budgeted, validate_budgeted
 from .candidate import Candidate
 from .errors import SpaceError
 from .explicit import explicit
+from .families import build_macaron, build_par, check_macaron, check_par
 from .iot import IOTSubset, explicit_subsets, iot_subsets, validate_iot
 from .order import ALPHABETS, sandwich_k
 from .permutations import count_permutations, permutations, validate_permutations
 from .sandwich import sandwich, validate_sandwich
 
-__all__ = ["SPACES", "SpaceInfo", "check_kind", "expand", "space_arguments", "validate"]
+__all__ = ["ALL_SPACES", "FAMILY_SPACES", "SPACES", "SpaceInfo", "check_kind", "expand",
+           "space_arguments", "validate"]
 
 _SHORT_NAME = 16  # explicit orders up to this length are named by themselves
 
@@ -199,12 +201,27 @@ SPACES: dict[str, SpaceInfo] = {
 }
 """Space name → :class:`SpaceInfo`."""
 
+FAMILY_SPACES: dict[str, SpaceInfo] = {
+    info.name: info
+    for info in (
+        SpaceInfo(name="par", build=build_par, check=check_par, kinds=("lm", "encoder"),
+                  summary="PAR: fewer s, attention first, at a budget (n=layers of (sf)^n "
+                          "or budget_units; n_s=count(s) or a list)"),
+        SpaceInfo(name="macaron", build=build_macaron, check=check_macaron,
+                  kinds=("lm", "encoder", "decoder"),
+                  summary="Macaron blocks h s h (decoder h s c h), h a half-width f"),
+    )
+}
+"""Order families from peers (:mod:`spaces.families`), kept apart from :data:`SPACES`."""
+ALL_SPACES: dict[str, SpaceInfo] = {**SPACES, **FAMILY_SPACES}
+"""Every space :func:`expand` knows: :data:`SPACES` and :data:`FAMILY_SPACES`."""
+
 
 def _info(name: str) -> SpaceInfo:
     try:
-        return SPACES[name]
+        return ALL_SPACES[name]
     except (KeyError, TypeError):
-        raise SpaceError("name", name, "one of " + ", ".join(sorted(SPACES))) from None
+        raise SpaceError("name", name, "one of " + ", ".join(sorted(ALL_SPACES))) from None
 
 
 def check_kind(name: str, kind: str) -> None:

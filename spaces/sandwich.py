@@ -13,7 +13,7 @@ __all__ = ["sandwich", "validate_sandwich"]
 
 def validate_sandwich(n: int, ks: Sequence[int] | None = None, *, kind: str = "lm") -> None:
     """Check the arguments of :func:`sandwich`."""
-    per_layer = len(_alphabet(kind))
+    per_layer = 3 if "c" in _alphabet(kind) else 2  # one layer: s f, or s c f
     _checks.integer("n", n, 1, MAX_LENGTH // per_layer)
     if ks is None:
         return

@@ -198,4 +198,5 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
 def _layers(cand: Candidate) -> int:
     if "layers" in cand.params:
         return int(cand.params["layers"])
-    return counts(cand.order)["f"]
+    n = counts(cand.order)
+    return n["f"] + n.get("h", 0) // 2  # a macaron block's two halves make one layer
