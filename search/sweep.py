@@ -17,6 +17,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import ray
@@ -27,7 +28,7 @@ from ray.tune.search import ConcurrencyLimiter
 from .checkpoints import fill_checkpoint_gaps
 from .links import label_experiment
 from .local_ray import shutdown_ray, start_local_ray
-from .plan import SweepPlan, trial_table
+from .plan import SweepPlan, Trial, trial_table
 from .problems import ExperimentError, Problem
 from .progress import SweepProgress
 from .schedulers import CandidateASHA
@@ -159,27 +160,34 @@ def _table_csv(plan: SweepPlan) -> str:
 
 
 def _reuse(client: Any, exp_id: str, parent_id: str,
-           plan: SweepPlan) -> tuple[SweepPlan, dict[tuple[str, int], str]]:
-    """Drop trials whose (order, seed, config hash) already finished in this experiment."""
+           plan: SweepPlan) -> tuple[SweepPlan, dict[tuple[str, int, str], str]]:
+    """Drop trials whose content key — (order, seed, identity, config hash) — already
+    finished (identity: what else tells models apart, such as an IOT subset)."""
     from dataclasses import replace
 
     scope = [exp_id]
     if plan.experiment.reuse == "store":
         scope += [e.experiment_id for e in client.search_experiments(max_results=50000)
                   if e.experiment_id != exp_id]
-    done = finished_trials(client, scope, plan.config_hash)
-    same = set(finished_trials(client, exp_id, plan.config_hash)) if len(scope) > 1 else set(done)
-    reused = {(t.order, t.seed): done[(t.order, t.seed)] for t in plan.trials
-              if (t.order, t.seed) in done}
-    for key, run_id in list(reused.items()):
-        if key not in same:  # from another experiment: copied in, so this sweep's studies see it
+    def identity(params: dict[str, str]) -> str:  # from a run's params, as from a trial's
+        return plan.task.identity(SimpleNamespace(params=params))
+
+    def key(t: Trial) -> tuple[str, int, str]:
+        return (t.order, t.seed, plan.task.identity(t))
+
+    done = finished_trials(client, scope, plan.config_hash, identity)
+    same = (set(finished_trials(client, exp_id, plan.config_hash, identity))
+            if len(scope) > 1 else set(done))
+    reused = {key(t): done[key(t)] for t in plan.trials if key(t) in done}
+    for found, run_id in list(reused.items()):
+        if found not in same:  # from another experiment: copied in, so its studies see it
             copy_trial(client, run_id, exp_id, parent_id)
     if reused:
-        lines = [f"{order}\t{seed}\t{run_id}" for (order, seed), run_id in reused.items()]
+        lines = [f"{order}\t{seed}\t{run_id}" for (order, seed, _), run_id in reused.items()]
         client.log_text(parent_id, "order\tseed\trun_id\n" + "\n".join(lines) + "\n",
                         "reused_trials.tsv")
     client.set_tag(parent_id, "sublayer.reused_trials", str(len(reused)))
-    kept = [t for t in plan.trials if (t.order, t.seed) not in reused]
+    kept = [t for t in plan.trials if key(t) not in reused]
     return replace(plan, trials=kept), reused
 
 
@@ -239,7 +247,7 @@ def run_sweep(plan: SweepPlan, *, resume: bool = False, address: str | None = No
         client = ensure_store(uri)
         exp_id, parent_id = open_sweep_run(client, plan, ray_run, resume=resume)
         label_experiment(client, exp_id, plan)
-        reused: dict[tuple[str, int], str] = {}
+        reused: dict[tuple[str, int, str], str] = {}
         if exp.reuse and not resume:
             plan, reused = _reuse(client, exp_id, parent_id, plan)
         if not resume:

@@ -14,7 +14,7 @@ import json
 import math
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -102,17 +102,21 @@ def open_sweep_run(client: MlflowClient, plan: SweepPlan, ray_run: str,
     return exp_id, run.info.run_id
 
 
-def finished_trials(client: MlflowClient, exp_ids: str | list[str],
-                    config_hash: str) -> dict[tuple[str, int], str]:
-    """(order, seed) -> run id of every trial that finished with these settings (the
-    oldest one, when several experiments hold the same trial)."""
+def finished_trials(client: MlflowClient, exp_ids: str | list[str], config_hash: str,
+                    identity: Callable[[dict[str, str]], str] | None = None,
+                    ) -> dict[tuple[str, int, str], str]:
+    """(order, seed, identity) -> run id of every trial that finished with these settings
+    (the oldest one, when several experiments hold the same trial). ``identity`` reads
+    what else tells models apart from a run's params (an IOT subset: its codes)."""
     runs = client.search_runs(
         [exp_ids] if isinstance(exp_ids, str) else exp_ids, max_results=50000,
         order_by=["attributes.start_time DESC"],
         filter_string=f"params.config_hash = '{config_hash}' and "
                       f"tags.`{STATUS}` = '{TrialStatus.FINISHED}' "
                       "and attributes.status = 'FINISHED'")
-    return {(r.data.params["order"], int(r.data.params["seed"])): r.info.run_id for r in runs}
+    key = identity or (lambda params: "")
+    return {(r.data.params["order"], int(r.data.params["seed"]), key(r.data.params)): r.info.run_id
+            for r in runs}
 
 
 def copy_trial(client: MlflowClient, run_id: str, exp_id: str, parent_id: str) -> str:

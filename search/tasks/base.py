@@ -10,8 +10,8 @@ the searchers, Ray and MLflow are the same for every task. Add a task by subclas
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, Generic, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import pydantic
 
@@ -72,6 +72,13 @@ def obtain_corpus(name: str, on_disk: Callable[[], object], download: Callable[[
         problems.append(Problem("data.name", name, f"an available corpus: {exc}"))
         return False
     return True
+
+
+class HasParams(Protocol):
+    """A candidate, a trial, or a finished run's params: what :meth:`Task.identity` reads."""
+
+    @property
+    def params(self) -> Mapping[str, Any]: ...
 
 
 class Task(ABC, Generic[ModelT, DataT, ExtraT, SpecT]):
@@ -137,8 +144,9 @@ class Task(ABC, Generic[ModelT, DataT, ExtraT, SpecT]):
         """Params of a baseline given explicitly as ``order``."""
         return {}
 
-    def identity(self, cand: Candidate) -> str:
-        """What, besides order and seed, makes two candidates different models."""
+    def identity(self, cand: HasParams) -> str:
+        """What, besides order and seed, makes two candidates different models (also read
+        from a finished run's params, to match trials for ``reuse``)."""
         return str(cand.params.get("side", "decoder"))
 
     # -- one trial -----------------------------------------------------------------------

@@ -39,7 +39,7 @@ from sublayer_search.spaces.order import counts, interleaved
 from sublayer_search.spaces.records import route_share_code
 
 from ..problems import Problem, problems_from
-from .base import Task, obtain_corpus, validate_section
+from .base import HasParams, Task, obtain_corpus, validate_section
 from .registry import register
 
 __all__ = ["TranslationTask"]
@@ -124,7 +124,7 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
     def baseline_params(self, order: str) -> dict[str, Any]:
         return {"side": "decoder", "layers": counts(order)["f"]}
 
-    def identity(self, cand: Candidate) -> str:
+    def identity(self, cand: HasParams) -> str:
         """An IOT subset of one standard block (code 1) is the plain model itself."""
         subset = cand.params.get("subset")
         if subset is None or (subset == "1" and cand.params.get("stack", "decoder") == "decoder"):

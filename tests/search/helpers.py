@@ -135,6 +135,21 @@ def tail(path: Path, chars: int = 4000) -> str:
     return path.read_text(errors="replace")[-chars:] if path.is_file() else f"({path} missing)"
 
 
+def wait_for_health(port: int, proc: subprocess.Popen[bytes], log: Path,
+                    timeout: float = 90) -> None:
+    """Poll ``/health`` of a server started by ``proc`` until it answers 200."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                assert r.status == 200
+                return
+        except OSError:
+            assert proc.poll() is None, tail(log)
+            assert time.monotonic() < deadline, "the UI did not come up:\n" + tail(log)
+            time.sleep(0.5)
+
+
 def run_cli(args: Sequence[str], *, env: Mapping[str, str], log: Path,
             timeout: float) -> subprocess.CompletedProcess[str]:
     """``sublayer ARGS`` as a subprocess; its output goes to ``log`` and is returned."""

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import sys
-import time
 import urllib.request
 
 import pytest
-from helpers import free_port, start, stop, subprocess_env, tail
+from helpers import free_port, start, stop, subprocess_env, wait_for_health
 
 pytestmark = pytest.mark.slow
 
@@ -23,16 +22,7 @@ def test_sublayer_ui_serves_the_store(tmp_path):
     log = tmp_path / "ui.log"
     proc = start(cmd, env=subprocess_env(tmp_path), log=log)
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                    assert r.status == 200
-                    break
-            except OSError:
-                assert proc.poll() is None, tail(log)
-                assert time.monotonic() < deadline, "the UI did not come up:\n" + tail(log)
-                time.sleep(0.5)
+        wait_for_health(port, proc, log)
         body = urllib.request.urlopen(  # noqa: S310 - loopback only
             f"http://127.0.0.1:{port}/api/2.0/mlflow/experiments/search?max_results=10",
             timeout=10).read().decode()

@@ -6,11 +6,10 @@ import os
 import signal
 import socket
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from helpers import SUBLAYER, free_port, start, stop, subprocess_env, tail
+from helpers import SUBLAYER, free_port, start, stop, subprocess_env, tail, wait_for_health
 
 pytestmark = pytest.mark.slow
 
@@ -64,16 +63,7 @@ def test_a_signal_to_sublayer_ui_stops_the_server_and_its_workers(tmp_path: Path
     proc = start([SUBLAYER, "ui", "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db",
                   "--port", str(port)], env=subprocess_env(tmp_path), log=log)
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                    assert r.status == 200
-                    break
-            except OSError:
-                assert proc.poll() is None, tail(log)
-                assert time.monotonic() < deadline, "the UI did not come up:\n" + tail(log)
-                time.sleep(0.5)
+        wait_for_health(port, proc, log)
         below = _descendants(proc.pid)
         assert below, "sublayer ui runs mlflow server as a child process"
         proc.send_signal(sig)
