@@ -7,6 +7,7 @@ the corpus's main metric (``val_bpc`` for characters and bytes, ``val_ppl`` for 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,7 +114,7 @@ def fit(
     checkpoint_dir: str | None = None,
     resume_from: str | None = None,
     corpus: Corpus | None = None,
-    on_step: Any = None,
+    on_step: Callable[[dict[str, float]], None] | None = None,
 ) -> FitResult:
     """Train ``spec.model`` on ``spec.data`` through :func:`~sublayer_search.models.trainer.train`."""
     return train(spec.train, LMFamily(spec, corpus), report, checkpoint_dir=checkpoint_dir,

@@ -15,13 +15,14 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from sublayer_search.spaces.records import FAILED_STATUSES
+
 __all__ = ["main"]
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL_ERROR = 1
 MAX_TRIALS = 10_000
 """A larger plan runs only with ``--yes`` (a typo in a space can ask for millions)."""
-FAILED_STATUSES = ("failed", "diverged")
 
 
 def _bad(message: str) -> int:

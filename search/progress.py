@@ -19,9 +19,10 @@ from typing import Any, TextIO
 
 from ray.tune import Callback
 
+from sublayer_search.spaces.records import FAILED_STATUSES
+
 __all__ = ["Snapshot", "render", "snapshot", "SweepProgress", "format_duration"]
 
-FAILED_STATUSES = ("failed", "diverged")
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from enum import StrEnum
 from typing import Final, Literal
 
 __all__ = [
-    "BEST_PREFIX", "FINAL_PREFIX", "ROUTE_SHARE_PREFIX", "STATUS_KEY", "Direction", "Role",
+    "BEST_PREFIX", "FAILED_STATUSES", "FINAL_PREFIX", "ROUTE_SHARE_PREFIX", "STATUS_KEY", "Direction", "Role",
     "Tag", "TrialStatus", "best", "direction", "final", "is_better", "main_metric_for_level",
     "route_share", "route_share_code",
 ]
@@ -78,6 +78,8 @@ class Tag:
     RAY_TRIAL_ID: Final = "ray.trial_id"
 
 
+FAILED_STATUSES: Final = (TrialStatus.FAILED.value, TrialStatus.DIVERGED.value)
+"""Statuses of trials that did not train to a usable result (a sweep with any exits 1)."""
 STATUS_KEY: Final = "status"
 """The key of the trial's status inside a reported metrics row (a string, not a metric)."""
 FINAL_PREFIX: Final = "final_"
