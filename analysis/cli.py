@@ -15,9 +15,8 @@ from pathlib import Path
 from sublayer_search.spaces.cost import STRADDLE
 
 from .errors import AnalysisError
-from .frame import with_stopped
 from .paths import unusable_folder
-from .significance import ADJUST
+from .significance import ADJUST  # light: the parser is built on every ``sublayer`` call
 
 __all__ = ["PAPERS", "add_arguments", "main", "run_analyze"]
 
@@ -87,6 +86,7 @@ def _run(args: argparse.Namespace) -> int:
         else:
             result = report.paper_report(out, straddle=straddle, adjust=adjust)
     else:
+        from .frame import with_stopped
         from .iot import is_translation
         from .pooling import load_pooled
 

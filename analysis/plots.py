@@ -19,7 +19,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from .distribution import DistributionInfo  # noqa: E402
+from .distribution_study import DistributionInfo  # noqa: E402
 from .halves import GROUPS, HalvesInfo  # noqa: E402
 from .iot import RoutingMatrixInfo, RoutingSharesInfo, SubsetsInfo  # noqa: E402
 from .sandwich import SandwichInfo  # noqa: E402

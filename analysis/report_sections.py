@@ -11,7 +11,7 @@ from dataclasses import asdict
 import pandas as pd
 
 from . import plots
-from .distribution import distribution
+from .distribution_study import distribution
 from .frame import BaselineStats
 from .halves import halves_study
 from .report_writer import Writer

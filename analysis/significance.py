@@ -15,7 +15,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats
 
 from .errors import AnalysisError
 
@@ -49,6 +48,8 @@ def adjust_pvalues(pvalues: Sequence[float] | np.ndarray, method: str = "holm") 
     if method == "holm":
         out[keep] = _holm(p[keep])
     else:
+        from scipy import stats  # here, not at the top: ``sublayer`` builds its parser from ADJUST
+
         out[keep] = stats.false_discovery_control(p[keep], method="bh")
     return out
 
@@ -67,6 +68,8 @@ def verdict(p_adjusted: float, lo: float, hi: float, *, alpha: float, lower: boo
 def power(n: int, effect: float, *, alpha: float = 0.05) -> float:
     """Power of the two-sided two-sample t-test with ``n`` per arm at standardised
     ``effect`` (Cohen's d): P(|T| > t_crit) with T ~ noncentral t(2n − 2, d·sqrt(n/2))."""
+    from scipy import stats
+
     dof = 2 * n - 2
     crit = float(stats.t.ppf(1 - alpha / 2, dof))
     nc = abs(effect) * math.sqrt(n / 2)

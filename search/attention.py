@@ -1,5 +1,5 @@
 """Attention probabilities of real models, as numpy arrays for
-``analysis.attention_distance`` (Press et al. 2020, Table 7).
+``analysis.attention_distances`` (Press et al. 2020, Table 7).
 
 This lives in ``search`` (which may use ``models``), not in ``analysis`` (which depends
 only on ``spaces``): analysis computes distances from arrays; this module produces the
@@ -118,7 +118,7 @@ def sweep_attention(experiment: str, *, tracking_uri: str, per_group: int = 3,
     from mlflow.tracking import MlflowClient
 
     from sublayer_search.analysis import runs
-    from sublayer_search.analysis.attention_distance import distance_table, group_distances
+    from sublayer_search.analysis.attention_distances import distance_table, group_distances
     from sublayer_search.analysis.report_attention import AttentionStudy
 
     frame = runs.load(experiment, tracking_uri)

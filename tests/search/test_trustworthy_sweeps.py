@@ -63,7 +63,7 @@ def _children(tmp_path: Path, experiment_id: str, parent_id: str) -> dict[str, o
 @pytest.mark.slow
 def test_asha_stops_candidates_only_and_studies_keep_them_apart(local_ray, tmp_path):
     from sublayer_search.analysis import runs as analysis_runs
-    from sublayer_search.analysis.distribution import distribution
+    from sublayer_search.analysis.distribution_study import distribution
     from sublayer_search.analysis.frame import with_stopped
     from sublayer_search.search.sweep import run_sweep
 
