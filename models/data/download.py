@@ -1,10 +1,10 @@
 """Finding a corpus's files: explicit paths, data folder, cache folder, then download.
 
-Downloads use pooch: the file is streamed to a temporary name in the target folder and
-moved to its final name only after its hash matched, so a corrupt download never appears
-in the cache. Archives (.zip) are fetched into ``<cache>/downloads/``, the needed members
-are extracted with ``pooch.Unzip`` into a private temporary folder and moved into
-``<cache>/<name>/`` with ``os.replace``; the archive is then deleted.
+Downloads are verified (see :mod:`.verified`): the file is streamed into a private
+staging folder under the cache root and kept only when its hash matches the registry's;
+archive members with a known hash (enwik8, text8) are checked again after extraction.
+Only finished, verified files are moved into ``<cache>/<name>/`` (``os.replace``); a
+failed download leaves no file and no empty folder behind.
 
 ``SUBLAYER_DOWNLOAD_BASE`` replaces everything before the file name of a download URL
 (``$SUBLAYER_DOWNLOAD_BASE/input.txt``), for mirrors and tests.
@@ -12,11 +12,7 @@ are extracted with ``pooch.Unzip`` into a private temporary folder and moved int
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
-import sys
-import uuid
 import zipfile
 from pathlib import Path
 from typing import Protocol
@@ -24,6 +20,7 @@ from typing import Protocol
 from sublayer_search.models.data.config import DataConfig
 from sublayer_search.models.data.errors import DataError, setting_error
 from sublayer_search.models.data.registry import ALL, SPLITS, CorpusSpec
+from sublayer_search.models.data.verified import place, retrieve, staging, verify_file
 
 __all__ = [
     "ENV_CACHE_DIR",
@@ -85,71 +82,47 @@ def rebase_url(url: str, base: str | None = None) -> str:
 
 
 def fetch(spec: CorpusSpec, dest: Path, *, url: str | None = None) -> list[Path]:
-    """Download ``spec``'s files into ``dest`` (verified when a hash is known).
+    """Download ``spec``'s files into ``dest``, each verified against its known hash.
 
     Returns the paths of the placed files. Raises DataError (naming the URL) on HTTP
     errors, network failures, checksum mismatches and malformed archives.
     """
-    import pooch  # optional at import time: only downloads need it
-    import requests
-
     url = url or download_url(spec)
-    dest.mkdir(parents=True, exist_ok=True)
-    progress = sys.stderr.isatty()
-    try:
+    if spec.known_hash is None:  # CorpusSpec refuses a URL without one; for the type checker
+        raise DataError(f"{spec.name}: refusing to download {url} without a known hash")
+    with staging(dest.parent) as tmp:
+        fname = spec.archive_name if spec.members else next(iter(spec.files.values()))[0]
+        assert fname is not None
+        path = retrieve(url, spec.known_hash, folder=tmp, fname=fname, what=spec.name)
         if not spec.members:
-            fname = next(iter(spec.files.values()))[0]
-            path = pooch.retrieve(
-                url, spec.known_hash, fname=fname, path=dest, progressbar=progress
-            )
-            return [Path(path)]
-        return _fetch_archive(spec, dest, url, progress)
-    except DataError:
-        raise
-    except requests.exceptions.HTTPError as exc:
-        raise DataError(f"{spec.name}: download of {url} failed: {exc}") from exc
-    except requests.exceptions.RequestException as exc:
-        raise DataError(
-            f"{spec.name}: download of {url} failed (offline?): {type(exc).__name__}"
-        ) from exc
-    except ValueError as exc:  # pooch: hash mismatch; the temporary file is already gone
-        raise DataError(
-            f"{spec.name}: checksum mismatch for {url}; the file was refused and not kept ({exc})"
-        ) from exc
+            return [place(path, dest, fname)]
+        return _unpack(spec, path, tmp / "extract", dest, url)
 
 
-def _fetch_archive(spec: CorpusSpec, dest: Path, url: str, progress: bool) -> list[Path]:
+def _unpack(spec: CorpusSpec, archive: Path, scratch: Path, dest: Path, url: str) -> list[Path]:
     import pooch
 
-    downloads = dest.parent / "downloads"
-    archive = pooch.retrieve(
-        url, spec.known_hash, fname=spec.archive_name, path=downloads, progressbar=progress
-    )
-    scratch = downloads / f".{spec.name}.{os.getpid()}.{uuid.uuid4().hex}.extract"
+    unzip = pooch.Unzip(members=list(spec.members.values()), extract_dir=str(scratch))
     try:
-        unzip = pooch.Unzip(members=list(spec.members.values()), extract_dir=str(scratch))
-        try:
-            unzip(archive, "download", None)
-        except (KeyError, zipfile.BadZipFile) as exc:
-            raise DataError(f"{spec.name}: archive from {url} is unusable: {exc}") from exc
-        placed = []
-        for canonical, member in spec.members.items():
-            src = scratch / member
-            if not src.is_file():
-                raise DataError(f"{spec.name}: archive from {url} has no member {member!r}")
-            size = src.stat().st_size
-            if spec.expected_size is not None and size != spec.expected_size:
-                raise DataError(
-                    f"{spec.name}: {member} from {url} has {size} bytes, expected "
-                    f"{spec.expected_size}; refused"
-                )
-            os.replace(src, dest / canonical)
-            placed.append(dest / canonical)
-        with contextlib.suppress(OSError):
-            os.remove(archive)
-        return placed
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        unzip(str(archive), "download", None)
+    except (KeyError, zipfile.BadZipFile) as exc:
+        raise DataError(f"{spec.name}: archive from {url} is unusable: {exc}") from exc
+    os.remove(archive)  # before the members are checked: less disk at the peak
+    found = []
+    for canonical, member in spec.members.items():
+        src = scratch / member
+        if not src.is_file():
+            raise DataError(f"{spec.name}: archive from {url} has no member {member!r}")
+        size = src.stat().st_size
+        if spec.expected_size is not None and size != spec.expected_size:
+            raise DataError(
+                f"{spec.name}: {member} from {url} has {size} bytes, expected "
+                f"{spec.expected_size}; refused"
+            )
+        if canonical in spec.member_hashes:
+            verify_file(src, spec.member_hashes[canonical], f"{spec.name}: {member} from {url}")
+        found.append((src, canonical))
+    return [place(src, dest, canonical) for src, canonical in found]
 
 
 def _search_folders(cfg: DataConfig, spec: CorpusSpec) -> list[Path]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from sublayer_search.models.data.config import check_paths
 from sublayer_search.models.data.errors import DataError, setting_error
+from sublayer_search.models.data.verified import check_hash_form
 from sublayer_search.models.errors import is_int, is_positive_int
 
 __all__ = [
@@ -28,6 +29,16 @@ PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)  # ids 0, 1, 2, 3
 SPLITS = ("train", "valid", "test")
 _M30K = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"
+# MD5s of the .gz files, from torchtext's Multi30k loader (pytorch/text,
+# torchtext/datasets/multi30k.py, commit 6595925a; the same URLs)
+_M30K_MD5 = {
+    "train.de": "81ff90b99829c0cd4b1b587d394afd39",
+    "train.en": "0065d13af80720a55ca8153d126e6627",
+    "val.de": "6e0e229eb049e3fc99a1ef02fb2d5f91",
+    "val.en": "2b69aa9253948ac9f67e94917272dd40",
+    "test2016.de": "efd67d314d98489b716b145475101932",
+    "test2016.en": "ff2c0fcb4893a13bd73414306bc250ae",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,8 +50,16 @@ class ParallelSpec:
     tgt_lang: str
     stems: Mapping[str, tuple[str, ...]]  # split -> file stems, canonical first
     urls: Mapping[str, str] = field(default_factory=dict)  # "<stem>.<lang>" -> .gz URL
+    hashes: Mapping[str, str] = field(default_factory=dict)  # "<stem>.<lang>" -> "alg:hex" of .gz
     fairseq_bpe: bool = False  # files carry fairseq's "@@ " BPE markers
     note: str = ""
+
+    def __post_init__(self) -> None:
+        if set(self.hashes) != set(self.urls):
+            raise DataError(f"{self.name}.hashes: got {sorted(self.hashes)}, expected one "
+                            f"known hash per download: {sorted(self.urls)}")
+        for target, value in self.hashes.items():
+            check_hash_form(value, f"{self.name}.hashes[{target!r}]")
 
 
 PARALLEL_CORPORA: dict[str, ParallelSpec] = {
@@ -56,7 +75,8 @@ PARALLEL_CORPORA: dict[str, ParallelSpec] = {
                   for stem, remote in (("train", "train"), ("val", "val"),
                                        ("test2016", "test_2016_flickr"))
                   for lang in ("de", "en")},
-            note="Multi30k task 1 (Elliott et al. 2016), raw text; unverified download",
+            hashes={target: f"md5:{digest}" for target, digest in _M30K_MD5.items()},
+            note="Multi30k task 1 (Elliott et al. 2016), raw text",
         ),
         ParallelSpec(
             name="iwslt14-de-en",

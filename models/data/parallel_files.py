@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sublayer_search.models.data.cache import atomic_write_bytes
 from sublayer_search.models.data.download import ENV_DATA_DIR, cache_root, data_root, rebase_url
 from sublayer_search.models.data.errors import DataError, setting_error
 from sublayer_search.models.data.parallel_config import (
@@ -14,6 +13,7 @@ from sublayer_search.models.data.parallel_config import (
     ParallelSpec,
     parallel_info,
 )
+from sublayer_search.models.data.verified import gunzip, place, retrieve, staging
 
 __all__ = ["fetch_parallel", "read_lines", "read_pairs", "resolve_parallel_files"]
 
@@ -79,37 +79,24 @@ def _find_pair(folders: list[Path], stems: tuple[str, ...], src: str,
 
 
 def fetch_parallel(spec: ParallelSpec, dest: Path, *, base: str | None = None) -> list[Path]:
-    """Download and gunzip ``spec``'s files into ``dest`` (no known checksums: unverified).
+    """Download ``spec``'s ``.gz`` files (each verified against its known hash) and
+    decompress them, streamed, into ``dest``; files already there are kept.
 
     ``base`` (else ``$SUBLAYER_DOWNLOAD_BASE``) replaces everything before the file name.
     """
-    import gzip
-
-    import pooch
-    import requests
-
     if not spec.urls:
         raise DataError(f"{spec.name}: this corpus cannot be downloaded; {spec.note}")
-    downloads = dest.parent / "downloads"
     placed = []
-    for target, url in spec.urls.items():
-        if (dest / target).is_file():
-            continue
-        fname = url.rsplit("/", 1)[-1]
-        url = rebase_url(url, base)
-        try:
-            archive = pooch.retrieve(url, None, fname=f"{spec.name}.{fname}", path=downloads,
-                                     progressbar=False)
-        except requests.exceptions.RequestException as exc:
-            raise DataError(f"{spec.name}: download of {url} failed: {exc}") from exc
-        try:
-            with gzip.open(archive, "rb") as f:
-                data = f.read()
-        except (OSError, EOFError) as exc:
-            raise DataError(f"{spec.name}: {url} is not a readable gzip file ({exc})") from exc
-        atomic_write_bytes(dest / target, data)
-        os.remove(archive)
-        placed.append(dest / target)
+    with staging(dest.parent) as tmp:
+        for target, url in spec.urls.items():
+            if (dest / target).is_file():
+                continue
+            url = rebase_url(url, base)
+            packed = retrieve(url, spec.hashes[target], folder=tmp,
+                              fname=url.rsplit("/", 1)[-1], what=spec.name)
+            gunzip(packed, tmp / target, f"{spec.name}: {url}")
+            os.remove(packed)
+            placed.append(place(tmp / target, dest, target))
     return placed
 
 

@@ -9,11 +9,16 @@ Split rules (single-file corpora split by position, no shuffling):
   valid, last 5M test.
 - ``wikitext-2`` / ``wikitext-103`` and ``text-files``: separate files per split.
 
-Checksums: Tiny Shakespeare is verified with its sha256. The WikiText archives are
-verified with the sha1 recorded by GluonNLP (``gluonnlp/data/language_model.py``; its
-member-file sha1s match the ``wikitext-2-eval`` files shipped with this project).
-No published checksum is known to us for ``enwik8.zip`` / ``text8.zip``: those downloads
-are unverified (``known_hash=None``) apart from the 100,000,000-byte size check.
+Checksums: every download is verified (a spec with a URL must carry ``known_hash``).
+Tiny Shakespeare: its sha256. The WikiText archives: the sha1 recorded by GluonNLP
+(``gluonnlp/data/language_model.py``; its member-file sha1s match the ``wikitext-2-eval``
+files shipped with this project). ``enwik8.zip``: the sha256 in Hugging Face datasets'
+``datasets/enwik8/dataset_infos.json`` (huggingface/datasets, commit 040102f1), and the
+extracted ``enwik8`` against the sha1 Matt Mahoney publishes on
+http://mattmahoney.net/dc/textdata.html (quoted in dmlc/gluon-nlp
+``src/gluonnlp/data/corpora/large_text_compression_benchmark.py``, commit 0b3ed83e).
+``text8.zip`` and the extracted ``text8``: the sha1s of dmlc/gluon-nlp
+``gluonnlp/data/corpora/text8.py`` (commit a947d66d), which downloads the same URL.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from sublayer_search.models.data.errors import DataError
+from sublayer_search.models.data.verified import check_hash_form
 from sublayer_search.spaces.records import main_metric_for_level
 
 __all__ = [
@@ -54,12 +60,26 @@ class CorpusSpec:
     level: str
     files: Mapping[str, tuple[str, ...]]  # split (or "all") -> accepted file names, canonical first
     url: str | None = None  # file or .zip archive
-    known_hash: str | None = None  # pooch form "alg:hex"; None = unverified download
+    known_hash: str | None = None  # pooch form "alg:hex" of the download; required with url
     members: Mapping[str, str] = field(default_factory=dict)  # canonical name -> archive member
+    member_hashes: Mapping[str, str] = field(default_factory=dict)  # canonical -> "alg:hex"
     fixed_split: tuple[int, int] | None = None  # (n_train, n_valid) for single-file corpora
     expected_size: int | None = None  # bytes of the single file, checked after download
     vocab_size: int | None = None
     extra_dirs: tuple[str, ...] = ()  # more sub-folders of the data dir (partial copies)
+
+    def __post_init__(self) -> None:
+        if self.url is not None and self.known_hash is None:
+            raise DataError(f"{self.name}: a download URL needs known_hash (got None)")
+        if self.known_hash is not None:
+            check_hash_form(self.known_hash, f"{self.name}.known_hash")
+        for canonical, value in self.member_hashes.items():
+            if canonical not in self.members:
+                raise DataError(
+                    f"{self.name}.member_hashes: got {canonical!r}, expected one "
+                    f"of the members {sorted(self.members)}"
+                )
+            check_hash_form(value, f"{self.name}.member_hashes[{canonical!r}]")
 
     @property
     def single_file(self) -> bool:
@@ -105,8 +125,12 @@ CORPORA: dict[str, CorpusSpec] = {
             name="enwik8",
             level="byte",
             files={ALL: ("enwik8",)},
-            url="http://mattmahoney.net/dc/enwik8.zip",
+            url="https://mattmahoney.net/dc/enwik8.zip",
+            # huggingface/datasets datasets/enwik8/dataset_infos.json (download_checksums)
+            known_hash="sha256:547994d9980ebed1288380d652999f38a14fe291a6247c157c3d33d4932534bc",
             members={"enwik8": "enwik8"},
+            # Mahoney's published SHA-1 of enwik8 (textdata.html, quoted by gluon-nlp)
+            member_hashes={"enwik8": "sha1:57b8363b814821dc9d47aa4d41f58733519076b2"},
             fixed_split=(90_000_000, 5_000_000),
             expected_size=100_000_000,
         ),
@@ -114,8 +138,11 @@ CORPORA: dict[str, CorpusSpec] = {
             name="text8",
             level="char",
             files={ALL: ("text8",)},
-            url="http://mattmahoney.net/dc/text8.zip",
+            url="https://mattmahoney.net/dc/text8.zip",
+            # dmlc/gluon-nlp gluonnlp/data/corpora/text8.py: archive_file and data_file sha1s
+            known_hash="sha1:6c70299b93b7e1f927b42cd8f6ac1a31547c7a2e",
             members={"text8": "text8"},
+            member_hashes={"text8": "sha1:0dc3edebc970dcc96137e7deda4d9995af9d93de"},
             fixed_split=(90_000_000, 5_000_000),
             expected_size=100_000_000,
             vocab_size=27,

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import http.server
 import threading
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -152,10 +154,16 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
 def test_multi30k_download_from_a_local_mirror(tmp_path, monkeypatch, shared_data):
     mirror = tmp_path / "www"
     mirror.mkdir()
+    hashes = {}
     for local, remote in (("train", "train"), ("val", "val"), ("test2016", "test_2016_flickr")):
         for lang in ("de", "en"):
             lines = (shared_data / "multi30k" / f"{local}.{lang}").read_bytes().split(b"\n")[:40]
             (mirror / f"{remote}.{lang}.gz").write_bytes(gzip.compress(b"\n".join(lines)))
+            hashes[f"{local}.{lang}"] = "md5:" + hashlib.md5(
+                (mirror / f"{remote}.{lang}.gz").read_bytes()).hexdigest()
+    # downloads are verified: the mirror's files (heads of the corpus) get their own md5s
+    monkeypatch.setitem(PARALLEL_CORPORA, "multi30k",
+                        replace(PARALLEL_CORPORA["multi30k"], hashes=hashes))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(_Quiet, directory=str(mirror)))
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
                               daemon=True)
