@@ -8,6 +8,7 @@ from sublayer_search.spaces.lazy import SUBMODULE, lazy_exports
 # imported on first use (spaces.lazy): `sublayer sweep --dry-run` and `sublayer --help` do
 # not import matplotlib, scipy and pandas through this package
 _EXPORTS = {
+    "crossformer_paper": SUBMODULE,
     "iot_paper": SUBMODULE,
     "paper": SUBMODULE,
     "plots": SUBMODULE,
@@ -27,6 +28,9 @@ _EXPORTS = {
     "lower_is_better": "frame",
     "trials_frame": "frame",
     "validate_trials": "frame",
+    "GuidanceInfo": "guidance",
+    "guidance_study": "guidance",
+    "has_guidance": "guidance_frame",
     "HalvesInfo": "halves",
     "MannWhitney": "halves",
     "Spearman": "halves",
@@ -43,6 +47,7 @@ _EXPORTS = {
     "translation_seeds": "iot",
     "Report": "report",
     "attach_to_sweep": "report",
+    "crossformer_paper_report": "report",
     "experiment_report": "report",
     "iot_paper_report": "report",
     "paper_report": "report",
@@ -56,7 +61,7 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
-    from . import iot_paper, paper, plots, runs
+    from . import crossformer_paper, iot_paper, paper, plots, runs
     from .attention_distances import (
         attention_distance,
         distance_table,
@@ -75,6 +80,8 @@ if TYPE_CHECKING:
         trials_frame,
         validate_trials,
     )
+    from .guidance import GuidanceInfo, guidance_study
+    from .guidance_frame import has_guidance
     from .halves import HalvesInfo, MannWhitney, Spearman, halves_study, position_map
     from .iot import (
         RoutingMatrixInfo,
@@ -87,6 +94,13 @@ if TYPE_CHECKING:
         subset_study,
         translation_seeds,
     )
-    from .report import Report, attach_to_sweep, experiment_report, iot_paper_report, paper_report
+    from .report import (
+        Report,
+        attach_to_sweep,
+        crossformer_paper_report,
+        experiment_report,
+        iot_paper_report,
+        paper_report,
+    )
     from .sandwich import SandwichInfo, sandwich_curve
     from .seeds import SeedsInfo, seed_comparison, seed_comparison_from_stats

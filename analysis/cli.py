@@ -20,7 +20,7 @@ from .significance import ADJUST  # light: the parser is built on every ``sublay
 
 __all__ = ["PAPERS", "add_arguments", "main", "run_analyze"]
 
-PAPERS = ("press2020", "zhu2021")
+PAPERS = ("press2020", "zhu2021", "crossformer")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,7 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "several sweeps of the same main metric into one study")
     source.add_argument("--paper", choices=PAPERS,
                         help="analyse a paper's published numbers (press2020: Press et al. "
-                             "2020; zhu2021: IOT, Zhu et al. 2021)")
+                             "2020; zhu2021: IOT, Zhu et al. 2021; crossformer: cross-layer "
+                             "guidance, Tables 1, 2, 3, 6)")
     parser.add_argument("--tracking-uri", default=None,
                         help="MLflow tracking URI (default: MLFLOW_TRACKING_URI / mlflow default)")
     parser.add_argument("--out", required=True, help="output folder for figures, CSVs, HTML")
@@ -83,6 +84,8 @@ def _run(args: argparse.Namespace) -> int:
     if paper:
         if paper == "zhu2021":
             result = report.iot_paper_report(out)
+        elif paper == "crossformer":
+            result = report.crossformer_paper_report(out)
         else:
             result = report.paper_report(out, straddle=straddle, adjust=adjust)
     else:

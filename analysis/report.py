@@ -17,6 +17,8 @@ from sublayer_search.spaces.records import Role, Tag
 from . import iot_paper, paper, plots
 from .errors import AnalysisError
 from .frame import baseline_stats, candidates, select_metric, validate_trials
+from .guidance_frame import has_guidance
+from .guidance_report import crossformer_paper_report, guidance_section
 from .iot import is_translation, subset_study
 from .report_attention import AttentionStudy, attention_section
 from .report_sections import (
@@ -31,7 +33,8 @@ from .report_writer import Report, Writer
 from .sandwich import sandwich_curve
 from .seeds import seed_comparison, seed_comparison_from_stats
 
-__all__ = ["Report", "attach_to_sweep", "experiment_report", "iot_paper_report", "paper_report"]
+__all__ = ["Report", "attach_to_sweep", "crossformer_paper_report", "experiment_report",
+           "iot_paper_report", "paper_report"]
 
 
 def experiment_report(
@@ -49,7 +52,8 @@ def experiment_report(
     """Run every study that applies to a sweep's trial frame and write the report.
 
     Always: trials table and status counts; with candidates: distribution and halves;
-    with sandwich coefficients: sandwich curve; with ≥ 2 seeds of an order: seeds.
+    with sandwich coefficients: sandwich curve; with ≥ 2 seeds of an order: seeds; with
+    guided trials (Crossformer): the guidance study in place of the seeds section.
     A translation sweep (param ``task`` = translation or a BLEU metric) gets the
     translation sections instead (see :func:`analysis.report_translation.translation_report`);
     ``routing`` is ``runs.load_routing``'s frame for the per-split x per-order BLEU matrix.
@@ -72,7 +76,9 @@ def experiment_report(
                                 straddle=straddle)
         if cands["k"].notna().any():
             sandwich_section(w, sandwich_curve(frame, metric=metric))
-        if cands.groupby("order").size().max() >= 2:
+        if has_guidance(frame):  # the seeds by (candidate, guidance), not by order alone
+            guidance_section(w, frame, metric=metric, adjust=adjust)
+        elif cands.groupby("order").size().max() >= 2:
             seeds_section(w, seed_comparison(frame, metric=metric, adjust=adjust),
                           label="Sweep", stem="sweep")
     if attention is not None:

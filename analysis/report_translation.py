@@ -14,6 +14,8 @@ from sublayer_search.spaces.records import ROUTE_SHARE_PREFIX
 from . import iot_paper, plots
 from .errors import AnalysisError
 from .frame import candidates
+from .guidance_frame import has_guidance
+from .guidance_report import guidance_section
 from .iot import (
     BASELINE_TRIALS,
     iot_baseline,
@@ -61,6 +63,9 @@ def translation_report(
             _route_shares_section(w, frame)
         if routing is not None and not routing.empty:
             _routing_matrix_section(w, routing)
+    if has_guidance(frame) and source == BASELINE_TRIALS:  # seeds by candidate x guidance
+        guidance_section(w, frame, metric=metric, adjust=adjust)
+        return w.write()
     seeds = translation_seeds(frame, metric=metric, adjust=adjust)
     if (seeds.table["n"] >= 2).any():
         seeds_section(w, seeds, label="Translation", stem="translation")

@@ -29,6 +29,7 @@ from sublayer_search.spaces.records import (
 
 from .errors import AnalysisError
 from .frame import HISTORY_COLUMNS, STATUSES, lower_is_better, trials_frame
+from .guidance_frame import guidance_fields
 from .store import open_store
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -175,6 +176,7 @@ def _row(client: MlflowClient, run: Any) -> dict[str, Any]:
         "trial_id": tags.get(Tag.RAY_TRIAL_ID),
         "steps": _number(tags.get(Tag.STEPS), int),
         **_translation_fields(params, metrics),
+        **guidance_fields(params, tags, metrics, run_id=run.info.run_id),
     }
 
 
@@ -238,7 +240,8 @@ def load(
     Failed, diverged and killed trials stay, flagged in ``status``. With ``history=True``
     returns ``(trials, history)`` where history is a long frame run_id, key, step, value
     of every logged metric. Unknown experiment → AnalysisError listing the available ones.
-    Translation trials add ``TRANSLATION_COLUMNS`` and ``route_share_<code>`` columns.
+    Translation trials add ``TRANSLATION_COLUMNS`` and ``route_share_<code>`` columns;
+    guided sweeps add ``guidance_frame.GUIDANCE_COLUMNS``.
     """
     client = _client(tracking_uri)
     experiment_id = _experiment_id(client, experiment)
