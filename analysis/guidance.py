@@ -11,12 +11,14 @@ by the rules of :mod:`analysis.seeds`: Welch's t, p adjusted over the groups
 better / worse / no evidence, seeds for 80 % power. Unguided candidates (mode none) stay
 in the family, as the reference of their order.
 
-Call it on a sweep with ``guidance_study(runs.load("my-sweep"))``.
+Call it on a sweep with :func:`study_experiment` (``study_experiment("my-sweep", uri)``)
+or on a loaded frame with ``guidance_study(runs.load("my-sweep", uri))``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,7 +31,7 @@ from .frame import BaselineStats, baseline_stats, select_metric, usable, validat
 from .guidance_frame import GUIDANCE_METRIC, NONE, normalized
 from .seeds import seed_table, strip_seed
 
-__all__ = ["GROUP_COLUMNS", "GuidanceInfo", "blocks_key", "guidance_study"]
+__all__ = ["GROUP_COLUMNS", "GuidanceInfo", "blocks_key", "guidance_study", "study_experiment"]
 
 GROUP_COLUMNS = [
     "candidate",
@@ -230,3 +232,13 @@ def _with_groups(table: pd.DataFrame, trials: pd.DataFrame, base_params: float) 
     out["guidance_alpha"] = out["guidance_alpha"].astype(float)
     out.loc[out["guidance_mode"] == NONE, "guidance_alpha"] = np.nan
     return out
+
+
+def study_experiment(
+    experiment: str, tracking_uri: str | None = None, **options: Any
+) -> GuidanceInfo:
+    """:func:`guidance_study` of the trials of one MLflow experiment (sweep); ``options``
+    as :func:`guidance_study`'s keywords (metric, column, alpha, adjust...)."""
+    from .runs import load
+
+    return guidance_study(load(experiment, tracking_uri), **options)

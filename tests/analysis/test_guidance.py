@@ -14,7 +14,7 @@ from scipy import stats
 
 from sublayer_search.analysis import AnalysisError, experiment_report, runs
 from sublayer_search.analysis.cli import add_arguments, run_analyze
-from sublayer_search.analysis.guidance import guidance_study
+from sublayer_search.analysis.guidance import guidance_study, study_experiment
 from sublayer_search.analysis.guidance_frame import guidance_fields, has_guidance, normalized
 from sublayer_search.analysis.significance import adjust_pvalues
 
@@ -162,7 +162,7 @@ def test_study_groups_by_candidate_and_guidance_with_adjusted_tests(store):
 
 
 def test_study_bleu_is_higher_better_and_sits_beside_the_paper(store):
-    info = guidance_study(runs.load(MT, store))
+    info = study_experiment(MT, store)
     assert not info.lower_is_better
     t = info.table.set_index("name")
     assert t.loc["transformer+sg-kq", "verdict"] == "better"
