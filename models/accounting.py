@@ -1,12 +1,17 @@
 """Analytic parameter and FLOP counts of an :class:`models.lm.OrderedLM` configuration.
 
 ``param_count(cfg)`` equals ``sum(p.numel() for p in OrderedLM(cfg).parameters())``
-(shared parameters counted once) for every valid config; tests check this.
+(shared parameters counted once) for every valid config; tests check this. Hard
+cross-layer guidance (:mod:`models.guidance_config`) shares one weight matrix per guided
+pair: the count drops by it; it leaves the FLOPs unchanged (every sublayer still runs its
+matmuls), and so does soft guidance (its regulariser costs O(weights) per *step*, not per
+token).
 """
 
 from __future__ import annotations
 
 from sublayer_search.models.config import ModelConfig, adaptive_bands
+from sublayer_search.models.guidance_config import saved_params
 from sublayer_search.spaces.cost import half_width, sublayer_costs
 from sublayer_search.spaces.order import counts
 
@@ -48,10 +53,13 @@ def param_count(cfg: ModelConfig) -> int:
 
     embeddings (+ learned positions) + Σ per-sublayer exact costs
     (:func:`spaces.cost.sublayer_costs` with ``exact=True``: weights, biases and the
-    sublayer's LayerNorm) + final LayerNorm (pre-norm only) + untied head parts.
+    sublayer's LayerNorm) + final LayerNorm (pre-norm only) + untied head parts − the
+    matrices hard guidance shares.
     """
     costs = sublayer_costs(d_model=cfg.d_model, d_ff=cfg.d_ff, exact=True)
-    sublayers = sum(n * costs[kind] for kind, n in counts(cfg.order).items())
+    n = counts(cfg.order)
+    sublayers = sum(k * costs[kind] for kind, k in n.items())
+    sublayers -= saved_params(n, cfg.guidance, d_model=cfg.d_model, d_ff=cfg.d_ff)
     final_norm = 2 * cfg.d_model if cfg.norm == "pre" else 0
     return embedding_params(cfg) + sublayers + final_norm + head_params(cfg)
 

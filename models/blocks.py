@@ -12,6 +12,11 @@ Parameter counts (match :func:`spaces.cost.unit_costs` with ``exact=True``):
 * ``h``: a ``FeedForward`` of width d_ff/2 (:func:`spaces.cost.half_width`) = d·d_ff +
   d_ff/2 + d (the Macaron block's halves, see :mod:`spaces.families`);
 * :class:`Residual` adds one ``LayerNorm(d)`` = 2d.
+
+With ``split_qkv=True`` (cross-layer guidance on self-attention, :mod:`models.guidance`)
+a self-attention holds q, k and v as three ``Linear(d, d)`` (same count) so that one of
+them can be shared with, or pulled towards, another sublayer's; it still runs one matmul
+over their concatenated weights.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ __all__ = [
     "attend",
     "build_sublayer",
     "output_projection",
+    "projection",
 ]
 
 
@@ -80,7 +86,8 @@ class SelfAttention(nn.Module):
     """
 
     def __init__(
-        self, d_model: int, n_heads: int, *, attn_dropout: float = 0.0, causal: bool = True
+        self, d_model: int, n_heads: int, *, attn_dropout: float = 0.0, causal: bool = True,
+        split_qkv: bool = False,
     ) -> None:
         super().__init__()
         if d_model % n_heads:
@@ -88,13 +95,28 @@ class SelfAttention(nn.Module):
         self.n_heads = n_heads
         self.causal = causal
         self.attn_dropout = attn_dropout
-        self.qkv = nn.Linear(d_model, 3 * d_model)  # rows: q, k, v
+        self.qkv: nn.Linear | None = None
+        self.q: nn.Linear | None = None
+        self.k: nn.Linear | None = None
+        self.v: nn.Linear | None = None
+        if split_qkv:  # three matrices that guidance may share, one matmul
+            self.q, self.k, self.v = (nn.Linear(d_model, d_model) for _ in range(3))
+        else:
+            self.qkv = nn.Linear(d_model, 3 * d_model)  # rows: q, k, v
         self.out = nn.Linear(d_model, d_model)
         self.capture: list[Tensor] | None = None
 
+    def _project(self, x: Tensor) -> Tensor:
+        """(B, T, d) → (B, T, 3d): q, k, v."""
+        if self.qkv is not None:
+            return self.qkv(x)
+        assert self.q is not None and self.k is not None and self.v is not None
+        parts = (self.q, self.k, self.v)
+        return F.linear(x, torch.cat([p.weight for p in parts]), torch.cat([p.bias for p in parts]))
+
     def forward(self, x: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
         b, t, d = x.shape  # (B, T, d)
-        qkv = self.qkv(x).view(b, t, 3, self.n_heads, d // self.n_heads)
+        qkv = self._project(x).view(b, t, 3, self.n_heads, d // self.n_heads)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, H, T, dh)
         y = attend(
             q,
@@ -191,6 +213,20 @@ def output_projection(layer: nn.Module) -> nn.Linear:
     raise TypeError(f"{type(sub).__name__} is not a sublayer with an output projection")
 
 
+def projection(layer: nn.Module, role: str) -> nn.Linear:
+    """The ``Linear`` of a (residual) sublayer by role: ``q``, ``k``, ``v``, ``out`` of a
+    self-attention built with ``split_qkv``; ``w1``, ``w2`` of a feedforward."""
+    sub = layer.sublayer if isinstance(layer, Residual) else layer
+    found: nn.Module | None = None
+    if isinstance(sub, FeedForward):
+        found = {"w1": sub.fc1, "w2": sub.fc2}.get(role)
+    elif isinstance(sub, SelfAttention):
+        found = {"q": sub.q, "k": sub.k, "v": sub.v, "out": sub.out}.get(role)
+    if not isinstance(found, nn.Linear):
+        raise TypeError(f"{type(sub).__name__} has no {role!r} projection of its own")
+    return found
+
+
 def build_sublayer(
     kind: str,
     *,
@@ -203,11 +239,14 @@ def build_sublayer(
     activation: str = "relu",
     norm: str = "pre",
     causal: bool = True,
+    split_qkv: bool = False,
 ) -> Residual:
-    """One residual sublayer for an order symbol: ``"s"``, ``"f"``, ``"c"`` or ``"h"``."""
+    """One residual sublayer for an order symbol: ``"s"``, ``"f"``, ``"c"`` or ``"h"``
+    (``split_qkv``: see :class:`SelfAttention`)."""
     sub: nn.Module
     if kind == "s":
-        sub = SelfAttention(d_model, n_heads, attn_dropout=attn_dropout, causal=causal)
+        sub = SelfAttention(d_model, n_heads, attn_dropout=attn_dropout, causal=causal,
+                            split_qkv=split_qkv)
     elif kind in ("f", "h"):
         width = d_ff if kind == "f" else half_width(d_ff)
         sub = FeedForward(d_model, width, activation=activation, act_dropout=act_dropout)

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sublayer_search.models.errors import ConfigError, check, is_int, is_number, is_positive_int
-from sublayer_search.spaces.order import parse_order
+from sublayer_search.models.guidance_config import GuidanceConfig, guidance_from
+from sublayer_search.spaces.order import counts, parse_order
 
 __all__ = [
     "ACTIVATIONS",
@@ -125,11 +126,17 @@ class ModelConfig:
     adaptive_softmax: bool = False
     cutoffs: tuple[int, ...] = ()
     adaptive_factor: float = 4.0
+    guidance: GuidanceConfig = dataclasses.field(default_factory=GuidanceConfig)
+    """Cross-layer guidance (Crossformer): soft or hard, per block; the layer above a
+    sublayer is the next one *of the same kind* in ``order`` (see
+    :mod:`models.guidance_config`)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.order, str):
             raise ConfigError("model.order", self.order, "an order string such as 'sfsf'")
         object.__setattr__(self, "order", parse_order(self.order, kind="lm"))
+        object.__setattr__(self, "guidance", guidance_from(self.guidance))
+        self.guidance.check_chains(counts(self.order), f"the order {self.order!r}")
         vocab = self.vocab_size
         check(vocab is None or (is_int(vocab) and vocab >= 2), "model.vocab_size", vocab,
               "an integer >= 2 or null")
@@ -190,6 +197,7 @@ class ModelConfig:
         """Plain-Python settings (``cutoffs`` as a list), the inverse of :meth:`from_dict`."""
         out = dataclasses.asdict(self)
         out["cutoffs"] = list(self.cutoffs)
+        out["guidance"] = self.guidance.to_dict()
         return out
 
     def with_vocab(self, vocab_size: int) -> ModelConfig:

@@ -44,6 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from sublayer_search.models.guidance import guide_chains
 from sublayer_search.models.iot_config import (
     IOT_MODEL_MODES,
     IOTConfig,
@@ -131,6 +132,9 @@ class IOTSeq2Seq(Seq2SeqBase):
             nn.ModuleDict({k: make_sublayer(k, cfg, causal=True) for k in "scf"})
             for _ in range(cfg.decoder_layers)
         )
+        # cross-layer guidance: a module's layer above is the same kind's in the next layer
+        self.guided = [pair for stack in (self.encoder, self.decoder) for pair in guide_chains(
+            {k: [cast(nn.ModuleDict, layer)[k] for layer in stack] for k in "sf"}, cfg.guidance)]
         m, n = cfg.encoder_size, cfg.decoder_size
         self.encoder_predictor = nn.Linear(cfg.d_model, m, bias=False) if m > 1 else None
         self.decoder_predictor = nn.Linear(cfg.d_model, n, bias=False) if n > 1 else None

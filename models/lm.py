@@ -38,6 +38,7 @@ from torch import Tensor, nn
 from sublayer_search.models.blocks import SelfAttention, build_sublayer, output_projection
 from sublayer_search.models.config import ModelConfig, adaptive_bands
 from sublayer_search.models.fused_loss import linear_cross_entropy
+from sublayer_search.models.guidance import WeightPair, guidance_penalty, guide_stack
 
 __all__ = [
     "AdaptiveInput",
@@ -171,9 +172,12 @@ class OrderedLM(nn.Module):
                 act_dropout=cfg.act_dropout,
                 activation=cfg.activation,
                 norm=cfg.norm,
+                split_qkv=cfg.guidance.touches_attention,
             )
             for kind in cfg.order
         )
+        # cross-layer guidance: hard shares matrices now, soft keeps the pairs to pull
+        self.guided: list[WeightPair] = guide_stack(self.layers, cfg.order, cfg.guidance)
         self.final_norm: nn.Module = nn.LayerNorm(d) if cfg.norm == "pre" else nn.Identity()
         self.head: nn.Linear | None = None
         self.fused_loss = True
@@ -192,6 +196,10 @@ class OrderedLM(nn.Module):
     @property
     def order(self) -> str:
         return self.cfg.order
+
+    def guidance_penalty(self) -> Tensor | None:
+        """Soft guidance: ``Σ ‖A(t) − sg(B(t+1))‖²`` (unscaled); None without soft pairs."""
+        return guidance_penalty(self.guided)
 
     def _init_weights(self) -> None:
         std = 0.02

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from sublayer_search.models.blocks import Residual, build_sublayer, output_projection
+from sublayer_search.models.guidance import WeightPair, guidance_penalty, guide_stack
 from sublayer_search.models.lm import sinusoidal_table
 from sublayer_search.models.seq2seq_config import (
     SEQ2SEQ_PRESETS,
@@ -113,7 +114,8 @@ def make_sublayer(kind: str, cfg: Seq2SeqDims, *, causal: bool) -> Residual:
     return build_sublayer(kind, d_model=cfg.d_model, n_heads=cfg.n_heads, d_ff=cfg.d_ff,
                           dropout=cfg.dropout, attn_dropout=cfg.attn_dropout,
                           act_dropout=cfg.act_dropout, activation=cfg.activation,
-                          norm=cfg.norm, causal=causal)
+                          norm=cfg.norm, causal=causal,
+                          split_qkv=cfg.guidance.touches_attention)
 
 
 def apply_sublayer(layer: nn.Module, kind: str, x: Tensor, *, pad: Tensor | None = None,
@@ -144,6 +146,12 @@ class Seq2SeqBase(nn.Module):
         self.encoder_norm: nn.Module = nn.LayerNorm(d) if pre else nn.Identity()
         self.decoder_norm: nn.Module = nn.LayerNorm(d) if pre else nn.Identity()
         self.head = nn.Linear(d, tgt_vocab, bias=False)
+        self.guided: list[WeightPair] = []
+        """Soft cross-layer guidance pairs (set by the subclass; hard shares weights)."""
+
+    def guidance_penalty(self) -> Tensor | None:
+        """Soft guidance: ``Σ ‖A(t) − sg(B(t+1))‖²`` over both stacks (unscaled)."""
+        return guidance_penalty(self.guided)
 
     def _init_weights(self, depth: int) -> None:
         cfg = self.cfg
@@ -198,6 +206,8 @@ class OrderedSeq2Seq(Seq2SeqBase):
                                      for k in cfg.encoder_order)
         self.decoder = nn.ModuleList(make_sublayer(k, cfg, causal=True)
                                      for k in cfg.decoder_order)
+        self.guided = (guide_stack(self.encoder, cfg.encoder_order, cfg.guidance)
+                       + guide_stack(self.decoder, cfg.decoder_order, cfg.guidance))
         self._init_weights(len(cfg.encoder_order) + len(cfg.decoder_order))
 
     def encode(self, src: Tensor) -> EncoderOut:

@@ -17,6 +17,7 @@ from sublayer_search.models.config import (
     config_from_dict,
 )
 from sublayer_search.models.errors import ConfigError, check, is_int
+from sublayer_search.models.guidance_config import GuidanceConfig, guidance_from, saved_params
 from sublayer_search.spaces.cost import half_width, sublayer_costs
 from sublayer_search.spaces.order import counts, parse_order
 from sublayer_search.spaces.sandwich import sandwich
@@ -56,8 +57,14 @@ class Seq2SeqDims:
     norm: str = "pre"
     positions: str = "sinusoidal"
     scale_embedding: bool = True
+    guidance: GuidanceConfig = dataclasses.field(default_factory=GuidanceConfig)
+    """Cross-layer guidance (Crossformer) in the encoder and in the decoder, each a stack
+    of its own; the layer above is the next sublayer of the same kind (IOT: the same
+    kind's module of the next layer); cross-attention is left as is. See
+    :mod:`models.guidance_config`."""
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "guidance", guidance_from(self.guidance))
         for name in ("src_vocab_size", "tgt_vocab_size"):
             value = getattr(self, name)
             check(value is None or (is_int(value) and value >= 2), f"model.{name}", value,
@@ -83,6 +90,7 @@ class Seq2SeqDims:
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
+        out["guidance"] = self.guidance.to_dict()
         return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
 
     def with_vocab(self, src_vocab_size: int, tgt_vocab_size: int | None = None) -> Any:
@@ -117,6 +125,9 @@ class Seq2SeqConfig(Seq2SeqDims):
             object.__setattr__(self, name, parse_order(value, kind=kind))
         super().__post_init__()
         check_half_width(self.d_ff, self.encoder_order + self.decoder_order)
+        for side in ("encoder", "decoder"):
+            order = getattr(self, f"{side}_order")
+            self.guidance.check_chains(counts(order), f"the {side} order {order!r}")
 
 
 SEQ2SEQ_PRESETS: dict[str, Seq2SeqConfig] = {
@@ -172,7 +183,8 @@ def seq2seq_param_count(cfg: Seq2SeqConfig) -> int:
 
     Embeddings (source V_s·d, plus target V_t·d unless shared) + learned positions
     (context·d per side) + Σ exact sublayer costs of both orders + two final
-    LayerNorms (pre-norm) + the head V_t·d unless tied.
+    LayerNorms (pre-norm) + the head V_t·d unless tied − the matrices hard guidance
+    shares in each order (FLOPs do not change with guidance).
     """
     src, tgt = cfg.require_vocab()
     d = cfg.d_model
@@ -181,6 +193,8 @@ def seq2seq_param_count(cfg: Seq2SeqConfig) -> int:
     embeddings = src * d + (0 if cfg.shared_embeddings else tgt * d)
     positions = 2 * cfg.context * d if cfg.positions == "learned" else 0
     sublayers = sum(n[k] * costs[k] for k in "sfch")
+    for order in (cfg.encoder_order, cfg.decoder_order):
+        sublayers -= saved_params(counts(order), cfg.guidance, d_model=d, d_ff=cfg.d_ff)
     final_norms = 2 * 2 * d if cfg.norm == "pre" else 0
     head = 0 if cfg.tie_output else tgt * d
     return embeddings + positions + sublayers + final_norms + head

@@ -3,6 +3,9 @@
 The language-model family of :mod:`sublayer_search.models.trainer`: an
 :class:`OrderedLM` on a corpus, next-token loss on random blocks, validation NLL with
 the corpus's main metric (``val_bpc`` for characters and bytes, ``val_ppl`` for words).
+With soft cross-layer guidance the training loss gains ``alpha ·`` the model's
+:meth:`~models.lm.OrderedLM.guidance_penalty` and every evaluation reports that term as
+``guidance_loss`` (see :func:`guidance_term`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from sublayer_search.models.data import (
     random_batch,
 )
 from sublayer_search.models.errors import ConfigError
+from sublayer_search.models.guidance_config import GuidanceConfig
 from sublayer_search.models.lm import OrderedLM
 from sublayer_search.models.optim import lr_factor
 from sublayer_search.models.train_config import TrainConfig, flat_settings
@@ -32,7 +36,7 @@ from sublayer_search.models.trainer import Family, FitResult, Report, Scores, St
 from sublayer_search.spaces.records import main_metric_for_level
 
 __all__ = ["FitResult", "LMFamily", "Report", "TrainConfig", "TrialSpec", "evaluate", "fit",
-           "load_checkpoint", "lr_factor", "main_metric"]
+           "guidance_term", "load_checkpoint", "lr_factor", "main_metric"]
 
 main_metric = main_metric_for_level
 """``val_ppl`` for word-level corpora, ``val_bpc`` for characters and bytes."""
@@ -49,8 +53,23 @@ class TrialSpec:
     train: TrainConfig = field(default_factory=TrainConfig)
 
     def flat(self) -> dict[str, Any]:
-        """``{"model.d_model": 64, "train.lr": 0.003, …}``: every setting, for tracking."""
-        return flat_settings(self)
+        """``{"model.d_model": 64, "train.lr": 0.003, …}``: every setting, for tracking
+        (guidance as ``model.guidance.mode``, ``.blocks``, ``.alpha``, ``.pairing``)."""
+        return guidance_flat(flat_settings(self), self.model.guidance)
+
+
+def guidance_flat(flat: dict[str, Any], guidance: GuidanceConfig) -> dict[str, Any]:
+    """``flat`` with its ``model.guidance`` mapping spelled out as four params."""
+    out = {k: v for k, v in flat.items() if k != "model.guidance"}
+    return {**out, **guidance.flat()}
+
+
+def guidance_term(model: Any, guidance: GuidanceConfig) -> torch.Tensor | None:
+    """``alpha · model.guidance_penalty()`` under soft guidance, else None."""
+    if guidance.mode != "soft":
+        return None
+    penalty = model.guidance_penalty()
+    return None if penalty is None else guidance.alpha * penalty
 
 
 @torch.no_grad()
@@ -94,7 +113,9 @@ class LMFamily(Family):
         x, y = random_batch(self.corpus.train, context=self.model_config.context,
                             batch_size=ctx.batch_size, generator=ctx.generator)
         x, y = x.to(ctx.device), y.to(ctx.device)
-        return model(x, y).loss, y.numel()
+        loss = model(x, y).loss
+        term = guidance_term(model, self.model_config.guidance)
+        return (loss if term is None else loss + term), y.numel()
 
     def evaluate(self, model: torch.nn.Module, ctx: StepContext, *, step: int,
                  final: bool) -> Scores:
@@ -104,7 +125,12 @@ class LMFamily(Family):
                             device=ctx.device, autocast=ctx.autocast)
         scores = metrics_from_loss(val_loss, self.corpus.level)
         main = scores["ppl"] if self.corpus.level == "word" else scores["bpc"]
-        return {"val_loss": val_loss, self.metric: main}
+        out: Scores = {"val_loss": val_loss, self.metric: main}
+        with torch.no_grad():
+            term = guidance_term(model, self.model_config.guidance)
+        if term is not None:
+            out["guidance_loss"] = float(term)
+        return out
 
 
 def fit(

@@ -14,6 +14,8 @@ excluded), ``status``. IOT adds ``tau`` and ``route_share_<code>`` (share of eva
 sentences whose argmax decoder order is ``<code>``), and at the last evaluation
 ``routing_bleu``: a JSON string ``{"<routed code>": {"<decoding code>": BLEU, …}, …}``
 — the sentences routed to each order, decoded with every order (the paper's Fig. 2).
+Soft cross-layer guidance adds its term to the training loss and reports it as
+``guidance_loss`` (as :mod:`models.train`).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from sublayer_search.models.decoding import translate_batch
 from sublayer_search.models.errors import ConfigError, check, is_positive_int
 from sublayer_search.models.iot import IOTConfig, IOTSeq2Seq, iot_param_count, temperature
 from sublayer_search.models.seq2seq import OrderedSeq2Seq, Seq2SeqConfig, seq2seq_param_count
+from sublayer_search.models.train import guidance_flat, guidance_term
 from sublayer_search.models.train_config import TrainConfig, flat_settings
 from sublayer_search.models.trainer import Family, FitResult, Report, Scores, StepContext, train
 from sublayer_search.spaces.records import route_share
@@ -114,8 +117,9 @@ class TranslationSpec:
             raise ConfigError("model", type(self.model).__name__, "a Seq2SeqConfig or IOTConfig")
 
     def flat(self) -> dict[str, Any]:
-        """``{"model.d_model": 64, "translation.beam": 5, …}``: every setting, for tracking."""
-        return flat_settings(self)
+        """``{"model.d_model": 64, "translation.beam": 5, …}``: every setting, for tracking
+        (guidance as ``model.guidance.mode``, ``.blocks``, ``.alpha``, ``.pairing``)."""
+        return guidance_flat(flat_settings(self), self.model.guidance)
 
 
 def build_translation_model(cfg: Seq2SeqConfig | IOTConfig) -> OrderedSeq2Seq | IOTSeq2Seq:
@@ -265,7 +269,8 @@ class TranslationFamily(Family):
                              generator=ctx.generator, max_src=ctx_len, max_tgt=ctx_len)
         src, tgt_in, tgt_out = (t.to(ctx.device) for t in batch[:3])
         out = model(src, tgt_in, tgt_out, label_smoothing=self.settings.label_smoothing)
-        return out.loss, batch.n_tokens
+        term = guidance_term(model, self.model_config.guidance)
+        return (out.loss if term is None else out.loss + term), batch.n_tokens
 
     def evaluate(self, model: torch.nn.Module, ctx: StepContext, *, step: int,
                  final: bool) -> Scores:
@@ -280,6 +285,10 @@ class TranslationFamily(Family):
             device=ctx.device, autocast=ctx.autocast,
         )
         out: Scores = {"val_loss": res["loss"]}
+        with torch.no_grad():
+            term = guidance_term(model, self.model_config.guidance)
+        if term is not None:
+            out["guidance_loss"] = float(term)
         if "bleu" in res:
             out[self.metric] = res["bleu"]
         if isinstance(model, IOTSeq2Seq):

@@ -206,7 +206,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
                   "to check it there)", file=sys.stderr)
         shown = [{**r, "order": _shown_order(r["order"], t.params)}
                  for r, t in zip(rows, plan.trials, strict=True)]
-        half = ["n_h"] if any("n_h" in r for r in rows) else []
+        half = [c for c in ("n_h", "guidance") if any(c in r for r in rows)]
         _print_table(shown, ["name", "family", "seed", "n_s", "n_f", *half, "units", "params",
                              "flops_per_token", "order"])
         extra = ""

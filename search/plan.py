@@ -19,6 +19,7 @@ from sublayer_search.spaces.records import Direction, direction
 from sublayer_search.spaces.registry import expand, space_arguments
 
 from .config import Experiment, config_hash
+from .guidance_axis import check_guided, cross, guidance_settings, label_of, with_guidance
 from .preflight import address_problems, storage_problems, tracking_problems
 from .problems import ExperimentError, Problem, from_exception
 from .tasks import Task, task_for
@@ -33,7 +34,7 @@ class Trial:
     """One (order, seed) to train: what Ray gets as ``config["trial"]``."""
 
     name: str
-    """Readable and unique in the sweep: ``sandwich16_6@seed2``."""
+    """Readable and unique in the sweep: ``sandwich16_6@seed2``, ``sandwich16_6+hg-kq@seed0``."""
     candidate: str
     order: str
     seed: int
@@ -47,6 +48,11 @@ class Trial:
         if self.baseline:
             return "baseline"
         return str(self.params.get("family", self.space))
+
+    @property
+    def guidance(self) -> str:
+        """Cross-layer guidance label: ``none``, ``sg-kq``, ``hg-kq+ffn``, …"""
+        return label_of(self.params)
 
     def to_config(self) -> dict[str, Any]:
         return asdict(self)
@@ -90,7 +96,13 @@ class SweepPlan:
         return direction(self.metric)
 
     def model_for(self, trial: Trial) -> Any:
-        return self.task.model_for(self.model, trial.order, trial.params)
+        return with_guidance(self.task.model_for(self.model, trial.order, trial.params),
+                             trial.params)
+
+    @property
+    def guided(self) -> bool:
+        """Some candidate is guided (the trial table gets a ``guidance`` column)."""
+        return any(label_of(c.params) != "none" for c in self.candidates)
 
     def spec_for(self, trial: Trial) -> Any:
         train = replace(self.experiment.train, seed=trial.seed)
@@ -100,7 +112,8 @@ class SweepPlan:
         """Every data/train/model setting, flat (``train.lr``), for hashing and params."""
         out = {f"data.{k}": v for k, v in asdict(self.data).items()}
         out.update({f"train.{k}": v for k, v in asdict(self.experiment.train).items()})
-        out.update({f"model.{k}": v for k, v in asdict(self.model).items()})
+        # a trial's guidance is in its identity (its label), not in the shared template
+        out.update({f"model.{k}": v for k, v in asdict(self.model).items() if k != "guidance"})
         # IOT routing settings (tau_schedule, clamp, …) live beside the template: hash them
         # too, so reuse never takes a run trained with other ones (absent: hash unchanged)
         out.update({f"model.{k}": v for k, v in getattr(self.task, "iot_settings", {}).items()})
@@ -120,6 +133,8 @@ class SweepPlan:
                "n_c": c["c"]}
         if "h" in c:  # half-width feedforwards (macaron): only where there are some
             row["n_h"] = c["h"]
+        if self.guided:
+            row["guidance"] = trial.guidance
         row.update(self.task.row(self.model_for(trial), trial.order, trial.params))
         return row
 
@@ -212,6 +227,9 @@ def _check_search(exp: Experiment, task: AnyTask, pool: Sequence[Candidate],
         if len(spaces) > 1:
             problems.append(Problem("search.algorithm", algo,
                                     "grid or optuna when the experiment has several spaces"))
+    if algo == "evolution" and any(label_of(c.params) != "none" for c in pool):
+        problems.append(Problem("search.algorithm", algo,
+                                "grid or optuna with model.guidance (mutations keep no guidance)"))
     if exp.scheduler.type == "asha" and exp.scheduler.metric not in ("val_loss", "train_loss"):
         problems.append(Problem("scheduler.metric", exp.scheduler.metric,
                                 "val_loss or train_loss (reported at every evaluation)"))
@@ -243,7 +261,9 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
     """
     problems: list[Problem] = []
     task = task_for(exp.task)
-    template = task.template(exp.model, problems)
+    model_raw = dict(exp.model)
+    guidance = guidance_settings(model_raw.pop("guidance", None), problems)
+    template = task.template(model_raw, problems)
     data = task.data(exp.data, problems)
     extra = None
     if task.section == "translation":
@@ -252,7 +272,8 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
         problems.append(Problem("translation", exp.translation, f"no translation section in an "
                                 f"{task.name} experiment (set task: translation)"))
     pool = _expand_spaces(exp, task, problems)
-    base = _baseline(exp, task, pool, template, problems)
+    base = _baseline(exp, task, pool, template, problems)  # unguided, at the space's budget
+    pool = cross(pool, list(guidance))
     if check_resources:  # a real sweep: where it will run and write
         problems += resource_problems(exp, address)
         uri = tracking_uri or exp.tracking.uri
@@ -269,6 +290,8 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
             except ValueError as exc:
                 problems.append(from_exception(exc, f"space ({cand.name})"))
                 break
+        check_guided(pool, guidance, lambda c: task.model_for(template, c.order, c.params),
+                     problems)
     if problems:
         raise ExperimentError(source, problems)
     metric = exp.search.metric or task.metric(data)

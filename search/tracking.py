@@ -203,7 +203,8 @@ class MlflowTracking(Callback):
         params.update(self.plan.task.flat(spec))
         tags = {Tag.PARENT: self.parent_run_id, ROLE: Role.TRIAL.value, Tag.SPACE: trial.space,
                 Tag.FAMILY: trial.family, Tag.BASELINE: str(trial.baseline).lower(),
-                STATUS: TrialStatus.RUNNING.value, Tag.RAY_TRIAL_ID: ray_id, **self._env}
+                STATUS: TrialStatus.RUNNING.value, Tag.RAY_TRIAL_ID: ray_id,
+                "sublayer.guidance": trial.guidance, **self._env}
         return ([Param(k, _fmt(v)) for k, v in params.items() if v is not None],
                 [RunTag(k, _fmt(v)) for k, v in tags.items()])
 

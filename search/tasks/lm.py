@@ -19,8 +19,9 @@ from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.cost import f_units_for, units
 from sublayer_search.spaces.order import interleaved
 
+from ..guidance_axis import label_of
 from ..problems import Problem, problems_from
-from .base import Task, obtain_corpus, validate_section
+from .base import HasParams, Task, obtain_corpus, validate_section
 from .registry import register
 
 __all__ = ["LMTask"]
@@ -116,6 +117,19 @@ class LMTask(Task[ModelConfig, DataConfig, None, TrialSpec]):
     def row(self, model: ModelConfig, order: str, params: dict[str, Any]) -> dict[str, Any]:
         return {"units": units(order, f_units=f_units_for(model.d_model, model.d_ff)),
                 "params": param_count(model), "flops_per_token": flops_per_token(model)}
+
+    def identity(self, cand: HasParams) -> str:
+        """The base identity, plus the guidance label of a guided model."""
+        label = label_of(cand.params)
+        return super().identity(cand) + ("" if label == "none" else f"+{label}")
+
+    def reported_metrics(self, data: DataConfig) -> frozenset[str]:
+        return super().reported_metrics(data) | {"guidance_loss"}
+
+    def flat(self, spec: TrialSpec) -> dict[str, Any]:
+        """Every setting; guidance as ``model.guidance.mode`` / ``.blocks`` / ``.alpha`` /
+        ``.pairing``."""
+        return spec.flat()
 
     def fit(self, spec: TrialSpec, report: Report, *, checkpoint_dir: str | None = None,
             resume_from: str | None = None) -> FitResult:

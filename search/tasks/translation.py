@@ -38,6 +38,7 @@ from sublayer_search.spaces.errors import SpaceError
 from sublayer_search.spaces.order import counts, interleaved
 from sublayer_search.spaces.records import route_share_code
 
+from ..guidance_axis import label_of
 from ..problems import Problem, problems_from
 from .base import HasParams, Task, obtain_corpus, validate_section
 from .registry import register
@@ -86,7 +87,7 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
 
     def reports(self, name: str, data: ParallelDataConfig) -> bool:
         """Besides the common metrics: IOT's ``tau`` and ``route_share_<code>``."""
-        return (super().reports(name, data) or name == "tau"
+        return (super().reports(name, data) or name in ("tau", "guidance_loss")
                 or route_share_code(name) is not None)
 
     def space_problem(self, space_type: str) -> str | None:
@@ -125,11 +126,14 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
         return {"side": "decoder", "layers": counts(order)["f"]}
 
     def identity(self, cand: HasParams) -> str:
-        """An IOT subset of one standard block (code 1) is the plain model itself."""
+        """An IOT subset of one standard block (code 1) is the plain model itself; a
+        guided model adds its guidance label."""
+        label = label_of(cand.params)
+        guided = "" if label == "none" else f"+{label}"
         subset = cand.params.get("subset")
         if subset is None or (subset == "1" and cand.params.get("stack", "decoder") == "decoder"):
-            return str(cand.params.get("side", "decoder"))
-        return f"{cand.params.get('stack', 'decoder')}:{subset}"
+            return str(cand.params.get("side", "decoder")) + guided
+        return f"{cand.params.get('stack', 'decoder')}:{subset}" + guided
 
     def resolve(self, template: TranslationModel, data: ParallelDataConfig,
                 base: Candidate | None, problems: list[Problem],
@@ -188,6 +192,11 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
                        codes=",".join(str(c) for c in params["codes"]),
                        orders=",".join(params.get("orders", [])))
         return out
+
+    def flat(self, spec: TranslationSpec) -> dict[str, Any]:
+        """Every setting; guidance as ``model.guidance.mode`` / ``.blocks`` / ``.alpha`` /
+        ``.pairing``."""
+        return spec.flat()
 
     def fit(self, spec: TranslationSpec, report: Report, *, checkpoint_dir: str | None = None,
             resume_from: str | None = None) -> FitResult:
