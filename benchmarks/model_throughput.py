@@ -6,6 +6,13 @@ forward + backward + optimizer step. The two models are timed in alternating rou
 that background load hits both alike; tokens/s come from the median round (the best
 round, and tokens per process-CPU-second for shared machines, are reported too).
 
+Cross-layer guidance (Crossformer): the same OrderedLM with each ``--guidance`` label
+(default: hard and soft guidance on all three blocks, ``hg-kq+v+ffn,sg-kq+v+ffn``; ``""``
+for none) is timed in the same rounds; ``guidance_ratio`` is its tokens/s over the
+unguided model's. Hard guidance keeps q, k and v as three matrices (one matmul over their
+concatenation); soft guidance adds its regulariser to every step's loss. The unguided
+model keeps the fused q/k/v projection, so ``ratio`` (ordered vs. GPT-2) is unchanged.
+
     .venv/bin/python benchmarks/model_throughput.py --threads 2
     .venv/bin/python benchmarks/model_throughput.py --device cuda --batch 16 --context 1024 --json
 
@@ -16,6 +23,7 @@ and the MFU is ``tokens/s · 3 · flops_per_token / peak`` (forward + 2× for ba
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -30,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sublayer_search.models.accounting import flops_per_token, param_count  # noqa: E402
 from sublayer_search.models.config import ModelConfig  # noqa: E402
+from sublayer_search.models.guidance_config import GuidanceConfig  # noqa: E402
 from sublayer_search.models.lm import OrderedLM  # noqa: E402
 
 
@@ -53,6 +62,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=989.0,
         help="peak dense bf16 TFLOP/s for the MFU (H100 SXM: 989)",
     )
+    p.add_argument("--guidance", default="hg-kq+v+ffn,sg-kq+v+ffn",
+                   help="comma-separated guidance labels also timed ('' for none)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print one JSON object instead")
     return p.parse_args(argv)
@@ -99,6 +110,17 @@ def build_models(args: argparse.Namespace) -> tuple[ModelConfig, torch.nn.Module
     return cfg, ours, gpt2
 
 
+def guided_models(cfg: ModelConfig, args: argparse.Namespace) -> dict[str, OrderedLM]:
+    """label → the OrderedLM of ``cfg`` with that guidance."""
+    out = {}
+    for label in filter(None, (s.strip() for s in args.guidance.split(","))):
+        guided = dataclasses.replace(cfg, guidance=GuidanceConfig.from_label(label))
+        torch.manual_seed(args.seed)
+        out[label] = OrderedLM(guided)
+        assert sum(p.numel() for p in out[label].parameters()) == param_count(guided)
+    return out
+
+
 def make_step(model: torch.nn.Module, kind: str, args: argparse.Namespace) -> Callable[[], float]:
     device = torch.device(args.device)
     model.to(device).train()
@@ -114,6 +136,8 @@ def make_step(model: torch.nn.Module, kind: str, args: argparse.Namespace) -> Ca
     def step() -> float:
         with autocast:
             loss = run(x, y).loss if kind == "ours" else run(input_ids=x, labels=x).loss
+            if kind == "ours" and model.cfg.guidance.mode == "soft":  # type: ignore[union-attr]
+                loss = loss + model.cfg.guidance.alpha * model.guidance_penalty()  # type: ignore[operator]
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -144,6 +168,9 @@ def main(argv: list[str] | None = None) -> dict:
     }
     assert params["ordered"] == param_count(cfg)
     steps = {"ordered": make_step(ours, "ours", args), "gpt2": make_step(gpt2, "hf", args)}
+    for label, model in guided_models(cfg, args).items():
+        params[label] = sum(p.numel() for p in model.parameters())
+        steps[label] = make_step(model, "ours", args)
     for step in steps.values():
         for _ in range(args.warmup):
             step()
@@ -182,6 +209,10 @@ def main(argv: list[str] | None = None) -> dict:
         # tokens per process-CPU-second: robust when other jobs share the cores
         "tokens_per_cpu_s": {k: round(v, 1) for k, v in per_cpu.items()},
         "cpu_ratio": round(per_cpu["ordered"] / per_cpu["gpt2"], 3),
+        "guidance_ratio": {k: round(tps[k] / tps["ordered"], 3) for k in steps
+                           if k not in ("ordered", "gpt2")},
+        "guidance_cpu_ratio": {k: round(per_cpu[k] / per_cpu["ordered"], 3) for k in steps
+                               if k not in ("ordered", "gpt2")},
     }
     if args.device.startswith("cuda"):
         peak = args.peak_tflops * 1e12
@@ -190,20 +221,24 @@ def main(argv: list[str] | None = None) -> dict:
         print(json.dumps(result))
     else:
         print(f"device {result['device']}, threads {args.threads}, shape {result['shape']}")
+        width = max(12, *(len(k) + 10 for k in steps))
         print(
-            f"{'model':<10} {'params':>12} {'tokens/s':>10} {'best':>10} {'tok/cpu-s':>10}"
+            f"{'model':<{width}} {'params':>12} {'tokens/s':>10} {'best':>10} {'tok/cpu-s':>10}"
             + ("    MFU" if "mfu" in result else "")
         )
         for k in steps:
             mfu = f" {result['mfu'][k]:6.1%}" if "mfu" in result else ""
             print(
-                f"{k:<10} {params[k]:>12,} {tps[k]:>10,.0f} {best[k]:>10,.0f} "
+                f"{k:<{width}} {params[k]:>12,} {tps[k]:>10,.0f} {best[k]:>10,.0f} "
                 f"{per_cpu[k]:>10,.0f}{mfu}"
             )
         print(
-            f"{'ratio':<10} {'':>12} {result['ratio']:>10.3f} {result['best_ratio']:>10.3f} "
+            f"{'ratio':<{width}} {'':>12} {result['ratio']:>10.3f} {result['best_ratio']:>10.3f} "
             f"{result['cpu_ratio']:>10.3f}"
         )
+        for k, v in result["guidance_ratio"].items():
+            print(f"{k + ' / ordered':<{width}} {'':>12} {v:>10.3f} {'':>10} "
+                  f"{result['guidance_cpu_ratio'][k]:>10.3f}")
     return result
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .errors import SpaceError
-from .order import parse_order
+from .order import interleaved, parse_order
 
-__all__ = ["STRADDLE", "Halves", "f_units_for", "half_width", "halves", "order_params",
-           "sublayer_costs", "unit_costs", "units"]
+__all__ = ["GUIDED_BLOCKS", "STRADDLE", "Halves", "deepest_interleaved", "f_units_for",
+           "guided_units", "half_width", "halves", "order_params", "sublayer_costs",
+           "unit_costs", "units"]
 
 STRADDLE = ("fractional", "bottom", "top", "drop")
 """Ways to count the sublayer that straddles the middle in :func:`halves`."""
@@ -87,6 +88,43 @@ def units(order: str, *, f_units: float = 2.0, c_units: float = 1.0) -> float:
     """
     weights = _weights(f_units, c_units)
     return float(sum(weights[ch] for ch in _canonical(order)))
+
+
+GUIDED_BLOCKS = ("key_query", "value", "ffn")
+"""Blocks of hard cross-layer guidance (Crossformer; ``models.guidance_config``)."""
+
+
+def guided_units(order: str, *, blocks: tuple[str, ...] | list[str] = (), f_units: float = 2.0,
+                 c_units: float = 1.0) -> float:
+    """:func:`units` of ``order`` when hard guidance shares one matrix per pair of
+    neighbouring sublayers of a kind (weights only, as :func:`units`): per pair of ``s``
+    ``key_query`` and ``value`` each save a quarter unit (d² of 4d²), ``ffn`` half an
+    ``f`` per pair of ``f`` (and of ``h``). ``c`` is never shared."""
+    for block in blocks:
+        if block not in GUIDED_BLOCKS:
+            raise SpaceError("blocks", block, "one of " + ", ".join(GUIDED_BLOCKS))
+    canonical = _canonical(order)
+    pairs = {k: max(canonical.count(k) - 1, 0) for k in "sfh"}
+    weights = _weights(f_units, c_units)
+    saved = sum(0.25 * pairs["s"] for b in ("key_query", "value") if b in blocks)
+    if "ffn" in blocks:
+        saved += pairs["f"] * weights["f"] / 2 + pairs["h"] * weights["h"] / 2
+    return units(canonical, f_units=f_units, c_units=c_units) - saved
+
+
+def deepest_interleaved(budget: float, *, blocks: tuple[str, ...] | list[str] = (),
+                        f_units: float = 2.0, c_units: float = 1.0, kind: str = "lm") -> int:
+    """The most layers ``n`` of ``(sf)^n`` (``(scf)^n`` for decoders) whose
+    :func:`guided_units` fit ``budget``: how deep hard guidance lets a model grow at a
+    fixed parameter budget (the Crossformer paper's "HG-All, 16 layers")."""
+    _positive_float("budget", budget)
+    n = 0
+    while guided_units(interleaved(n + 1, kind=kind), blocks=blocks, f_units=f_units,
+                       c_units=c_units) <= budget + 1e-9:
+        n += 1
+    if n == 0:
+        raise SpaceError("budget", budget, "at least one layer's units")
+    return n
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -20,6 +20,8 @@ from sublayer_search.models.optim import build_optimizer
 from sublayer_search.models.seq2seq import OrderedSeq2Seq, Seq2SeqConfig, seq2seq_param_count
 from sublayer_search.models.train import guidance_term
 from sublayer_search.models.train_config import TrainConfig
+from sublayer_search.spaces.cost import deepest_interleaved, guided_units, units
+from sublayer_search.spaces.order import interleaved
 
 BLOCK_SETS = [("key_query",), ("value",), ("ffn",), ("key_query", "value", "ffn")]
 
@@ -237,3 +239,30 @@ def test_labels_round_trip() -> None:
         "model.guidance.mode": "hard", "model.guidance.blocks": "key_query+ffn",
         "model.guidance.alpha": 0.01, "model.guidance.pairing": "key_query+w2_w1"}
     assert GuidanceConfig().flat()["model.guidance.blocks"] == ""
+
+
+def test_spending_the_freed_budget_on_depth() -> None:
+    """Hard guidance on all blocks at the baseline's budget: WMT14 shapes (d 512, d_ff
+    2048, a 32K joint vocabulary) give the Transformer 60.9M (paper: 61M) and a 16-layer
+    HG-All encoder over the guided 6-layer decoder 61.0M (paper: "HG-All, 16 layers" 60M)."""
+    blocks = ("key_query", "value", "ffn")
+    decoder = guided_units(interleaved(6, kind="decoder"), blocks=blocks)
+    assert decoder == 24 - 5 * 1.5  # 5 pairs, each sharing d² + d² + half an f
+    budget = units(interleaved(6)) + units(interleaved(6, kind="decoder"))
+    depth = deepest_interleaved(budget - decoder, blocks=blocks)
+    assert depth == 16
+    assert deepest_interleaved(units(interleaved(6))) == 6  # unguided: the baseline itself
+    dims: dict[str, Any] = dict(src_vocab_size=32768, tgt_vocab_size=32768, d_model=512,
+                                n_heads=8, d_ff=2048)
+    base = seq2seq_param_count(Seq2SeqConfig(encoder_order="(sf)^6", decoder_order="(scf)^6",
+                                             **dims))
+
+    def guided(n: int) -> int:
+        return seq2seq_param_count(Seq2SeqConfig(
+            encoder_order=f"(sf)^{n}", decoder_order="(scf)^6",
+            guidance={"mode": "hard", "blocks": list(blocks)}, **dims))
+
+    assert 60.5e6 < base < 61.5e6
+    assert abs(guided(depth) - base) < 0.002 * base < guided(depth + 1) - base
+    with pytest.raises(ValueError, match="blocks"):
+        guided_units("sfsf", blocks=("keys",))
