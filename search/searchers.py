@@ -185,14 +185,36 @@ class EvolutionSearcher(_Stateful):
             self.population.append((cfg["order"], score, cfg["candidate"]))
 
 
+def _guidance(cand: Candidate) -> str:
+    """A candidate's cross-layer guidance label (``none`` unless guided)."""
+    return str(cand.params.get("guidance") or "none")
+
+
+def _base(cand: Candidate) -> str:
+    """The candidate's name without its guidance label (``sandwich4_1+hg-kq`` → ``sandwich4_1``)."""
+    label = _guidance(cand)
+    return cand.name if label == "none" else cand.name.removesuffix(f"+{label}")
+
+
+def _key(cand: Candidate) -> str:
+    """What must not be trained twice with one seed: the order, and its guidance."""
+    label = _guidance(cand)
+    return cand.order if label == "none" else f"{cand.order}+{label}"
+
+
 class _CandidateSpace:
     """Optuna define-by-run space (a class, so the searcher pickles for ``--resume``)."""
 
-    def __init__(self, by_k: dict[int, Candidate] | None, names: list[str]) -> None:
+    def __init__(self, by_k: dict[int, Candidate] | None, names: list[str],
+                 labels: list[str] | None = None) -> None:
         self.ks = sorted(by_k) if by_k is not None else None
         self.names = names
+        self.labels = labels or ["none"]
+        """Guidance labels (``model.guidance`` as a sweep axis): a categorical of its own."""
 
     def __call__(self, trial: Any) -> None:
+        if len(getattr(self, "labels", ())) > 1:
+            trial.suggest_categorical("guidance", self.labels)
         if self.ks is not None and self.ks == list(range(self.ks[0], self.ks[-1] + 1)):
             trial.suggest_int("k", self.ks[0], self.ks[-1])
         elif self.ks is not None:
@@ -213,7 +235,10 @@ class OptunaTrials(_Stateful):
     def __init__(self, candidates: Sequence[Candidate], *, num_samples: int, seeds: Sequence[int],
                  metric: str, mode: str = "min", seed: int = 0) -> None:
         super().__init__(metric=metric, mode=mode)
-        self.by_name = {c.name: c for c in candidates}
+        labels = list(dict.fromkeys(_guidance(c) for c in candidates)) or ["none"]
+        self.variants = {(_base(c), _guidance(c)): c for c in candidates}
+        candidates = [c for c in candidates if _guidance(c) == labels[0]]  # one per order
+        self.by_name = {_base(c): c for c in candidates}
         ks = [c.params.get("k") for c in candidates]
         self.by_k = ({int(c.params["k"]): c for c in candidates}
                      if {c.space for c in candidates} == {"sandwich"} and None not in ks else None)
@@ -221,7 +246,7 @@ class OptunaTrials(_Stateful):
         self.num_samples = num_samples
         self.taken: set[tuple[str, int]] = set()
         self.suggested = 0
-        space = _CandidateSpace(self.by_k, list(self.by_name))
+        space = _CandidateSpace(self.by_k, list(self.by_name), labels)
         self.optuna = OptunaSearch(space=space, metric=metric, mode=mode, seed=seed)
 
     def set_search_properties(self, metric: str | None, mode: str | None, config: dict,
@@ -240,9 +265,10 @@ class OptunaTrials(_Stateful):
             return raw
         assert isinstance(raw, dict)
         cand = self.by_k[int(raw["k"])] if self.by_k is not None else self.by_name[raw["candidate"]]
+        cand = self.variants[(_base(cand), raw.get("guidance", _guidance(cand)))]
         seed = next(s for s in itertools.chain(self.seeds, itertools.count(max(self.seeds) + 1))
-                    if (cand.order, s) not in self.taken)
-        self.mark_taken(cand.order, seed)
+                    if (_key(cand), s) not in self.taken)
+        self.mark_taken(_key(cand), seed)
         self.suggested += 1
         return {"trial": Trial.of(cand, seed).to_config()}
 

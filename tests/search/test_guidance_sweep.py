@@ -150,3 +150,26 @@ def test_tiny_real_sweep_over_guidance_modes(tmp_path: Path, monkeypatch: pytest
     assert runs["scfscf+sg-kq@seed0"].data.metrics["guidance_loss"] > 0
     base = int(runs["transformer2@seed0"].data.params["params"])
     assert base - int(runs["scfscf+hg-ffn@seed0"].data.params["params"]) == 2 * 32 * 64
+
+
+def test_optuna_chooses_guidance_as_a_categorical(tmp_path: Path) -> None:
+    from sublayer_search.search.searchers import OptunaTrials
+
+    plan = plan_sweep(parse_experiment(_lm(tmp_path, search={"algorithm": "optuna",
+                                                              "num_samples": 8})))
+    assert len(plan.candidates) == 6  # sandwich k in {0, 1} x three guidance settings
+    searcher = OptunaTrials(plan.candidates, num_samples=8, seeds=[0], metric="val_bpc",
+                            mode="min")
+    seen = []
+    for i in range(8):
+        got = searcher.suggest(f"t{i}")
+        assert isinstance(got, dict)
+        trial = got["trial"]
+        label = trial["params"].get("guidance", "none")
+        assert trial["name"] == f"{trial['candidate']}@seed{trial['seed']}"
+        assert label == "none" or trial["candidate"].endswith(f"+{label}")
+        seen.append((trial["order"], label, trial["seed"]))
+        searcher.on_trial_complete(f"t{i}", {"val_bpc": 5.0 - i % 3})
+    assert len(set(seen)) == len(seen)  # never one (order, guidance, seed) twice
+    assert len({label for _, label, _ in seen}) >= 2
+    assert {order for order, _, _ in seen} <= {"sfsfsf", "ssfsff"}
