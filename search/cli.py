@@ -1,4 +1,4 @@
-"""The ``sublayer`` command line: ``train``, ``spaces sample``, ``sweep``, ``ui``, ``analyze``.
+"""The ``sublayer`` command line: ``train``, ``spaces sample``, ``sweep``, ``ui``, ``analyze``, ``replay``.
 
 Every bad input prints one clear message to stderr and exits with status 2 before
 anything is written, Ray is started or MLflow is touched.
@@ -275,7 +275,6 @@ def _tracking_uri(text: str) -> str:
 
 def _cmd_ui(args: argparse.Namespace) -> int:
     from .ui import serve
-
     return serve(tracking_uri=args.tracking_uri, host=args.host, port=args.port)
 
 
@@ -284,7 +283,6 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     from sublayer_search.analysis.cli import run_analyze
 
     from .attention import sweep_attention
-
     # Table 7 needs the trained models (torch), which analysis never imports: it gets this
     args.attention_study = lambda experiment, uri: sweep_attention(experiment, tracking_uri=uri)
     return run_analyze(args)
@@ -300,6 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
                "1 internal error or\nfailed trials, 2 bad input, 130 interrupted.")
     sub = parser.add_subparsers(dest="command", required=True)
 
+    from .replay_cli import add_replay
     from .train_cli import add_train_arguments
 
     p = sub.add_parser("train", help="train one order on a corpus")
@@ -341,6 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_arguments(p)
     p.set_defaults(func=_cmd_analyze)
+    add_replay(sub)
     return parser
 
 

@@ -44,6 +44,10 @@ EXCLUDED = {
     "sublayer analyze --experiment quickstart --tracking-uri sqlite:///mlflow.db "
     "--out reports/quickstart": "needs the quickstart sweep of `make run`",
     "sublayer analyze --experiment NAME --out DIR": "NAME and DIR are placeholders",
+    "sublayer replay quickstart --tracking-uri sqlite:///mlflow.db --scheduler asha "
+    "--grace-period 1 --reduction-factor 3": "needs the quickstart sweep of `make run`",
+    "sublayer replay quickstart --tracking-uri sqlite:///mlflow.db --grid --figure "
+    "reports/replay.png": "needs the quickstart sweep of `make run`",
     "sublayer analyze --experiment A --experiment B --out DIR": "placeholders",
     "make notebooks": "executes every notebook (minutes); tests/analysis/test_notebooks.py",
     "make notebooks EXPERIMENT=quickstart TRACKING_URI=sqlite:///$PWD/mlflow.db":
