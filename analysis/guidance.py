@@ -230,7 +230,7 @@ def _with_groups(table: pd.DataFrame, trials: pd.DataFrame, base_params: float) 
         means = trials.groupby("name", sort=False)[GUIDANCE_METRIC].mean()
         out[GUIDANCE_METRIC] = out["name"].map(means).astype(float)
     out["guidance_alpha"] = out["guidance_alpha"].astype(float)
-    out.loc[out["guidance_mode"] == NONE, "guidance_alpha"] = np.nan
+    out.loc[out["guidance_mode"] != "soft", "guidance_alpha"] = np.nan  # soft's weight only
     return out
 
 

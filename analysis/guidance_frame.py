@@ -31,6 +31,7 @@ __all__ = [
     "guidance_fields",
     "has_guidance",
     "normalized",
+    "unguided",
 ]
 
 GUIDANCE_TAG = "sublayer.guidance"
@@ -136,3 +137,11 @@ def has_guidance(frame: pd.DataFrame) -> bool:
     if "guidance_mode" not in frame.columns:
         return False
     return bool(frame["guidance_mode"].isin(["soft", "hard"]).any())
+
+
+def unguided(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of unguided trials (all rows of a frame without guidance columns): the
+    studies by order (sandwich curve) leave guided trials to the guidance study."""
+    if "guidance_mode" not in frame.columns:
+        return frame
+    return frame[~frame["guidance_mode"].isin(["soft", "hard"])]

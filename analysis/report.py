@@ -17,7 +17,7 @@ from sublayer_search.spaces.records import Role, Tag
 from . import iot_paper, paper, plots
 from .errors import AnalysisError
 from .frame import baseline_stats, candidates, select_metric, validate_trials
-from .guidance_frame import has_guidance
+from .guidance_frame import has_guidance, unguided
 from .guidance_report import crossformer_paper_report, guidance_section
 from .iot import is_translation, subset_study
 from .report_attention import AttentionStudy, attention_section
@@ -74,8 +74,9 @@ def experiment_report(
     if not cands.empty:
         distribution_and_halves(w, frame, label="Sweep", stem="sweep", metric=metric,
                                 straddle=straddle)
-        if cands["k"].notna().any():
-            sandwich_section(w, sandwich_curve(frame, metric=metric))
+        plain = unguided(frame)  # guided trials: the guidance section
+        if candidates(plain, metric)["k"].notna().any():
+            sandwich_section(w, sandwich_curve(plain, metric=metric))
         if has_guidance(frame):  # the seeds by (candidate, guidance), not by order alone
             guidance_section(w, frame, metric=metric, adjust=adjust)
         elif cands.groupby("order").size().max() >= 2:

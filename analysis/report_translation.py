@@ -14,7 +14,7 @@ from sublayer_search.spaces.records import ROUTE_SHARE_PREFIX
 from . import iot_paper, plots
 from .errors import AnalysisError
 from .frame import candidates
-from .guidance_frame import has_guidance
+from .guidance_frame import has_guidance, unguided
 from .guidance_report import guidance_section
 from .iot import (
     BASELINE_TRIALS,
@@ -55,8 +55,10 @@ def translation_report(
     if source == BASELINE_TRIALS:
         distribution_and_halves(w, frame, label="Sweep", stem="sweep", metric=metric,
                                 straddle="fractional", halves=False)
-        if cands["k"].notna().any():
-            _sandwich_per_side(w, frame, cands, metric=metric)
+        plain = unguided(frame)  # guided trials: the guidance section
+        plain_cands = candidates(plain, metric)
+        if plain_cands["k"].notna().any():
+            _sandwich_per_side(w, plain, plain_cands, metric=metric)
     if "subset" in frame.columns and cands["subset"].notna().any():
         _subsets_section(w, frame, metric=metric)
         if any(str(c).startswith(ROUTE_SHARE_PREFIX) for c in frame.columns):

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from analysis_helpers import SWEEP
 from scipy import stats
@@ -63,6 +64,8 @@ def _log(client, exp_id: str, parent: str, spec: tuple, metric: str) -> None:
         }
         if metric == "val_bleu":
             params["task"] = "translation"
+        if cand.startswith("sandwich4_"):
+            params["k"] = int(cand[-1])
         if label is not None:
             tags["sublayer.guidance"] = label
             pairing = "query_key+w2_w1" if label.endswith(".qk") else "key_query+w2_w1"
@@ -207,6 +210,9 @@ def test_analyze_writes_the_guidance_section(store, tmp_path, capsys):
     assert "Guidance: metric by mode and blocks" in html and "figures/guidance_study.svg" in html
     assert "Fig. 6" not in html  # seeds by order alone would pool guided and unguided runs
     assert (out / "figures" / "guidance_study.png").stat().st_size > 1000
+    # the sandwich curve is of the unguided trials only (hg-kq at 14.1 is left out)
+    sandwich = pd.read_csv(out / "tables" / "sandwich.csv").set_index("k")
+    assert sandwich.loc[1, "mean"] == pytest.approx(9.6) and sandwich.loc[1, "n"] == 2
     table = (out / "tables" / "guidance_study.csv").read_text()
     assert "interleaved4+sg-kq" in table and "better" in table
     rep = experiment_report(runs.load(MT, store), tmp_path / "mt", title="mt")
