@@ -217,13 +217,17 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         return 0
     # Ray auth: a local sweep keeps token auth on, on 127.0.0.1 (local_ray); --address: the cluster's
     from .links import closing_lines, program
-    from .sweep import run_sweep
+    from .sweep import TrackingOutage, run_sweep
 
     try:
         outcome = run_sweep(plan, resume=args.resume, address=args.address,
                             tracking_uri=args.tracking_uri)
     except ExperimentError as exc:
         return _bad(str(exc))
+    except TrackingOutage as exc:  # 75 = EX_TEMPFAIL: try again later
+        print(f"sublayer: {exc}; once MLflow is back: {program()} sweep {args.file} --resume",
+              file=sys.stderr)
+        return 75
     _print_table(outcome.trials, ["name", "family", "seed", "status", "steps", plan.metric,
                                   f"best_{plan.metric}"])
     uri = args.tracking_uri or exp.tracking.uri

@@ -120,6 +120,11 @@ class TrackingSpec(_Strict):
     """MLflow experiment name (default: the sweep name)."""
     log_checkpoints: bool = False
     """Attach each finished trial's final checkpoint to its MLflow run."""
+    outage_limit_s: float = Field(600.0, gt=0)
+    """How long the sweep rides out an unreachable MLflow (writes buffered, retried with
+    backoff) before it stops; ``--resume`` then writes the backlog and continues."""
+    max_buffered: int = Field(100_000, ge=1)
+    """Most MLflow writes held in memory during an outage (more stops the sweep too)."""
 
 
 class RaySpec(_Strict):

@@ -34,16 +34,17 @@ from .progress import SweepProgress
 from .schedulers import CandidateASHA
 from .searchers import make_searcher
 from .tracking import (
-    MlflowTracking,
     close_sweep,
     copy_trial,
     ensure_store,
     finished_trials,
     open_sweep_run,
 )
+from .tracking_buffer import TrackingOutage
+from .tracking_callback import MlflowTracking
 from .trainable import train_trial
 
-__all__ = ["SweepOutcome", "run_sweep", "connect", "latest_run_name"]
+__all__ = ["SweepOutcome", "run_sweep", "connect", "latest_run_name", "TrackingOutage"]
 
 
 @dataclass(frozen=True)
@@ -224,6 +225,35 @@ def _incomplete(results: Any, plan: SweepPlan) -> bool:
                                     and len(results) < len(plan.trials))
 
 
+BACKLOG = "tracking_backlog.jsonl"
+"""MLflow writes an outage left unwritten, in the Ray run folder (``--resume`` writes them)."""
+
+
+def _use_callback(tuner: tune.Tuner, callback: MlflowTracking) -> None:
+    """Tune restores the callbacks pickled when the sweep started; track with this run's
+    instead (its tracking URI and outage limit, the runs its backlog replay found)."""
+    inner = getattr(tuner, "_local_tuner", None)
+    config = inner.get_run_config() if inner is not None else None
+    if config is not None and config.callbacks:
+        config.callbacks = [callback if isinstance(c, MlflowTracking) else c
+                            for c in config.callbacks]
+
+
+def _write_backlog(callback: MlflowTracking, backlog: Path, uri: str) -> None:
+    """Write every buffered op (retrying up to ``tracking.outage_limit_s``), or save them to
+    ``backlog`` and raise :class:`TrackingOutage`."""
+    if callback.buffer.drain():
+        backlog.unlink(missing_ok=True)
+        return
+    buffer = callback.buffer
+    held = len(buffer)
+    buffer.save(backlog)
+    raise TrackingOutage(
+        f"MLflow at {uri} was unreachable for {buffer.outage_s:.0f} s (tracking.outage_limit_s "
+        f"= {buffer.limit_s:g}; last error: {buffer.last_error}); the sweep stopped and kept "
+        f"{held} unwritten MLflow write(s) in {backlog}", backlog)
+
+
 def run_sweep(plan: SweepPlan, *, resume: bool = False, address: str | None = None,
               tracking_uri: str | None = None) -> SweepOutcome:
     """Run (or resume) the sweep; every trial ends up as a closed MLflow child run."""
@@ -231,12 +261,15 @@ def run_sweep(plan: SweepPlan, *, resume: bool = False, address: str | None = No
     address = address or exp.ray.address or os.environ.get("RAY_ADDRESS")
     uri = tracking_uri or exp.tracking.uri
     storage = Path(exp.storage_path())
+    restart = False
     if resume:
         ray_run = latest_run_name(plan)
-        if ray_run is None or not tune.Tuner.can_restore(str(storage / ray_run)):
+        if ray_run is None:
             raise ExperimentError(plan.source, [Problem("--resume", str(storage / exp.name),
                                                         "a sweep started earlier with this file "
                                                         "(none found under ray.storage_path)")])
+        # killed before Tune's first snapshot: run it again under the same names and runs
+        restart = not tune.Tuner.can_restore(str(storage / ray_run))
     else:
         ray_run = f"{exp.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
@@ -244,27 +277,31 @@ def run_sweep(plan: SweepPlan, *, resume: bool = False, address: str | None = No
     started = connect(plan, address)
     try:
         check_cluster(plan)
+        if not resume:  # before any MLflow run exists: --resume after a kill finds this run
+            storage.mkdir(parents=True, exist_ok=True)
+            _pointer(plan).write_text(ray_run)
         client = ensure_store(uri)
         exp_id, parent_id = open_sweep_run(client, plan, ray_run, resume=resume)
         label_experiment(client, exp_id, plan)
         reused: dict[tuple[str, int, str], str] = {}
         if exp.reuse and not resume:
             plan, reused = _reuse(client, exp_id, parent_id, plan)
-        if not resume:
-            storage.mkdir(parents=True, exist_ok=True)
-            _pointer(plan).write_text(ray_run)
+        if not resume or restart:
             client.log_text(parent_id, Path(plan.source).read_text() if Path(plan.source).is_file()
                             else json.dumps(exp.model_dump(), indent=2, default=str),
                             "experiment.yaml")
             client.log_text(parent_id, _table_csv(plan), "trials.csv")
         callback = MlflowTracking(tracking_uri=uri, experiment_id=exp_id, parent_run_id=parent_id,
-                                  plan=plan)
+                                  plan=plan, match_names=restart)
+        backlog = storage / ray_run / BACKLOG
+        if resume and callback.buffer.load(backlog):
+            _write_backlog(callback, backlog, uri)  # what an outage left unwritten, first
         status = "FAILED"
         results: Any = []
         interrupted = ran = False
         try:
             with _SigintWatch() as sigint:
-                if resume:
+                if resume and not restart:
                     fill_checkpoint_gaps(storage / ray_run)
                     tuner = tune.Tuner.restore(
                         str(storage / ray_run),
@@ -272,19 +309,25 @@ def run_sweep(plan: SweepPlan, *, resume: bool = False, address: str | None = No
                             tune.with_parameters(train_trial, plan=plan),
                             {"cpu": exp.resources.cpu, "gpu": exp.resources.gpu}),
                         resume_unfinished=True, resume_errored=False, restart_errored=False)
+                    _use_callback(tuner, callback)
                     results = tuner.fit()
                     ran = True
                 elif plan.trials or exp.search.algorithm != "grid":  # else: all were reused
                     results = _tuner(plan, ray_run, callback).fit()
                     ran = True
+            _write_backlog(callback, backlog, uri)
             # Tune's handler replaces the marker only while it runs: nothing ran, nothing fired
             interrupted = (ran and sigint.fired) or (bool(results) and _incomplete(results, plan))
             status = "KILLED" if interrupted else "FINISHED"
         except KeyboardInterrupt:
             status = "KILLED"
             raise
+        except TrackingOutage:
+            status = ""  # MLflow is down: the parent run is closed by --resume
+            raise
         finally:
-            close_sweep(client, exp_id, parent_id, status)
+            if status:
+                close_sweep(client, exp_id, parent_id, status)
         return SweepOutcome(experiment_id=exp_id, parent_run_id=parent_id, ray_run=ray_run,
                             trials=_rows(results, plan), reused=len(reused),
                             interrupted=interrupted)

@@ -10,24 +10,20 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
-import json
-import math
 import subprocess
-import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from mlflow.entities import Metric, Param, RunTag
+from mlflow.entities import Param
 from mlflow.tracking import MlflowClient
-from ray.tune import Callback
 from ray.tune.result import AUTO_RESULT_KEYS
 
-from sublayer_search.spaces.records import STATUS_KEY, Role, Tag, TrialStatus, best, final
+from sublayer_search.spaces.records import Role, Tag, TrialStatus
 
-from .plan import SweepPlan, Trial
+from .plan import SweepPlan
 
-__all__ = ["MlflowTracking", "open_sweep_run", "close_sweep", "finished_trials", "ensure_store",
+__all__ = ["open_sweep_run", "close_sweep", "finished_trials", "ensure_store",
            "environment_tags", "PLACEMENT_KEYS", "metrics_of"]
 
 PLACEMENT_KEYS = ("node_id", "node_ip", "gpu_ids", "resumed_from_step")
@@ -160,147 +156,10 @@ def _model_dict(model: Any) -> dict[str, Any]:
     return to_dict() if to_dict is not None else dataclasses.asdict(model)
 
 
-class MlflowTracking(Callback):
-    """Driver-side Ray Tune callback: a child run per trial, metrics via ``log_batch``."""
+def __getattr__(name: str) -> Any:
+    """``MlflowTracking`` lives in :mod:`.tracking_callback` (kept importable from here)."""
+    if name == "MlflowTracking":
+        from .tracking_callback import MlflowTracking
 
-    def __init__(self, *, tracking_uri: str, experiment_id: str, parent_run_id: str,
-                 plan: SweepPlan) -> None:
-        self.tracking_uri = tracking_uri
-        self.experiment_id = experiment_id
-        self.parent_run_id = parent_run_id
-        self.plan = plan
-        self._client: MlflowClient | None = None
-        self._runs: dict[str, str] = {}
-        self._last_step: dict[str, int] = {}
-        self._placed: set[str] = set()
-        self._done: set[str] = set()
-        self._env = environment_tags()
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_client": None}
-
-    @property
-    def client(self) -> MlflowClient:
-        if self._client is None:
-            self._client = MlflowClient(tracking_uri=self.tracking_uri)
-        return self._client
-
-    # -- run bookkeeping ---------------------------------------------------------------
-    def _existing(self) -> dict[str, Any]:
-        runs = self.client.search_runs(
-            [self.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{self.parent_run_id}'",
-            max_results=10000)
-        return {r.data.tags.get(Tag.RAY_TRIAL_ID, ""): r for r in runs}
-
-    def _describe(self, trial: Trial, ray_id: str) -> tuple[list[Param], list[RunTag]]:
-        row = self.plan.row(trial)
-        spec = self.plan.spec_for(trial)
-        params: dict[str, Any] = {k: v for k, v in row.items() if k not in ("name", "family")}
-        params.update(candidate=trial.candidate, metric=self.plan.metric,
-                      config_hash=self.plan.config_hash, task=self.plan.experiment.task)
-        params.update({k: v for k, v in trial.params.items() if k not in params})
-        params.update(self.plan.task.tracking_params(self.plan.model_for(trial), trial.params))
-        params.update(self.plan.task.flat(spec))
-        tags = {Tag.PARENT: self.parent_run_id, ROLE: Role.TRIAL.value, Tag.SPACE: trial.space,
-                Tag.FAMILY: trial.family, Tag.BASELINE: str(trial.baseline).lower(),
-                STATUS: TrialStatus.RUNNING.value, Tag.RAY_TRIAL_ID: ray_id,
-                "sublayer.guidance": trial.guidance, **self._env}
-        return ([Param(k, _fmt(v)) for k, v in params.items() if v is not None],
-                [RunTag(k, _fmt(v)) for k, v in tags.items()])
-
-    def _run_for(self, trial: Any) -> str:
-        if trial.trial_id in self._runs:
-            return self._runs[trial.trial_id]
-        spec = Trial.from_config(trial.config["trial"])
-        old = self._existing().get(trial.trial_id)
-        if old is not None and old.info.status == "FINISHED":
-            # it had finished before the driver died, but Ray's last snapshot predates
-            # that: Ray replays it from its final checkpoint; the run stays as it was
-            self._done.add(trial.trial_id)
-            run_id = old.info.run_id
-        elif old is not None:  # resumed after the driver died: same run, no duplicate
-            run_id = old.info.run_id
-            self.client.update_run(run_id, status="RUNNING")
-            history = self.client.get_metric_history(run_id, "val_loss")
-            self._last_step[trial.trial_id] = max((m.step for m in history), default=-1)
-        else:
-            params, tags = self._describe(spec, trial.trial_id)
-            run = self.client.create_run(self.experiment_id, run_name=spec.name,
-                                         tags={t.key: t.value for t in tags})
-            run_id = run.info.run_id
-            for chunk in _chunks(params):
-                self.client.log_batch(run_id, params=chunk)
-        self._runs[trial.trial_id] = run_id
-        return run_id
-
-    # -- Ray Tune hooks ----------------------------------------------------------------
-    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._run_for(trial)
-
-    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict,
-                        **info: Any) -> None:
-        run_id = self._run_for(trial)
-        if trial.trial_id in self._done:
-            return
-        if trial.trial_id not in self._placed and "node_id" in result:
-            self._placed.add(trial.trial_id)
-            self.client.log_batch(run_id, tags=[RunTag(f"ray.{k}", _fmt(result.get(k)))
-                                                 for k in ("node_id", "node_ip", "gpu_ids")]
-                                + [RunTag(Tag.RESUMED_FROM_STEP,
-                                          str(result.get("resumed_from_step", 0)))])
-        step = int(result.get("step", result.get("training_iteration", 0)))
-        if step <= self._last_step.get(trial.trial_id, -1):
-            return  # already logged before a resume
-        now = int(time.time() * 1000)
-        metrics = [Metric(k, v, now, step) for k, v in metrics_of(result).items()]
-        if metrics:
-            self.client.log_batch(run_id, metrics=metrics)
-        self._last_step[trial.trial_id] = step
-
-    def _finish(self, trial: Any, status: TrialStatus, mlflow_status: str,
-                extra: dict[str, str]) -> None:
-        run_id = self._run_for(trial)
-        if trial.trial_id in self._done:
-            return
-        last = trial.last_result or {}
-        metric = self.plan.metric
-        now = int(time.time() * 1000)
-        finals = []
-        step = int(last.get("step", 0))
-        for key, name in ((metric, final(metric)), (best(metric), best(metric))):
-            value = last.get(key)
-            if isinstance(value, int | float) and math.isfinite(value):
-                finals.append(Metric(name, float(value), now, step))
-        tags = [RunTag(STATUS, status.value), RunTag(Tag.STEPS, str(step))]
-        tags += [RunTag(k, _fmt(v)) for k, v in extra.items()]
-        self.client.log_batch(run_id, metrics=finals, tags=tags)
-        if isinstance(last.get("routing_bleu"), str | dict):
-            matrix = last["routing_bleu"]
-            text = matrix if isinstance(matrix, str) else json.dumps(matrix, indent=1)
-            self.client.log_text(run_id, text, "routing_bleu.json")
-        if self.plan.experiment.tracking.log_checkpoints and status == TrialStatus.FINISHED \
-                and trial.checkpoint:
-            self.client.log_artifacts(run_id, trial.checkpoint.path, "checkpoint")
-            model = self.plan.model_for(Trial.from_config(trial.config["trial"]))
-            self.client.log_dict(run_id, _model_dict(model), "checkpoint/model.json")
-        self.client.set_terminated(run_id, status=mlflow_status)
-
-    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        last = trial.last_result or {}
-        status = last.get(STATUS_KEY, TrialStatus.FINISHED)
-        steps = self.plan.experiment.train.steps
-        if status == TrialStatus.DIVERGED:
-            self._finish(trial, TrialStatus.DIVERGED, "FAILED",
-                         {Tag.ERROR: "loss became NaN or inf"})
-        elif status == TrialStatus.RUNNING and int(last.get("step", steps)) < steps:
-            self._finish(trial, TrialStatus.STOPPED, "FINISHED", {Tag.STOPPED_BY: "scheduler"})
-        else:
-            self._finish(trial, TrialStatus.FINISHED, "FINISHED", {})
-
-    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        message = "trial raised"
-        path = getattr(trial, "error_file", None)
-        if path and Path(path).is_file():
-            message = Path(path).read_text(errors="replace")[-5000:]
-        self._finish(trial, TrialStatus.FAILED, "FAILED",
-                     {Tag.ERROR: message, Tag.ATTEMPTS: str(trial.num_failures)})
+        return MlflowTracking
+    raise AttributeError(name)

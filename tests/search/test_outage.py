@@ -1,0 +1,142 @@
+"""The MLflow server goes away mid-sweep: nothing the sweep measured is lost.
+
+A real ``mlflow server`` (SQLite store) tracks a three-trial sweep. The test stops it
+(SIGTERM) while trials train:
+
+1. with ``tracking.outage_limit_s: 3`` the driver buffers, retries, gives up after the
+   limit and exits 75 with a message naming ``--resume``; what it could not write is
+   kept in the Ray run folder (``tracking_backlog.jsonl``);
+2. the server comes back, the limit is raised to 120 s and ``--resume`` runs; the test
+   stops the server again while that run trains and starts it after a while: the
+   driver rides this outage out and the sweep ends with exit 0.
+
+Afterwards every trial has one run, every evaluation once, and a final status.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+from helpers import SUBLAYER, scratch, start, stop, subprocess_env, tail, write_experiment
+from mlflow.tracking import MlflowClient
+from postgres_helpers import TrackingServer, tracking_server
+
+pytestmark = pytest.mark.slow
+
+ORDERS = ["sfsf", "ssff", "fsfs"]
+TRAIN = {"steps": 160, "batch_size": 8, "eval_every": 20, "eval_batches": 2}
+NAME = "outage"
+
+
+def _points(url: str) -> dict[str, list[int]]:
+    """run name -> val_loss steps, read from the server ({} while it is down)."""
+    try:
+        client = MlflowClient(url)
+        exp = client.get_experiment_by_name(NAME)
+        if exp is None:
+            return {}
+        runs = client.search_runs([exp.experiment_id], "tags.`sublayer.role` = 'trial'")
+        return {r.info.run_name: sorted(m.step for m in
+                                        client.get_metric_history(r.info.run_id, "val_loss"))
+                for r in runs}
+    except Exception:  # the server is starting or stopping
+        return {}
+
+
+def _wait(what: str, ready: Callable[[], bool], driver: subprocess.Popen[bytes], log: Path,
+          timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert driver.poll() is None, f"the sweep ended ({driver.returncode}) before {what}:\n" \
+                                      f"{tail(log)}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{tail(log)}"
+        time.sleep(0.5)
+
+
+def _set_limit(path: Path, seconds: float) -> None:
+    doc = yaml.safe_load(path.read_text())
+    doc["tracking"]["outage_limit_s"] = seconds
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def _run(path: Path, env: dict[str, str], log: Path, *extra: str) -> subprocess.Popen[bytes]:
+    return start([SUBLAYER, "sweep", str(path), *extra], env=env, log=log)
+
+
+def _outage(server: TrackingServer, pause: float) -> None:
+    server.stop()
+    time.sleep(pause)
+    server.start()
+
+
+def test_mlflow_outage_is_buffered_and_resume_completes_training_and_logging(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # this test's own reads fail fast while the server is down (the driver keeps its defaults)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
+    with scratch("sublayer-home") as home, \
+            tracking_server(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "mlflow") as server:
+        path = write_experiment(tmp_path, NAME, orders=ORDERS, tracking_uri=server.url,
+                                train=TRAIN, max_concurrent=len(ORDERS),
+                                ray={"storage_path": str(tmp_path / "ray"),
+                                     "num_cpus": len(ORDERS)})
+        _set_limit(path, 3)
+        env = subprocess_env(home, TUNE_GLOBAL_CHECKPOINT_S="1")
+        for key in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT"):
+            env.pop(key)
+
+        # 1. an outage past the limit: the sweep stops, exit 75, the backlog is kept
+        log1 = tmp_path / "first.log"
+        driver = _run(path, env, log1)
+        try:
+            _wait("a trial evaluated", lambda: any(_points(server.url).values()), driver, log1)
+            server.stop()
+            driver.wait(timeout=180)
+        finally:
+            stop(driver)
+        first = log1.read_text(errors="replace")
+        assert driver.returncode == 75, first[-4000:]
+        assert "outage_limit_s" in first and "--resume" in first, first[-4000:]
+        ray_run = (tmp_path / "ray" / f"{NAME}.latest").read_text().strip()
+        backlog = tmp_path / "ray" / ray_run / "tracking_backlog.jsonl"
+        assert backlog.is_file() and backlog.read_text().strip(), "no backlog was kept"
+
+        # 2. the server is back; --resume rides out a second, shorter outage
+        server.start()
+        before = _points(server.url)
+        _set_limit(path, 120)
+        log2 = tmp_path / "resume.log"
+        resumed = _run(path, env, log2, "--resume")
+        try:
+            _wait("the resumed sweep logged more", lambda: sum(map(len, _points(
+                server.url).values())) > sum(map(len, before.values())), resumed, log2)
+            _outage(server, pause=2.0)
+            resumed.wait(timeout=240)
+        finally:
+            stop(resumed)
+        second = log2.read_text(errors="replace")
+        assert resumed.returncode == 0, second[-4000:]
+        assert "buffering and retrying" in second and "MLflow is back" in second, second[-4000:]
+        assert not backlog.exists(), "the backlog was written but not removed"
+
+        client = MlflowClient(server.url)
+        exp = client.get_experiment_by_name(NAME)
+        assert exp is not None
+        runs = client.search_runs([exp.experiment_id], max_results=100)
+        assert not [r.info.run_name for r in runs if r.info.status == "RUNNING"]
+        parents = [r for r in runs if r.data.tags.get("sublayer.role") == "sweep"]
+        assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+        children = [r for r in runs if r.data.tags.get("sublayer.role") == "trial"]
+        assert sorted(r.info.run_name for r in children) == sorted(f"{o}@seed0" for o in ORDERS)
+        every = TRAIN["eval_every"]
+        for run in children:  # every evaluation once, a final status and final metric
+            assert run.info.status == "FINISHED", (run.info.run_name, run.data.tags)
+            assert run.data.tags["sublayer.status"] == "finished"
+            assert "final_val_bpc" in run.data.metrics
+            assert _points(server.url)[run.info.run_name] == list(
+                range(every, TRAIN["steps"] + 1, every)), run.info.run_name
