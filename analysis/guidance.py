@@ -69,7 +69,19 @@ class GuidanceInfo:
 
     @property
     def matrix(self) -> pd.DataFrame:
-        t = self.table.assign(blocks=self.table["guidance_blocks"])
+        """Rows: candidate and guided blocks (a pairing or alpha other than the paper's
+        adds its label suffix, e.g. ``key_query .qk``); columns: none, soft, hard."""
+        t = self.table
+        cands = list(dict.fromkeys(t["candidate"]))
+        blocks = [
+            (b or "(unguided)") + (f" .{g.split('.', 1)[1]}" if "." in g else "")
+            for b, g in zip(t["guidance_blocks"], t["guidance"], strict=True)
+        ]
+        keys = [
+            (cands.index(c), blocks_key(b), name)
+            for c, b, name in zip(t["candidate"], t["guidance_blocks"], blocks, strict=True)
+        ]
+        t = t.assign(blocks=blocks).iloc[sorted(range(len(t)), key=keys.__getitem__)]
         m = t.pivot_table(
             index=["candidate", "blocks"],
             columns="guidance_mode",
@@ -78,19 +90,7 @@ class GuidanceInfo:
             sort=False,
         )
         modes = [c for c in ("none", "soft", "hard") if c in m.columns]
-        out = m[modes].reset_index().rename_axis(columns=None)
-        cands = list(dict.fromkeys(self.table["candidate"]))
-        out = out.iloc[
-            sorted(
-                range(len(out)),
-                key=lambda i: (
-                    cands.index(out["candidate"].iloc[i]),
-                    blocks_key(out["blocks"].iloc[i]),
-                ),
-            )
-        ]
-        out["blocks"] = out["blocks"].replace("", "(unguided)")
-        return out.reset_index(drop=True)
+        return m[modes].reset_index().rename_axis(columns=None)
 
     def row(self, name: str) -> pd.Series:
         rows = self.table[self.table["name"] == name]
@@ -122,12 +122,12 @@ class GuidanceInfo:
         return ours.merge(paper, on="guidance", how="inner")
 
 
-def blocks_key(blocks: str) -> tuple[int, list[int]]:
+def blocks_key(blocks: str) -> tuple[int, ...]:
     """Sort key of a ``key_query+ffn`` block set: unguided first, then single blocks in
     the order key_query, value, ffn, then larger sets."""
     names = [b for b in blocks.split("+") if b]
     order = list(BLOCK_LABELS)
-    return len(names), [order.index(b) if b in order else len(order) for b in names]
+    return len(names), *(order.index(b) if b in order else len(order) for b in names)
 
 
 def _candidate(row: pd.Series) -> str:

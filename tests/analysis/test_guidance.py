@@ -170,6 +170,9 @@ def test_study_bleu_is_higher_better_and_sits_beside_the_paper(store):
     t = info.table.set_index("name")
     assert t.loc["transformer+sg-kq", "verdict"] == "better"
     assert t.loc["transformer+hg-kq.qk", "guidance_pairing"] == "query_key+w2_w1"
+    m = info.matrix  # a pairing other than the paper's is a row of its own
+    assert list(m["blocks"]) == ["key_query", "key_query .qk"]
+    assert m.loc[1, "hard"] == pytest.approx(20.75 - 21.0) and np.isnan(m.loc[1, "soft"])
     paper = info.paper_comparison().set_index("guidance")
     assert paper.loc["sg-kq", "paper_bleu"] == 34.51  # Table 1
     assert paper.loc["hg-kq.qk", "paper_bleu"] == 34.18  # Table 6, query-key pairing
