@@ -20,6 +20,7 @@ from .frame import baseline_stats, candidates, select_metric, validate_trials
 from .guidance_frame import has_guidance, unguided
 from .guidance_report import crossformer_paper_report, guidance_section
 from .iot import is_translation, subset_study
+from .pareto import pareto_section
 from .report_attention import AttentionStudy, attention_section
 from .report_sections import (
     distribution_and_halves,
@@ -82,6 +83,7 @@ def experiment_report(
         elif cands.groupby("order").size().max() >= 2:
             seeds_section(w, seed_comparison(frame, metric=metric, adjust=adjust),
                           label="Sweep", stem="sweep")
+    pareto_section(w, frame, metric=metric)
     if attention is not None:
         attention_section(w, attention)
     return w.write()

@@ -93,10 +93,15 @@ class SchedulerSpec(_Strict):
     mode: Literal["min", "max"] = "min"
 
 
+STATIC_OBJECTIVES = ("params", "flops_per_token")
+"""Objectives known from the order before training (the trial table's columns; minimised)."""
+
+
 class SearchSpec(_Strict):
-    algorithm: Literal["grid", "optuna", "evolution"] = "grid"
+    algorithm: Literal["grid", "optuna", "surrogate", "evolution"] = "grid"
+    """``surrogate``: order-aware, a GP over order features (:mod:`search.order_search`)."""
     num_samples: int | None = Field(None, ge=1)
-    """Trial budget of ``optuna``/``evolution`` (not counting the baseline seeds)."""
+    """Trial budget of ``optuna``/``surrogate``/``evolution`` (not counting the baseline seeds)."""
     seed: int = 0
     population: int = Field(8, ge=2)
     """Evolution: population size (regularized evolution, Real et al. 2019)."""
@@ -104,6 +109,15 @@ class SearchSpec(_Strict):
     """Evolution: tournament size."""
     metric: str | None = None
     """Metric the searcher optimises (default: the corpus's main validation metric)."""
+    objectives: list[str] | None = None
+    """Optuna only: several objectives (``[val_ppl, flops_per_token]``; the first is the
+    metric, the others reported metrics or ``params`` / ``flops_per_token``)."""
+    sampler: Literal["tpe", "nsga2"] = "tpe"
+    """Optuna's sampler: TPE (also multi-objective) or NSGA-II (multi-objective)."""
+    warm_start: bool | str | Annotated[list[str], Field(min_length=1)] = False
+    """Adaptive searchers: tell them the finished trials of earlier sweeps with the same
+    content key (config hash, identity) first; ``true``: this MLflow experiment, a name
+    or a list of names: those experiments."""
 
 
 class FailureSpec(_Strict):

@@ -18,8 +18,9 @@ from sublayer_search.spaces.order import counts, parse_order
 from sublayer_search.spaces.records import Direction, direction
 from sublayer_search.spaces.registry import expand, space_arguments
 
-from .config import Experiment, config_hash
+from .config import STATIC_OBJECTIVES, Experiment, config_hash
 from .guidance_axis import check_guided, cross, guidance_settings, label_of, with_guidance
+from .observation import Observation
 from .preflight import address_problems, storage_problems, tracking_problems
 from .problems import ExperimentError, Problem, from_exception
 from .tasks import Task, task_for
@@ -89,6 +90,8 @@ class SweepPlan:
     """Main validation metric (``val_ppl``, ``val_bpc`` or ``val_bleu``)."""
     task: AnyTask
     """LM, translation, …: configs, baseline, spec and fit of a trial."""
+    warm: tuple[Observation, ...] = ()
+    """Finished trials of earlier sweeps told to the searcher first (``search.warm_start``)."""
 
     @property
     def mode(self) -> Direction:
@@ -222,11 +225,10 @@ def _check_search(exp: Experiment, task: AnyTask, pool: Sequence[Candidate],
     if algo != "grid" and exp.search.num_samples is None:
         problems.append(Problem("search.num_samples", None,
                                 f"a trial budget (a positive integer) for search.algorithm {algo}"))
-    if algo == "evolution" and pool:
-        spaces = {c.space for c in pool}
-        if len(spaces) > 1:
-            problems.append(Problem("search.algorithm", algo,
-                                    "grid or optuna when the experiment has several spaces"))
+    if algo == "evolution" and any("subset" in c.params for c in pool):
+        problems.append(Problem("search.algorithm", algo, "grid, optuna or surrogate for "
+                                "iot_subsets (an IOT model is a set of orders, not one to mutate)"))
+    _check_objectives(exp, problems)
     if algo == "evolution" and any(label_of(c.params) != "none" for c in pool):
         problems.append(Problem("search.algorithm", algo,
                                 "grid or optuna with model.guidance (mutations keep no guidance)"))
@@ -239,6 +241,43 @@ def _check_search(exp: Experiment, task: AnyTask, pool: Sequence[Candidate],
                                 f"at most {max(evaluations, 1)} (the evaluations of a trial: "
                                 f"train.steps {exp.train.steps} / train.eval_every "
                                 f"{exp.train.eval_every})"))
+
+
+def _check_objectives(exp: Experiment, problems: list[Problem]) -> None:
+    spec = exp.search
+    if spec.warm_start is not False and spec.algorithm == "grid":
+        problems.append(Problem("search.warm_start", spec.warm_start, "false for search.algorithm "
+                                "grid (reuse: true takes finished trials of a grid)"))
+    if spec.objectives is None:
+        return
+    if spec.algorithm != "optuna":
+        problems.append(Problem("search.objectives", spec.objectives,
+                                f"no objectives for search.algorithm {spec.algorithm} "
+                                "(multi-objective search needs optuna)"))
+    if len(spec.objectives) < 2:
+        problems.append(Problem("search.objectives", spec.objectives, "two or more objectives "
+                                "(for one, set search.metric)"))
+        return
+    if len(set(spec.objectives)) < len(spec.objectives):
+        problems.append(Problem("search.objectives", spec.objectives, "distinct objectives"))
+    if spec.objectives[0] in STATIC_OBJECTIVES:
+        problems.append(Problem("search.objectives[0]", spec.objectives[0],
+                                "a metric the trials report (params and flops_per_token "
+                                "may follow it)"))
+    if spec.metric is not None and spec.metric != spec.objectives[0]:
+        problems.append(Problem("search.metric", spec.metric, f"the first objective, "
+                                f"{spec.objectives[0]} (or leave search.metric out)"))
+
+
+def _objective_problems(exp: Experiment, task: AnyTask, data: Any) -> list[Problem]:
+    """Objectives the trials never report (checked once the data is known)."""
+    out = []
+    for i, name in enumerate(exp.search.objectives or []):
+        if name not in STATIC_OBJECTIVES and not task.reports(name, data):
+            out.append(Problem(f"search.objectives[{i}]", name, "a metric the trials report ("
+                               + ", ".join(sorted(task.reported_metrics(data)))
+                               + ") or one of " + ", ".join(STATIC_OBJECTIVES)))
+    return out
 
 
 def resource_problems(exp: Experiment, address: str | None = None) -> list[Problem]:
@@ -299,6 +338,8 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
         raise ExperimentError(source, [Problem("search.metric", exp.search.metric,
                                                "a metric the trials report: "
                                                + ", ".join(sorted(task.reported_metrics(data))))])
+    if _objective_problems(exp, task, data):
+        raise ExperimentError(source, _objective_problems(exp, task, data))
 
     trials: list[Trial] = []
     seen: dict[tuple[str, int, str], int] = {}

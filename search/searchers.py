@@ -5,57 +5,47 @@ never suggests the same (order, seed) twice; the shared contract test in
 ``tests/search/test_searchers.py`` holds each of them to that.
 
 - :class:`GridSearcher`: every planned trial, in order.
-- :func:`optuna_searcher`: Ray Tune's ``OptunaSearch`` (TPE) over the candidates
-  (the sandwich coefficient ``k`` as an integer when the space is one sandwich).
+- :class:`OptunaTrials`: an Optuna study (TPE, or NSGA-II / TPE over several
+  ``search.objectives``) over the candidates (the sandwich coefficient ``k`` as an
+  integer when the space is one sandwich, else a categorical of candidate names).
+- :class:`~search.order_search.SurrogateSearcher`: order-aware, a GP over order features.
 - :class:`EvolutionSearcher`: regularized evolution (Real et al., 2019) with
-  budget-keeping mutations (``spaces.mutations``).
+  budget-keeping mutations (``spaces.mutations``), for any task and several spaces.
 - :class:`WithBaseline`: runs the baseline seeds first, then defers to another searcher.
+
+Adaptive searchers take ``warm_start(observations)``: finished trials of earlier sweeps
+(``search.warm_start``), told before the first suggestion and never trained again.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
-import pickle
 import random
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 from ray.tune.search import Searcher
-from ray.tune.search.optuna import OptunaSearch
 
 from sublayer_search.spaces.candidate import Candidate
-from sublayer_search.spaces.mutations import mutate
+from sublayer_search.spaces.cost import f_units_for, units
+from sublayer_search.spaces.features import feature_matrix
+from sublayer_search.spaces.mutations import moves
 
+from .config import STATIC_OBJECTIVES
+from .observation import Observation
+from .order_search import SurrogateSearcher
 from .plan import Trial
+from .searcher_base import Stateful as _Stateful
+from .searcher_base import score as _score
+from .searcher_optuna import OptunaTrials, objective_mode, optuna_searcher
 
 __all__ = ["GridSearcher", "EvolutionSearcher", "WithBaseline", "OptunaTrials", "optuna_searcher",
-           "make_searcher"]
+           "make_searcher", "objective_mode"]
 
-
-class _Stateful(Searcher):
-    """Pickle-based save/restore so ``sublayer sweep --resume`` restores the searcher."""
-
-    _transient: tuple[str, ...] = ()
-
-    def save(self, checkpoint_path: str) -> None:
-        state = {k: v for k, v in self.__dict__.items() if k not in self._transient}
-        with open(checkpoint_path, "wb") as fh:
-            pickle.dump(state, fh)
-
-    def restore(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "rb") as fh:
-            self.__dict__.update(pickle.load(fh))
-
-
-def _score(result: dict[str, Any] | None, metric: str | None, mode: str | None) -> float | None:
-    if not result or metric is None or metric not in result:
-        return None
-    value = float(result[metric])
-    if not math.isfinite(value):
-        return None
-    return value if mode == "min" else -value
+INHERITED = ("side",)
+"""Params a child order takes from its parent (which stack of a translation model it is)."""
 
 
 class GridSearcher(_Stateful):
@@ -116,16 +106,23 @@ class EvolutionSearcher(_Stateful):
     The first ``population`` trials are drawn from the space's candidates (in a
     seeded random order). Afterwards each suggestion takes a tournament of
     ``sample_size`` from the ``population`` most recent finished trials, mutates the
-    best with a budget-keeping mutation (swap two neighbouring different sublayers,
-    or ``f`` <-> ``ss``), and retries until the child is an order never tried before.
-    Trials that failed or diverged do not enter the population. Every trial trains
-    with ``seed``.
+    best with a budget-keeping mutation (swap two neighbouring different sublayers, or
+    ``f`` <-> ``ss`` where an ``f`` costs two ``s``: ``f_units``), and retries until the
+    child is an order never tried before. A child keeps its parent's ``side`` (encoder
+    or decoder of a translation model); parents of several spaces keep their own budget.
+    Trials that failed or diverged do not enter the population. Every trial trains with
+    ``seed``.
+
+    With ``domain`` (the orders of a recorded table, :mod:`search.order_table`) a
+    mutation is the untried domain order nearest the parent in standardised order
+    features (ties at random): a sparse table holds almost no true neighbours.
     """
 
     def __init__(self, candidates: Sequence[Candidate], *, num_samples: int, population: int = 8,
                  sample_size: int = 3, seed: int = 0, trial_seed: int = 0,
                  metric: str | None = None, mode: str | None = "min",
-                 max_attempts: int = 200) -> None:
+                 max_attempts: int = 200, f_units: float = 2.0, c_units: float = 1.0,
+                 domain: Sequence[str] | None = None) -> None:
         super().__init__(metric=metric, mode=mode)
         self.rng = random.Random(seed)
         self._initial = deque(self.rng.sample(list(candidates), len(candidates)))
@@ -134,15 +131,34 @@ class EvolutionSearcher(_Stateful):
         self.sample_size = sample_size
         self.trial_seed = trial_seed
         self.max_attempts = max_attempts
+        self.units = (f_units, c_units)
         self.tried: set[str] = set()
-        self.population: deque[tuple[str, float, str]] = deque(maxlen=population)
+        self.population: deque[tuple[str, float, str, dict[str, Any]]] = deque(maxlen=population)
         self.live: dict[str, dict[str, Any]] = {}
         self.suggested = 0
+        self.domain = list(dict.fromkeys(domain)) if domain is not None else None
+        if self.domain:
+            raw = np.array(feature_matrix(self.domain, f_units=f_units, c_units=c_units))
+            self._scale = (raw.mean(axis=0), np.where(raw.std(axis=0) > 0, raw.std(axis=0), 1.0))
+            self._domain_x = (raw - self._scale[0]) / self._scale[1]
 
     def mark_taken(self, order: str, seed: int) -> None:
         """Another searcher trains (order, seed): never propose it."""
         if seed == self.trial_seed:
             self.tried.add(order)
+
+    def warm_start(self, observations: Sequence[Observation]) -> None:
+        """Earlier results: never retrained; the best ``population`` of them are the first
+        population (oldest first, so aging removes the worst first)."""
+        scored = []
+        for obs in observations:
+            self.tried.add(obs.order)
+            loss = _score({"v": obs.value}, "v", self.mode)
+            if loss is not None:
+                inherit = {k: obs.params[k] for k in INHERITED if k in obs.params}
+                scored.append((obs.order, loss, obs.name, inherit))
+        for entry in sorted(scored, key=lambda e: -e[1])[-self.population_size:]:
+            self.population.append(entry)
 
     def _trial(self, order: str, name: str, space: str, params: dict[str, Any]) -> dict[str, Any]:
         self.tried.add(order)
@@ -150,6 +166,33 @@ class EvolutionSearcher(_Stateful):
         trial = Trial(name=f"{name}@seed{self.trial_seed}", candidate=name, order=order,
                       seed=self.trial_seed, space=space, params=params)
         return trial.to_config()
+
+    def _nearest(self, parent: str) -> str | None:
+        assert self.domain is not None
+        free = [i for i, o in enumerate(self.domain) if o not in self.tried]
+        if not free:
+            return None
+        x = (np.array(feature_matrix([parent], f_units=self.units[0], c_units=self.units[1])[0])
+             - self._scale[0]) / self._scale[1]
+        dist = np.linalg.norm(self._domain_x[free] - x, axis=1)
+        return self.domain[self.rng.choice([i for i, d in zip(free, dist, strict=True)
+                                            if d <= dist.min() + 1e-9])]
+
+    def _mutant(self, parent: str) -> str | None:
+        if self.domain is not None:
+            return self._nearest(parent)
+        f_units, c_units = self.units
+        budget = units(parent, f_units=f_units, c_units=c_units)
+        child = parent
+        for _ in range(self.max_attempts):
+            options = [o for o in moves(child)
+                       if math.isclose(units(o, f_units=f_units, c_units=c_units), budget)]
+            if not options:
+                return None
+            child = self.rng.choice(options)
+            if child not in self.tried:
+                return child
+        return None  # the neighbourhood is exhausted
 
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:  # type: ignore[override]  # Ray returns Searcher.FINISHED, a str
         if self.suggested >= self.num_samples:
@@ -166,140 +209,71 @@ class EvolutionSearcher(_Stateful):
                 # wait for the first results; with none to come, the search is over
                 return None if self.live else Searcher.FINISHED
         contenders = self.rng.sample(list(self.population), min(self.sample_size, len(self.population)))
-        parent_order, _, parent_name = min(contenders, key=lambda c: c[1])
-        child = parent_order
-        for _ in range(self.max_attempts):
-            child = mutate(child, self.rng, keep_budget=True)
-            if child not in self.tried:
-                name = f"evo{self.suggested:03d}"
-                cfg = self._trial(child, name, "evolution", {"parent": parent_name})
+        winner = min(contenders, key=lambda c: c[1])
+        # a parent whose neighbourhood is exhausted gives way to the next best of the population
+        for parent_order, _, parent_name, inherit in [winner, *sorted(
+                (p for p in self.population if p is not winner), key=lambda c: c[1])]:
+            child = self._mutant(parent_order)
+            if child is not None:
+                cfg = self._trial(child, f"evo{self.suggested:03d}", "evolution",
+                                  {"parent": parent_name, **inherit})
                 self.live[trial_id] = cfg
                 return {"trial": cfg}
-        return Searcher.FINISHED  # the neighbourhood is exhausted
+        return Searcher.FINISHED  # every parent's neighbourhood is exhausted
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None,
                           error: bool = False) -> None:
         cfg = self.live.pop(trial_id, None)
-        score = None if error else _score(result, self.metric, self.mode)
-        if cfg is not None and score is not None:
-            self.population.append((cfg["order"], score, cfg["candidate"]))
+        loss = None if error else _score(result, self.metric, self.mode)
+        if cfg is not None and loss is not None:
+            inherit = {k: cfg["params"][k] for k in INHERITED if k in cfg["params"]}
+            self.population.append((cfg["order"], loss, cfg["candidate"], inherit))
 
 
-def _guidance(cand: Candidate) -> str:
-    """A candidate's cross-layer guidance label (``none`` unless guided)."""
-    return str(cand.params.get("guidance") or "none")
+def _unit_costs(plan: Any) -> tuple[float, float]:
+    """(``f``, ``c``) in ``s``-units for the sweep's model dims (``c`` = 4d² = one ``s``)."""
+    d_model, d_ff = getattr(plan.model, "d_model", None), getattr(plan.model, "d_ff", None)
+    return (f_units_for(d_model, d_ff) if d_model and d_ff else 2.0), 1.0
 
 
-def _base(cand: Candidate) -> str:
-    """The candidate's name without its guidance label (``sandwich4_1+hg-kq`` → ``sandwich4_1``)."""
-    label = _guidance(cand)
-    return cand.name if label == "none" else cand.name.removesuffix(f"+{label}")
-
-
-def _key(cand: Candidate) -> str:
-    """What must not be trained twice with one seed: the order, and its guidance."""
-    label = _guidance(cand)
-    return cand.order if label == "none" else f"{cand.order}+{label}"
-
-
-class _CandidateSpace:
-    """Optuna define-by-run space (a class, so the searcher pickles for ``--resume``)."""
-
-    def __init__(self, by_k: dict[int, Candidate] | None, names: list[str],
-                 labels: list[str] | None = None) -> None:
-        self.ks = sorted(by_k) if by_k is not None else None
-        self.names = names
-        self.labels = labels or ["none"]
-        """Guidance labels (``model.guidance`` as a sweep axis): a categorical of its own."""
-
-    def __call__(self, trial: Any) -> None:
-        if len(getattr(self, "labels", ())) > 1:
-            trial.suggest_categorical("guidance", self.labels)
-        if self.ks is not None and self.ks == list(range(self.ks[0], self.ks[-1] + 1)):
-            trial.suggest_int("k", self.ks[0], self.ks[-1])
-        elif self.ks is not None:
-            trial.suggest_categorical("k", self.ks)
-        else:
-            trial.suggest_categorical("candidate", self.names)
-
-
-class OptunaTrials(_Stateful):
-    """Ray Tune's ``OptunaSearch`` (TPE) choosing among the candidates.
-
-    For one sandwich space the parameter is ``k`` (an integer, so TPE can use its
-    order); otherwise a categorical over candidate names. A candidate proposed again
-    is trained with the next seed of ``seeds`` (a replicate), so no (order, seed)
-    pair is ever trained twice.
-    """
-
-    def __init__(self, candidates: Sequence[Candidate], *, num_samples: int, seeds: Sequence[int],
-                 metric: str, mode: str = "min", seed: int = 0) -> None:
-        super().__init__(metric=metric, mode=mode)
-        labels = list(dict.fromkeys(_guidance(c) for c in candidates)) or ["none"]
-        self.variants = {(_base(c), _guidance(c)): c for c in candidates}
-        candidates = [c for c in candidates if _guidance(c) == labels[0]]  # one per order
-        self.by_name = {_base(c): c for c in candidates}
-        ks = [c.params.get("k") for c in candidates]
-        self.by_k = ({int(c.params["k"]): c for c in candidates}
-                     if {c.space for c in candidates} == {"sandwich"} and None not in ks else None)
-        self.seeds = list(seeds)
-        self.num_samples = num_samples
-        self.taken: set[tuple[str, int]] = set()
-        self.suggested = 0
-        space = _CandidateSpace(self.by_k, list(self.by_name), labels)
-        self.optuna = OptunaSearch(space=space, metric=metric, mode=mode, seed=seed)
-
-    def set_search_properties(self, metric: str | None, mode: str | None, config: dict,
-                              **spec: Any) -> bool:
-        return True  # metric and mode were given to OptunaSearch itself
-
-    def mark_taken(self, order: str, seed: int) -> None:
-        """Another searcher trains (order, seed): propose the order with another seed."""
-        self.taken.add((order, seed))
-
-    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:  # type: ignore[override]  # Ray returns Searcher.FINISHED, a str
-        if self.suggested >= self.num_samples:
-            return Searcher.FINISHED
-        raw = self.optuna.suggest(trial_id)
-        if raw is None or raw == Searcher.FINISHED:
-            return raw
-        assert isinstance(raw, dict)
-        cand = self.by_k[int(raw["k"])] if self.by_k is not None else self.by_name[raw["candidate"]]
-        cand = self.variants[(_base(cand), raw.get("guidance", _guidance(cand)))]
-        seed = next(s for s in itertools.chain(self.seeds, itertools.count(max(self.seeds) + 1))
-                    if (_key(cand), s) not in self.taken)
-        self.mark_taken(_key(cand), seed)
-        self.suggested += 1
-        return {"trial": Trial.of(cand, seed).to_config()}
-
-    def on_trial_result(self, trial_id: str, result: dict) -> None:
-        self.optuna.on_trial_result(trial_id, result)
-
-    def on_trial_complete(self, trial_id: str, result: dict | None = None,
-                          error: bool = False) -> None:
-        metric = self.metric
-        bad = result is None or metric not in result or not math.isfinite(float(result[metric]))
-        self.optuna.on_trial_complete(trial_id, result=result, error=error or bad)
-
-
-def optuna_searcher(candidates: Sequence[Candidate], **kwargs: Any) -> OptunaTrials:
-    return OptunaTrials(candidates, **kwargs)
+def _statics(plan: Any, objectives: Sequence[str]) -> dict[str, dict[str, float]]:
+    wanted = [o for o in objectives if o in STATIC_OBJECTIVES]
+    if not wanted:
+        return {}
+    out = {}
+    for cand in plan.candidates:
+        row = plan.row(Trial.of(cand, 0))
+        out[cand.order] = {k: float(row[k]) for k in wanted if row.get(k) is not None}
+    return out
 
 
 def make_searcher(plan: Any) -> Searcher:
-    """The searcher an experiment asks for (baseline seeds first for adaptive ones)."""
+    """The searcher an experiment asks for (baseline seeds first for adaptive ones),
+    warm-started with ``plan.warm`` (finished trials of earlier sweeps)."""
     exp = plan.experiment
     algo = exp.search.algorithm
     if algo == "grid":
         return GridSearcher(plan.trials, metric=plan.metric, mode=plan.mode)
     seeds = exp.seed_list
+    f_units, c_units = _unit_costs(plan)
+    inner: OptunaTrials | SurrogateSearcher | EvolutionSearcher
     if algo == "optuna":
-        inner: Searcher = OptunaTrials(plan.candidates, num_samples=exp.search.num_samples,
-                                       seeds=seeds, metric=plan.metric, mode=plan.mode,
-                                       seed=exp.search.seed)
+        objectives = exp.search.objectives or [plan.metric]
+        inner = OptunaTrials(plan.candidates, num_samples=exp.search.num_samples,
+                             seeds=seeds, metric=plan.metric, mode=plan.mode,
+                             seed=exp.search.seed, objectives=objectives,
+                             statics=_statics(plan, objectives), sampler=exp.search.sampler)
+    elif algo == "surrogate":
+        inner = SurrogateSearcher(plan.candidates, num_samples=exp.search.num_samples,
+                                  seeds=seeds, metric=plan.metric, mode=plan.mode,
+                                  seed=exp.search.seed, f_units=f_units, c_units=c_units)
     else:
         inner = EvolutionSearcher(plan.candidates, num_samples=exp.search.num_samples,
                                   population=exp.search.population,
                                   sample_size=exp.search.sample_size, seed=exp.search.seed,
-                                  trial_seed=seeds[0], metric=plan.metric, mode=plan.mode)
+                                  trial_seed=seeds[0], metric=plan.metric, mode=plan.mode,
+                                  f_units=f_units, c_units=c_units)
+    warm = getattr(plan, "warm", ())
+    if warm:
+        inner.warm_start(warm)
     return WithBaseline(inner, plan.trials) if plan.trials else inner

@@ -43,6 +43,7 @@ from .tracking import (
 from .tracking_buffer import TrackingOutage
 from .tracking_callback import MlflowTracking
 from .trainable import train_trial
+from .warm_start import with_warm_start
 
 __all__ = ["SweepOutcome", "run_sweep", "connect", "latest_run_name", "TrackingOutage"]
 
@@ -274,6 +275,8 @@ def run_sweep(plan: SweepPlan, *, resume: bool = False, address: str | None = No
         ray_run = f"{exp.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no table, no TensorBoard hint
+    if not resume:  # before Ray starts: an unknown experiment name is bad input (exit 2)
+        plan = with_warm_start(ensure_store(uri), plan, uri)
     started = connect(plan, address)
     try:
         check_cluster(plan)

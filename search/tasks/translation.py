@@ -103,11 +103,6 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
             raise SpaceError("side", side, "encoder or decoder")
         return side, args, {"side": side}
 
-    def search_problem(self, algorithm: str) -> str | None:
-        if algorithm == "evolution":
-            return "grid or optuna for translation (mutations keep LM budgets)"
-        return None
-
     def baseline(self, pool: Sequence[Candidate], template: TranslationModel | None,
                  problems: list[Problem]) -> Candidate | None:
         if not pool:

@@ -256,16 +256,44 @@ CASES = [
     Bad("asha-unknown-metric", _set("scheduler", {"type": "asha", "metric": "val_acc"}),
         ("scheduler.metric: got 'val_acc', expected val_loss or train_loss",)),
     Bad("unknown-search-algorithm", _set("search", {"algorithm": "bayes"}),
-        ("search.algorithm: got 'bayes', expected one of 'grid', 'optuna' or 'evolution'",)),
+        ("search.algorithm: got 'bayes', expected one of 'grid', 'optuna', 'surrogate' or "
+         "'evolution'",)),
     Bad("optuna-without-num-samples", _set("search", {"algorithm": "optuna"}),
         ("search.num_samples: got None, expected a trial budget (a positive integer) for "
          "search.algorithm optuna",)),
-    Bad("evolution-over-two-spaces",
-        _do(_space([{"type": "sandwich", "n": 4, "k": [1]},
-                    {"type": "permutations", "n_s": 4, "n_f": 4, "count": 2}]),
-            _set("search", {"algorithm": "evolution", "num_samples": 4})),
-        ("search.algorithm: got 'evolution', expected grid or optuna when the experiment has "
-         "several spaces",)),
+    Bad("objectives-with-grid", _set("search", {"algorithm": "grid",
+                                                "objectives": ["val_bpc", "params"]}),
+        ("search.objectives: got ['val_bpc', 'params'], expected no objectives for "
+         "search.algorithm grid (multi-objective search needs optuna)",)),
+    Bad("objectives-with-surrogate", _set("search", {"algorithm": "surrogate", "num_samples": 3,
+                                                     "objectives": ["val_bpc", "params"]}),
+        ("search.objectives: got ['val_bpc', 'params'], expected no objectives for "
+         "search.algorithm surrogate",)),
+    Bad("unknown-objective", _set("search", {"algorithm": "optuna", "num_samples": 3,
+                                             "objectives": ["val_bpc", "latency"]}),
+        ("search.objectives[1]: got 'latency', expected a metric the trials report (",
+         "or one of params, flops_per_token")),
+    Bad("one-objective", _set("search", {"algorithm": "optuna", "num_samples": 3,
+                                         "objectives": ["val_bpc"]}),
+        ("search.objectives: got ['val_bpc'], expected two or more objectives",)),
+    Bad("static-first-objective", _set("search", {"algorithm": "optuna", "num_samples": 3,
+                                                  "objectives": ["flops_per_token", "val_bpc"]}),
+        ("search.objectives[0]: got 'flops_per_token', expected a metric the trials report",)),
+    Bad("repeated-objective", _set("search", {"algorithm": "optuna", "num_samples": 3,
+                                              "objectives": ["val_bpc", "val_bpc"]}),
+        ("search.objectives: got ['val_bpc', 'val_bpc'], expected distinct objectives",)),
+    Bad("metric-not-first-objective", _set("search", {
+        "algorithm": "optuna", "num_samples": 3, "metric": "val_loss",
+        "objectives": ["val_bpc", "params"]}),
+        ("search.metric: got 'val_loss', expected the first objective, val_bpc",)),
+    Bad("unknown-sampler", _set("search", {"algorithm": "optuna", "num_samples": 3,
+                                           "sampler": "cmaes"}),
+        ("search.sampler: got 'cmaes', expected one of 'tpe' or 'nsga2'",)),
+    Bad("warm-start-grid", _set("search", {"algorithm": "grid", "warm_start": True}),
+        ("search.warm_start: got True, expected false for search.algorithm grid",)),
+    Bad("warm-start-number", _set("search", {"algorithm": "optuna", "num_samples": 3,
+                                             "warm_start": 3}),
+        ("search.warm_start: got 3, expected true or false or a string or a list",)),
     # the file itself
     Bad("name-with-spaces", _set("name", "my sweep"),
         ("name: got 'my sweep', expected a string matching",)),
@@ -304,10 +332,11 @@ CASES = [
     Bad("translation-unknown-setting", _do(_translation({"type": "sandwich", "n": 2}),
                                            _set("translation", {"beams": 4})),
         ("translation.beams: unknown key",)),
-    Bad("translation-evolution", _do(_translation({"type": "sandwich", "n": 2}),
-                                     _set("search", {"algorithm": "evolution",
-                                                     "num_samples": 2})),
-        ("search.algorithm: got 'evolution', expected grid or optuna for translation",)),
+    Bad("translation-evolution-iot", _do(_translation({"type": "iot_subsets", "size": 2}),
+                                         _set("search", {"algorithm": "evolution",
+                                                         "num_samples": 2})),
+        ("search.algorithm: got 'evolution', expected grid, optuna or surrogate for "
+         "iot_subsets",)),
 ]
 
 

@@ -23,6 +23,7 @@ import ray
 from ray.tune.search import Searcher
 
 from sublayer_search.search.config import parse_experiment
+from sublayer_search.search.order_search import SurrogateSearcher
 from sublayer_search.search.plan import SweepPlan, Trial, plan_sweep
 from sublayer_search.search.searchers import (
     EvolutionSearcher,
@@ -103,7 +104,18 @@ CASES = [
         _plan({**SANDWICH, "k": [1, 2, 3]}, algorithm="optuna", num_samples=8, seeds=[0, 1],
               seed=2)),
         budget=3 + 8, baseline_first=3),
+    Case("surrogate-direct", lambda: SurrogateSearcher(
+        expand("permutations", {"n_s": 4, "n_f": 4, "count": 12, "seed": 3}), num_samples=10,
+        seeds=[0], metric=METRIC, seed=4), budget=10),
+    Case("surrogate-plan", lambda: make_searcher(
+        _plan([SANDWICH, PERMS], algorithm="surrogate", num_samples=9, seeds=[0, 1], seed=3,
+              baseline={"seeds": 2})),
+        budget=2 + 9, baseline_first=2),
     Case("evolution-direct", _evolution_direct, budget=20, exhaustible=True),
+    Case("evolution-two-spaces", lambda: make_searcher(
+        _plan([SANDWICH, PERMS], algorithm="evolution", num_samples=14, population=3,
+              sample_size=2, seed=2, baseline={"seeds": 1})),
+        budget=1 + 14, exhaustible=True, baseline_first=1),
     Case("evolution-plan", lambda: make_searcher(
         _plan(PERMS, algorithm="evolution", num_samples=15, population=4, sample_size=2,
               seed=1, seeds=[5], baseline={"seeds": 2})),

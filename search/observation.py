@@ -1,0 +1,28 @@
+"""A finished trial of an earlier sweep, as a searcher is told it (warm start)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Observation"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Observation:
+    """A finished trial of an earlier sweep, told to a searcher before it suggests (warm start).
+
+    Matched to this sweep by the content key of reuse: same config hash and identity
+    (``search.warm_start``); ``order`` and ``seed`` are what it trained.
+    """
+
+    order: str
+    seed: int
+    value: float
+    """The final value of the sweep's metric (``final_<metric>``)."""
+    name: str = "warm"
+    """The earlier trial's candidate name (evolution names its children's parent by it)."""
+    params: dict[str, Any] = field(default_factory=dict)
+    """What a child of this order inherits (``side`` of a translation order)."""
+    extra: dict[str, float] = field(default_factory=dict)
+    """Other objectives' values (``params``, ``flops_per_token``) for multi-objective search."""

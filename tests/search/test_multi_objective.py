@@ -1,0 +1,216 @@
+"""Multi-objective search (``search.objectives``) and the Pareto front: the searcher on
+synthetic results, the front on a frame, and a real tiny sweep followed by a warm-started
+evolution over the same list of spaces and ``sublayer analyze``."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import yaml
+
+from sublayer_search.analysis.frame import trials_frame
+from sublayer_search.analysis.pareto import pareto_front, plot_pareto
+from sublayer_search.search.searchers import OptunaTrials
+from sublayer_search.spaces.registry import expand
+
+SPACES = [
+    {"type": "sandwich", "n": 2, "k": [1]},
+    {"type": "explicit", "orders": ["sff", "ssf", "ssff", "sfsfsf", "sssfff"]},
+]
+
+
+@pytest.mark.parametrize("sampler", ["tpe", "nsga2"])
+def test_optuna_trials_tell_every_objective(sampler: str) -> None:
+    cands = expand("explicit", {"orders": ["sf", "ssf", "sff", "ssff", "sfsf", "sssf"]})
+    statics = {c.order: {"params": float(len(c.order))} for c in cands}
+    searcher = OptunaTrials(
+        cands,
+        num_samples=6,
+        seeds=[0],
+        metric="val_bpc",
+        objectives=["val_bpc", "params"],
+        statics=statics,
+        sampler=sampler,
+    )
+    assert [d.name for d in searcher.study.directions] == ["MINIMIZE", "MINIMIZE"]
+    assert (
+        type(searcher.study.sampler).__name__
+        == {"tpe": "TPESampler", "nsga2": "NSGAIISampler"}[sampler]
+    )
+    for i in range(6):
+        got = searcher.suggest(f"t{i}")
+        assert isinstance(got, dict)
+        order = got["trial"]["order"]
+        result = None if i == 2 else {"val_bpc": 3.0 - order.count("s") / len(order)}
+        searcher.on_trial_complete(f"t{i}", result=result, error=result is None)
+    done = [t for t in searcher.study.trials if t.state.name == "COMPLETE"]
+    assert len(done) == 5 and len(searcher.study.trials) == 6
+    for t in done:  # the second objective is the order's parameter count, from the statics
+        cand = next(c for c in cands if c.name == t.params["candidate"])
+        assert t.values[1] == len(cand.order)
+    front = searcher.study.best_trials
+    assert front and all(t in done for t in front)
+
+
+def _frame() -> pd.DataFrame:
+    rows = [
+        ("a", "sf", 10, 3.0),
+        ("b", "ssf", 12, 2.5),
+        ("c", "sff", 14, 2.6),
+        ("d", "ssff", 16, 2.0),
+        ("e", "sfsf", 16, 2.2),
+        ("f", "sssf", 20, 2.0),
+    ]
+    return trials_frame(
+        [
+            {
+                "run_id": n,
+                "name": n,
+                "order": o,
+                "family": "explicit",
+                "space": "explicit",
+                "params": p,
+                "flops_per_token": 2 * p,
+                "metric": "val_bpc",
+                "final": v,
+                "status": "finished",
+                "baseline": False,
+            }
+            for n, o, p, v in rows
+        ]
+    )
+
+
+def test_pareto_front_of_a_frame() -> None:
+    info = pareto_front(_frame(), metric="val_bpc", cost="params")
+    assert list(info.front["name"]) == ["a", "b", "d"]  # c, e, f are dominated
+    assert info.points.set_index("name")["on_front"].to_dict() == {
+        "a": True,
+        "b": True,
+        "c": False,
+        "d": True,
+        "e": False,
+        "f": False,
+    }
+    bleu = _frame().assign(metric="val_bleu")  # higher is better: a, cheapest and best, wins
+    assert list(pareto_front(bleu, metric="val_bleu", cost="flops_per_token").front["name"]) == [
+        "a"
+    ]
+    fig = plot_pareto(info, title="t")
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert len(texts) == 3 and texts[0].startswith("a\nsf")
+
+
+@pytest.mark.slow
+def test_real_multi_objective_sweep_then_warm_evolution(tmp_path: Path) -> None:
+    import ray
+    from mlflow.tracking import MlflowClient
+
+    from sublayer_search.search.cli import main
+    from sublayer_search.search.config import load_experiment
+    from sublayer_search.search.plan import plan_sweep
+    from sublayer_search.search.sweep import run_sweep
+
+    def doc(name: str, search: dict[str, Any], baseline: dict[str, Any]) -> Path:
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(
+            yaml.safe_dump(
+                {
+                    "name": name,
+                    "space": SPACES,
+                    "seeds": [0],
+                    "baseline": baseline,
+                    "model": {"preset": "debug", "dropout": 0.0},
+                    "data": {"name": "tinyshakespeare"},
+                    "train": {"steps": 20, "batch_size": 8, "eval_every": 10, "eval_batches": 2},
+                    "search": search,
+                    "resources": {"cpu": 1},
+                    "max_concurrent": 2,
+                    "tracking": {"uri": f"sqlite:///{tmp_path}/mlflow.db"},
+                    "ray": {"storage_path": str(tmp_path / "ray")},
+                }
+            )
+        )
+        return path
+
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+
+    def trials(outcome: Any) -> list[Any]:
+        return client.search_runs(
+            [outcome.experiment_id],
+            filter_string=(f"tags.mlflow.parentRunId = '{outcome.parent_run_id}'"),
+        )
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    try:
+        first = doc(
+            "mo",
+            {
+                "algorithm": "optuna",
+                "num_samples": 4,
+                "seed": 3,
+                "objectives": ["val_bpc", "params"],
+            },
+            {"seeds": 1, "order": "sfsf"},
+        )
+        out1 = run_sweep(plan_sweep(load_experiment(first), str(first)))
+        second = doc(
+            "mo-warm",
+            {
+                "algorithm": "evolution",
+                "num_samples": 2,
+                "population": 2,
+                "sample_size": 2,
+                "warm_start": "mo",
+            },
+            {"enabled": False},
+        )
+        plan2 = plan_sweep(load_experiment(second), str(second))
+        out2 = run_sweep(plan2)
+    finally:
+        ray.shutdown()
+    runs1, runs2 = trials(out1), trials(out2)
+    assert len(runs1) == 5 and all(r.data.tags["sublayer.status"] == "finished" for r in runs1)
+    # warm start: the evolution sweep breeds from the first sweep's trials, never retrains them
+    first_pairs = {(r.data.params["order"], r.data.params["seed"]) for r in runs1}
+    assert len(runs2) == 2
+    assert not first_pairs & {(r.data.params["order"], r.data.params["seed"]) for r in runs2}
+    assert all(r.data.tags["sublayer.space"] == "evolution" for r in runs2)
+    # the Pareto front of the first sweep: computed from its runs, drawn and named by analyze
+    out = tmp_path / "report"
+    assert (
+        main(
+            [
+                "analyze",
+                "--experiment",
+                "mo",
+                "--tracking-uri",
+                f"sqlite:///{tmp_path}/mlflow.db",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    points = pd.read_csv(out / "tables" / "pareto_params.csv")
+    assert (out / "figures" / "pareto_params.png").stat().st_size > 0
+    finals = {r.info.run_name: r.data.metrics["final_val_bpc"] for r in runs1}
+    params = {r.info.run_name: int(r.data.params["params"]) for r in runs1}
+    expect = {
+        o
+        for o in finals
+        if not any(
+            params[p] <= params[o]
+            and finals[p] <= finals[o]
+            and (params[p] < params[o] or finals[p] < finals[o])
+            for p in finals
+        )
+    }
+    assert set(points.loc[points["on_front"], "name"]) == expect and expect
+    html = (out / "report.html").read_text()
+    assert "Pareto front: val_bpc against parameters" in html
+    assert all(name in html for name in expect) and not math.isnan(min(finals.values()))
