@@ -1,16 +1,20 @@
 """Output projection + cross-entropy in row chunks, gradients computed in the forward.
 
-A full-softmax LM head materialises (N, V) logits, their log-softmax, the gradient of
-the log-softmax and the gradient of the logits: four N·V float buffers per step
+A full-softmax head materialises (N, V) logits, their log-softmax, the gradient of the
+log-softmax and the gradient of the logits: four N·V float buffers per step
 (4 × 64 MB at N = 2048, V = 8192). On CPU each fresh buffer of that size is mapped
 anew and page-faulted in, which costs about a sixth of a small model's step.
 
 :func:`linear_cross_entropy` instead walks the rows in chunks of a few MB. For each
 chunk it computes the logits, the loss, and — since the loss is the end of the graph —
-the gradient of the mean loss with respect to the chunk's hidden states and to the
-projection at once (softmax − one-hot). ``backward`` only scales those by the
+the gradient of the loss with respect to the chunk's hidden states and to the
+projection at once (softmax − smoothed one-hot). ``backward`` only scales those by the
 incoming gradient. Same FLOPs as the plain head (one forward and two backward
-matmuls), no N·V buffer. Targets must lie in ``[0, V)`` (no ``ignore_index``).
+matmuls), no N·V buffer, and per chunk only three passes over the logits besides the
+matmuls: one fused softmax and two reductions (``lse = max − log max softmax``, exact
+since the largest probability is at least 1/V). Row weights (the mean's 1/N, zero at
+ignored targets, IOT's per-sentence path weights) scale the (rows, d) matmul operands
+and results, never the logits; label smoothing's uniform part is a rank-one term.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-__all__ = ["linear_cross_entropy", "chunk_rows", "CHUNK_BYTES"]
+__all__ = ["CHUNK_BYTES", "chunk_rows", "fusable", "linear_cross_entropy"]
 
 CHUNK_BYTES = 8 << 20
 """Size of one chunk's float32 logits: small enough for the allocator to reuse."""
@@ -31,50 +35,146 @@ def chunk_rows(vocab: int, chunk_bytes: int = CHUNK_BYTES) -> int:
     return max(16, chunk_bytes // (4 * vocab))
 
 
+def fusable(h: Tensor, weight: Tensor) -> bool:
+    """Whether a training loss of ``h @ weight.T`` should take the fused path: gradients
+    wanted, no autocast and no ``torch.compile`` trace (those keep the standard path,
+    which the compiler fuses itself)."""
+    return (
+        torch.is_grad_enabled()
+        and (h.requires_grad or weight.requires_grad)
+        and not torch.is_autocast_enabled(h.device.type)
+        and not torch.compiler.is_compiling()
+    )
+
+
 class _LinearCrossEntropy(torch.autograd.Function):
+    """``Σᵢ cᵢ ℓᵢ`` with ℓᵢ the (smoothed) cross-entropy of row i; inputs h, weight,
+    targets (all in range), coefficients c (N,), rows, smoothing, grad wanted."""
+
     @staticmethod
-    def forward(ctx: Any, h: Tensor, weight: Tensor, targets: Tensor, rows: int) -> Tensor:
-        n = h.shape[0]
+    def forward(
+        ctx: Any,
+        h: Tensor,
+        weight: Tensor,
+        targets: Tensor,
+        coef: Tensor,
+        rows: int,
+        smoothing: float,
+        grad: bool,
+    ) -> Tensor:
+        n, vocab = h.shape[0], weight.shape[0]
         acc = torch.promote_types(h.dtype, torch.float32)  # softmax in at least float32
-        want_h, want_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        want_h = grad and ctx.needs_input_grad[0]
+        want_w = grad and ctx.needs_input_grad[1]
+        want_c = grad and ctx.needs_input_grad[3]
+        coef = coef.to(acc)
+        w_acc = weight.to(acc)
         grad_h = torch.empty_like(h) if want_h else None
         grad_w = torch.zeros(weight.shape, dtype=acc, device=weight.device) if want_w else None
+        losses = torch.empty(n, dtype=acc, device=h.device) if want_c else None
+        row_sum = torch.zeros(h.shape[1], dtype=acc, device=h.device)  # Σ cᵢ hᵢ
         total = torch.zeros((), dtype=acc, device=h.device)
         for start in range(0, n, rows):
-            hc, tc = h[start:start + rows], targets[start:start + rows]
+            hc, tc, cc = (
+                h[start : start + rows],
+                targets[start : start + rows],
+                coef[start : start + rows],
+            )
             logits = (hc @ weight.t()).to(acc)
-            lse = torch.logsumexp(logits, dim=-1)
-            total += (lse - logits.gather(1, tc[:, None]).squeeze(1)).sum()
-            if want_h or want_w:
-                probs = logits.sub_(lse[:, None]).exp_()  # softmax, in place
-                probs[torch.arange(len(tc), device=tc.device), tc] -= 1.0
-                probs.div_(n)  # gradient of the mean loss with respect to the logits
-                if grad_h is not None:
-                    grad_h[start:start + rows] = (probs @ weight.to(acc)).to(h.dtype)
-                if grad_w is not None:
-                    grad_w.addmm_(probs.t(), hc.to(acc))
+            picked = logits.gather(1, tc[:, None]).squeeze(1)
+            if smoothing:  # ℓ = lse − (1 − ε)·x_t − ε·mean(x)
+                picked = (1.0 - smoothing) * picked + smoothing * logits.mean(1)
+            top = logits.amax(1)
+            probs = torch.softmax(logits, 1)
+            del logits
+            loss = top - probs.amax(1).log() - picked  # lse − picked
+            total += (cc * loss).sum()
+            if losses is not None:
+                losses[start : start + rows] = loss
+            if grad_h is None and grad_w is None:
+                continue
+            # ∂ℓ/∂logits = softmax − (1 − ε)·one-hot − ε/V; the −ε/V part is rank one
+            probs[torch.arange(len(tc), device=tc.device), tc] -= 1.0 - smoothing
+            if grad_h is not None:
+                grad_h[start : start + rows] = ((probs @ w_acc) * cc[:, None]).to(h.dtype)
+            if grad_w is not None:
+                scaled = hc.to(acc) * cc[:, None]
+                grad_w.addmm_(probs.t(), scaled)
+                if smoothing:
+                    row_sum += scaled.sum(0)
+        if smoothing:
+            if grad_h is not None:
+                grad_h -= (smoothing / vocab * coef[:, None] * w_acc.sum(0)).to(h.dtype)
+            if grad_w is not None:
+                grad_w -= smoothing / vocab * row_sum
         # the gradients are results of this forward, not inputs: kept on ctx as they are
-        ctx.grads = (grad_h, None if grad_w is None else grad_w.to(weight.dtype))
-        return total / n
+        ctx.grads = (grad_h, None if grad_w is None else grad_w.to(weight.dtype), losses)
+        return total
 
     @staticmethod
     def backward(ctx: Any, grad_out: Tensor) -> tuple[Tensor | None, ...]:
-        grad_h, grad_w = ctx.grads
+        grad_h, grad_w, losses = ctx.grads
         ctx.grads = None
-        return (None if grad_h is None else grad_h * grad_out.to(grad_h.dtype),
-                None if grad_w is None else grad_w * grad_out.to(grad_w.dtype), None, None)
+        return (
+            None if grad_h is None else grad_h * grad_out.to(grad_h.dtype),
+            None if grad_w is None else grad_w * grad_out.to(grad_w.dtype),
+            None,
+            None if losses is None else losses * grad_out.to(losses.dtype),
+            None,
+            None,
+            None,
+        )
 
 
-def linear_cross_entropy(h: Tensor, weight: Tensor, targets: Tensor,
-                         *, rows: int | None = None) -> Tensor:
-    """Mean cross-entropy of ``h @ weight.T`` against ``targets``, without the N·V logits.
+def linear_cross_entropy(
+    h: Tensor,
+    weight: Tensor,
+    targets: Tensor,
+    *,
+    rows: int | None = None,
+    label_smoothing: float = 0.0,
+    ignore_index: int | None = None,
+    row_weights: Tensor | None = None,
+) -> Tensor:
+    """Cross-entropy of ``h @ weight.T`` against ``targets``, without the N·V logits.
 
-    ``h`` (N, d), ``weight`` (V, d), ``targets`` (N,) long. Equal to
-    ``F.cross_entropy(h @ weight.T, targets)`` in value and gradients.
+    ``h`` (N, d), ``weight`` (V, d), ``targets`` (N,) long in ``[0, V)`` except at
+    ``ignore_index``. Without ``row_weights``: the mean over the rows not ignored, equal
+    to ``F.cross_entropy(h @ weight.T, targets, ignore_index=…, label_smoothing=…)`` in
+    value and gradients. With ``row_weights`` (N,): ``Σᵢ wᵢ ℓᵢ`` over rows not ignored,
+    ℓᵢ the per-row loss (``reduction="none"``); gradients reach ``row_weights`` too.
     """
     if h.dim() != 2 or weight.dim() != 2 or h.shape[1] != weight.shape[1]:
-        raise ValueError(f"h {tuple(h.shape)} and weight {tuple(weight.shape)}: expected (N, d), (V, d)")
+        raise ValueError(
+            f"h {tuple(h.shape)} and weight {tuple(weight.shape)}: expected (N, d), (V, d)"
+        )
     if targets.shape != (h.shape[0],):
         raise ValueError(f"targets {tuple(targets.shape)}: expected ({h.shape[0]},)")
-    out: Tensor = _LinearCrossEntropy.apply(h, weight, targets, rows or chunk_rows(weight.shape[0]))
+    if row_weights is not None and row_weights.shape != (h.shape[0],):
+        raise ValueError(f"row_weights {tuple(row_weights.shape)}: expected ({h.shape[0]},)")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"label_smoothing {label_smoothing}: expected a number in [0, 1]")
+    acc = torch.promote_types(h.dtype, torch.float32)
+    coef: Tensor
+    if ignore_index is None:
+        coef = (
+            row_weights
+            if row_weights is not None
+            else torch.full((h.shape[0],), 1.0 / max(h.shape[0], 1), dtype=acc, device=h.device)
+        )
+    else:
+        keep = targets.ne(ignore_index)
+        targets = targets.masked_fill(~keep, 0)
+        coef = (
+            row_weights * keep if row_weights is not None else keep.to(acc) / keep.sum()
+        )  # no rows kept: nan, as F.cross_entropy
+    out: Tensor = _LinearCrossEntropy.apply(
+        h,
+        weight,
+        targets,
+        coef,
+        rows or chunk_rows(weight.shape[0]),
+        float(label_smoothing),
+        torch.is_grad_enabled(),
+    )
     return out

@@ -159,6 +159,7 @@ class IOTSeq2Seq(Seq2SeqBase):
         return self.encoder_norm(x)
 
     def _decode_path(self, tgt_in: Tensor, memory: Tensor, mem_pad: Tensor, n: int) -> Tensor:
+        """Final decoder states (B, T, d) along decoder order ``n``, before the head."""
         pad = tgt_in.eq(self.pad_id)
         x = self.tgt_embed(tgt_in)
         block = self.cfg.decoder_blocks[n]
@@ -166,7 +167,7 @@ class IOTSeq2Seq(Seq2SeqBase):
             for kind in block:
                 x = apply_sublayer(cast(nn.ModuleDict, layer)[kind], kind, x, pad=pad,
                                    memory=memory, memory_pad=mem_pad)
-        return self.head(self.decoder_norm(x))
+        return self.decoder_norm(x)
 
     # -- predictors -------------------------------------------------------------------------
 
@@ -244,8 +245,9 @@ class IOTSeq2Seq(Seq2SeqBase):
 
         def run(rows: Tensor | None, n: int) -> Tensor:
             if rows is None:
-                return self._decode_path(tgt_in, enc.memory, enc.padding_mask, n)
-            return self._decode_path(tgt_in[rows], enc.memory[rows], enc.padding_mask[rows], n)
+                return self.head(self._decode_path(tgt_in, enc.memory, enc.padding_mask, n))
+            return self.head(self._decode_path(tgt_in[rows], enc.memory[rows],
+                                               enc.padding_mask[rows], n))
 
         return self._rows(route, run, tgt_in.shape[0])
 
@@ -281,9 +283,9 @@ class IOTSeq2Seq(Seq2SeqBase):
                 explore = explore + exploration_loss(probs, cfg.floor, cfg.clamp) / share
                 exploit = exploit + exploitation_loss(probs, cfg.floor, cfg.clamp) / share
             for n in range(cfg.decoder_size):
-                logits = self._decode_path(tgt_in, memory, pad, n)
-                per_sentence = self.token_nll(logits, tgt_out, label_smoothing).sum(1)  # (B,)
-                path_loss = path_loss + (gamma[:, m] * lam[:, n] * per_sentence).sum() / n_tokens
+                h = self._decode_path(tgt_in, memory, pad, n)  # per-path loss, fused head
+                weights = gamma[:, m] * lam[:, n] / n_tokens  # (B,)
+                path_loss = path_loss + self.head_nll(h, tgt_out, label_smoothing, weights)
         if e_logits is not None:
             probs = e_logits.exp()
             explore = explore + exploration_loss(probs, cfg.floor, cfg.clamp)

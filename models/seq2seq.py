@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from sublayer_search.models.blocks import Residual, build_sublayer, output_projection
+from sublayer_search.models.fused_loss import fusable, linear_cross_entropy
 from sublayer_search.models.guidance import WeightPair, guidance_penalty, guide_stack
 from sublayer_search.models.lm import sinusoidal_table
 from sublayer_search.models.seq2seq_config import (
@@ -59,7 +60,8 @@ __all__ = [
 
 class Seq2SeqOutput(NamedTuple):
     """``loss``: mean over non-pad target tokens (label-smoothed when asked; None without
-    targets); ``logits``: (B, T, V_t)."""
+    targets); ``logits``: (B, T, V_t), None when training with the fused head
+    (:attr:`Seq2SeqBase.fused_loss`)."""
 
     loss: Tensor | None
     logits: Tensor | None
@@ -146,6 +148,8 @@ class Seq2SeqBase(nn.Module):
         self.encoder_norm: nn.Module = nn.LayerNorm(d) if pre else nn.Identity()
         self.decoder_norm: nn.Module = nn.LayerNorm(d) if pre else nn.Identity()
         self.head = nn.Linear(d, tgt_vocab, bias=False)
+        self.fused_loss = True
+        """Training losses without (B, T, V) logits (:meth:`head_nll`); a runtime switch."""
         self.guided: list[WeightPair] = []
         """Soft cross-layer guidance pairs (set by the subclass; hard shares weights)."""
 
@@ -185,6 +189,25 @@ class Seq2SeqBase(nn.Module):
                                ignore_index=self.pad_id, label_smoothing=label_smoothing,
                                reduction="none").view(b, t)
 
+    def fused(self, h: Tensor) -> bool:
+        """Whether a training loss of decoder states ``h`` takes the fused head."""
+        return self.fused_loss and fusable(h, self.head.weight)
+
+    def head_nll(self, h: Tensor, tgt_out: Tensor, label_smoothing: float = 0.0,
+                 weights: Tensor | None = None) -> Tensor:
+        """Loss of decoder states ``h`` (B, T, d) through the head, fused when training
+        (:func:`~models.fused_loss.linear_cross_entropy`, no logits). Without ``weights``:
+        :meth:`loss`; with sentence weights (B,): ``Σ_b weights_b · Σ_t nll_bt``."""
+        if not self.fused(h):
+            logits = self.head(h)
+            if weights is None:
+                return self.loss(logits, tgt_out, label_smoothing)
+            return (weights * self.token_nll(logits, tgt_out, label_smoothing).sum(1)).sum()
+        rows = None if weights is None else weights[:, None].expand(tgt_out.shape).reshape(-1)
+        return linear_cross_entropy(h.reshape(-1, h.shape[-1]), self.head.weight,
+                                    tgt_out.reshape(-1), label_smoothing=label_smoothing,
+                                    ignore_index=self.pad_id, row_weights=rows)
+
     def log_probs_last(self, tgt_in: Tensor, enc: EncoderOut) -> Tensor:
         """Log-probabilities (B, V) of the next token after the prefix ``tgt_in`` (B, T)."""
         logits = self.decode(tgt_in, enc)[:, -1]
@@ -220,15 +243,22 @@ class OrderedSeq2Seq(Seq2SeqBase):
 
     def decode(self, tgt_in: Tensor, enc: EncoderOut) -> Tensor:
         """Target prefix ids (B, T) → logits (B, T, V_t)."""
+        return self.head(self.decode_hidden(tgt_in, enc))
+
+    def decode_hidden(self, tgt_in: Tensor, enc: EncoderOut) -> Tensor:
+        """Target prefix ids (B, T) → final decoder states (B, T, d), before the head."""
         pad = tgt_in.eq(self.pad_id)
         x = self.tgt_embed(tgt_in)
         for kind, layer in zip(self.cfg.decoder_order, self.decoder, strict=True):
             x = apply_sublayer(layer, kind, x, pad=pad, memory=enc.memory,
                                memory_pad=enc.padding_mask)
-        return self.head(self.decoder_norm(x))
+        return self.decoder_norm(x)
 
     def forward(self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor | None = None, *,
                 label_smoothing: float = 0.0) -> Seq2SeqOutput:
-        logits = self.decode(tgt_in, self.encode(src))
+        h = self.decode_hidden(tgt_in, self.encode(src))
+        if tgt_out is not None and self.fused(h):
+            return Seq2SeqOutput(self.head_nll(h, tgt_out, label_smoothing), None)
+        logits = self.head(h)
         loss = None if tgt_out is None else self.loss(logits, tgt_out, label_smoothing)
         return Seq2SeqOutput(loss, logits)

@@ -37,6 +37,44 @@ def test_value_and_gradients_match_cross_entropy(n, d, v, rows, seed):
     torch.testing.assert_close(w.grad, 3.0 * ref_gw)
 
 
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 40), v=st.integers(2, 30), rows=st.integers(1, 50),
+       smoothing=st.sampled_from([0.0, 0.1, 0.37]), ignore=st.sampled_from([None, -100, 0]),
+       weighted=st.booleans(), seed=st.integers(0, 2**16))
+def test_smoothing_padding_and_row_weights_match_cross_entropy(n, v, rows, smoothing, ignore,
+                                                              weighted, seed):
+    g = torch.Generator().manual_seed(seed)
+    h = torch.randn(n, 5, generator=g, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(v, 5, generator=g, dtype=torch.float64, requires_grad=True)
+    t = torch.randint(0, v, (n,), generator=g)
+    if ignore is not None:
+        t[torch.rand(n, generator=g) < 0.3] = ignore
+        t[0] = 1  # at least one row counts
+    r = torch.rand(n, generator=g, dtype=torch.float64).requires_grad_() if weighted else None
+    kw = dict(label_smoothing=smoothing, ignore_index=-100 if ignore is None else ignore)
+    if r is None:
+        ref = F.cross_entropy(h @ w.t(), t, **kw)
+    else:
+        ref = (r * F.cross_entropy(h @ w.t(), t, reduction="none", **kw)).sum()
+    ref_grads = torch.autograd.grad(ref, [h, w] + ([r] if weighted else []))
+    loss = linear_cross_entropy(h, w, t, rows=rows, label_smoothing=smoothing,
+                                ignore_index=ignore, row_weights=r)
+    grads = torch.autograd.grad(2.0 * loss, [h, w] + ([r] if weighted else []))
+    torch.testing.assert_close(loss, ref)
+    for got, want in zip(grads, ref_grads, strict=True):
+        torch.testing.assert_close(got, 2.0 * want)
+
+
+def test_float32_loss_is_exact_for_confident_rows():
+    """lse = max − log(max softmax) stays exact when the target's probability underflows."""
+    h = torch.tensor([[30.0, 0.0], [0.0, 1.0]], requires_grad=True)
+    w = torch.tensor([[4.0, 0.0], [-4.0, 0.0], [0.0, 1.0]], requires_grad=True)
+    t = torch.tensor([1, 2])  # row 0: target logit −120 against 120, p ≈ e^−240
+    loss = linear_cross_entropy(h, w, t)
+    torch.testing.assert_close(loss, F.cross_entropy(h @ w.t(), t))
+    assert torch.isfinite(torch.autograd.grad(loss, h)[0]).all()
+
+
 def test_only_the_gradients_asked_for_are_computed():
     g = torch.Generator().manual_seed(0)
     h = torch.randn(9, 4, generator=g, requires_grad=True)
@@ -53,6 +91,12 @@ def test_bad_shapes_are_named():
         linear_cross_entropy(torch.zeros(3, 4), torch.zeros(5, 3), torch.zeros(3, dtype=torch.long))
     with pytest.raises(ValueError, match="targets"):
         linear_cross_entropy(torch.zeros(3, 4), torch.zeros(5, 4), torch.zeros(2, dtype=torch.long))
+    with pytest.raises(ValueError, match="row_weights"):
+        linear_cross_entropy(torch.zeros(3, 4), torch.zeros(5, 4), torch.zeros(3, dtype=torch.long),
+                             row_weights=torch.ones(2))
+    with pytest.raises(ValueError, match="label_smoothing"):
+        linear_cross_entropy(torch.zeros(3, 4), torch.zeros(5, 4), torch.zeros(3, dtype=torch.long),
+                             label_smoothing=1.5)
 
 
 def test_chunks_stay_small_for_any_vocabulary():

@@ -166,8 +166,8 @@ def test_training_loss_is_the_weighted_sum_of_path_losses_plus_aux():
         lam = gumbel_weights(log_pi, 0.7)
         n_tokens = tgt_out.ne(0).sum()
         path = sum(
-            (lam[:, n] * model.token_nll(model._decode_path(tgt_in, memory, pad, n), tgt_out,
-                                         0.1).sum(1)).sum() / n_tokens
+            (lam[:, n] * model.token_nll(model.head(model._decode_path(tgt_in, memory, pad, n)),
+                                         tgt_out, 0.1).sum(1)).sum() / n_tokens
             for n in range(3)
         )
         explore = exploration_loss(log_pi.exp())
