@@ -276,7 +276,7 @@ def run_sweep(plan: SweepPlan, *, resume: bool = False, address: str | None = No
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no table, no TensorBoard hint
     if not resume:  # before Ray starts: an unknown experiment name is bad input (exit 2)
-        plan = with_warm_start(ensure_store(uri), plan, uri)
+        plan = with_warm_start(plan, uri)
     started = connect(plan, address)
     try:
         check_cluster(plan)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -113,8 +114,30 @@ def warm_observations(client: MlflowClient, plan: SweepPlan, uri: str) -> tuple[
     return tuple(out.values())
 
 
-def with_warm_start(client: MlflowClient, plan: SweepPlan, uri: str) -> SweepPlan:
-    """``plan`` with its warm-start observations (unchanged without ``search.warm_start``)."""
-    if plan.experiment.search.warm_start is False:
+def with_warm_start(plan: SweepPlan, uri: str) -> SweepPlan:
+    """``plan`` with its warm-start observations (unchanged without ``search.warm_start``).
+
+    A SQLite store that does not exist yet holds no earlier sweep: it is not created here
+    (a name then is bad input, reported before anything is written)."""
+    spec = plan.experiment.search.warm_start
+    if spec is False:
         return plan
-    return replace(plan, warm=warm_observations(client, plan, uri))
+    if (
+        uri.startswith("sqlite:///")
+        and not Path(uri.removeprefix("sqlite:///")).expanduser().is_file()
+    ):
+        if spec is True:
+            return plan
+        names = [spec] if isinstance(spec, str) else list(spec)
+        raise ExperimentError(
+            plan.source,
+            [
+                Problem(
+                    "search.warm_start",
+                    name,
+                    f"the name of an MLflow experiment in {uri} (the store does not exist yet)",
+                )
+                for name in names
+            ],
+        )
+    return replace(plan, warm=warm_observations(MlflowClient(tracking_uri=uri), plan, uri))

@@ -108,3 +108,4 @@ def test_unknown_warm_start_experiment_exits_2_before_ray(
         and "Traceback" not in err
     )
     assert not ray.is_initialized() and not (tmp_path / "ray").exists()
+    assert not (tmp_path / "mlflow.db").exists()  # bad input creates nothing
