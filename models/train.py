@@ -11,17 +11,14 @@ With soft cross-layer guidance the training loss gains ``alpha ·`` the model's
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
 from sublayer_search.models.checkpoint import load_checkpoint
-from sublayer_search.models.config import ModelConfig
 from sublayer_search.models.data import (
     Corpus,
-    DataConfig,
     eval_batches,
     load_corpus,
     metrics_from_loss,
@@ -31,37 +28,23 @@ from sublayer_search.models.errors import ConfigError
 from sublayer_search.models.guidance_config import GuidanceConfig
 from sublayer_search.models.lm import OrderedLM
 from sublayer_search.models.optim import lr_factor
-from sublayer_search.models.train_config import TrainConfig, flat_settings
+from sublayer_search.models.specs import TrialSpec, main_metric
+from sublayer_search.models.train_config import TrainConfig
 from sublayer_search.models.trainer import Family, FitResult, Report, Scores, StepContext, train
-from sublayer_search.spaces.records import main_metric_for_level
 
-__all__ = ["FitResult", "LMFamily", "Report", "TrainConfig", "TrialSpec", "evaluate", "fit",
-           "guidance_term", "load_checkpoint", "lr_factor", "main_metric"]
-
-main_metric = main_metric_for_level
-"""``val_ppl`` for word-level corpora, ``val_bpc`` for characters and bytes."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class TrialSpec:
-    """Everything that defines one trained model: order (in ``model``), data, training."""
-
-    __pydantic_config__ = {"extra": "forbid"}
-
-    model: ModelConfig
-    data: DataConfig
-    train: TrainConfig = field(default_factory=TrainConfig)
-
-    def flat(self) -> dict[str, Any]:
-        """``{"model.d_model": 64, "train.lr": 0.003, …}``: every setting, for tracking
-        (guidance as ``model.guidance.mode``, ``.blocks``, ``.alpha``, ``.pairing``)."""
-        return guidance_flat(flat_settings(self), self.model.guidance)
-
-
-def guidance_flat(flat: dict[str, Any], guidance: GuidanceConfig) -> dict[str, Any]:
-    """``flat`` with its ``model.guidance`` mapping spelled out as four params."""
-    out = {k: v for k, v in flat.items() if k != "model.guidance"}
-    return {**out, **guidance.flat()}
+__all__ = [
+    "FitResult",
+    "LMFamily",
+    "Report",
+    "TrainConfig",
+    "TrialSpec",
+    "evaluate",
+    "fit",
+    "guidance_term",
+    "load_checkpoint",
+    "lr_factor",
+    "main_metric",
+]
 
 
 def guidance_term(model: Any, guidance: GuidanceConfig) -> torch.Tensor | None:
@@ -73,8 +56,16 @@ def guidance_term(model: Any, guidance: GuidanceConfig) -> torch.Tensor | None:
 
 
 @torch.no_grad()
-def evaluate(model: OrderedLM, ids: np.ndarray, *, context: int, batch_size: int,
-             limit: int | None, device: torch.device, autocast: Any) -> float:
+def evaluate(
+    model: OrderedLM,
+    ids: np.ndarray,
+    *,
+    context: int,
+    batch_size: int,
+    limit: int | None,
+    device: torch.device,
+    autocast: Any,
+) -> float:
     """Mean token NLL (nats) over contiguous blocks of the split."""
     model.eval()
     total, count = 0.0, 0
@@ -87,7 +78,9 @@ def evaluate(model: OrderedLM, ids: np.ndarray, *, context: int, batch_size: int
         count += n
     model.train()
     if count == 0:
-        raise ConfigError("model.context", context, f"a context shorter than the split ({len(ids)} tokens)")
+        raise ConfigError(
+            "model.context", context, f"a context shorter than the split ({len(ids)} tokens)"
+        )
     return total / count
 
 
@@ -100,8 +93,11 @@ class LMFamily(Family):
         if mcfg.vocab_size is None:
             mcfg = mcfg.with_vocab(self.corpus.vocab_size)
         if mcfg.vocab_size is not None and mcfg.vocab_size < self.corpus.vocab_size:
-            raise ConfigError("model.vocab_size", mcfg.vocab_size,
-                              f">= the corpus vocabulary ({self.corpus.vocab_size})")
+            raise ConfigError(
+                "model.vocab_size",
+                mcfg.vocab_size,
+                f">= the corpus vocabulary ({self.corpus.vocab_size})",
+            )
         self.model_config = mcfg
         self.eval_limit = spec.train.eval_batches
         self.metric = main_metric(self.corpus.level)
@@ -110,19 +106,30 @@ class LMFamily(Family):
         return OrderedLM(self.model_config)
 
     def loss(self, model: Any, ctx: StepContext) -> tuple[torch.Tensor, int]:
-        x, y = random_batch(self.corpus.train, context=self.model_config.context,
-                            batch_size=ctx.batch_size, generator=ctx.generator)
+        x, y = random_batch(
+            self.corpus.train,
+            context=self.model_config.context,
+            batch_size=ctx.batch_size,
+            generator=ctx.generator,
+        )
         x, y = x.to(ctx.device), y.to(ctx.device)
         loss = model(x, y).loss
         term = guidance_term(model, self.model_config.guidance)
         return (loss if term is None else loss + term), y.numel()
 
-    def evaluate(self, model: torch.nn.Module, ctx: StepContext, *, step: int,
-                 final: bool) -> Scores:
+    def evaluate(
+        self, model: torch.nn.Module, ctx: StepContext, *, step: int, final: bool
+    ) -> Scores:
         assert isinstance(model, OrderedLM)
-        val_loss = evaluate(model, self.corpus.valid, context=self.model_config.context,
-                            batch_size=ctx.eval_batch_size, limit=self.eval_limit,
-                            device=ctx.device, autocast=ctx.autocast)
+        val_loss = evaluate(
+            model,
+            self.corpus.valid,
+            context=self.model_config.context,
+            batch_size=ctx.eval_batch_size,
+            limit=self.eval_limit,
+            device=ctx.device,
+            autocast=ctx.autocast,
+        )
         scores = metrics_from_loss(val_loss, self.corpus.level)
         main = scores["ppl"] if self.corpus.level == "word" else scores["bpc"]
         out: Scores = {"val_loss": val_loss, self.metric: main}
@@ -143,5 +150,11 @@ def fit(
     on_step: Callable[[dict[str, float]], None] | None = None,
 ) -> FitResult:
     """Train ``spec.model`` on ``spec.data`` through :func:`~sublayer_search.models.trainer.train`."""
-    return train(spec.train, LMFamily(spec, corpus), report, checkpoint_dir=checkpoint_dir,
-                 resume_from=resume_from, on_step=on_step)
+    return train(
+        spec.train,
+        LMFamily(spec, corpus),
+        report,
+        checkpoint_dir=checkpoint_dir,
+        resume_from=resume_from,
+        on_step=on_step,
+    )

@@ -21,9 +21,7 @@ Soft cross-layer guidance adds its term to the training loss and reports it as
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -31,18 +29,21 @@ import torch
 
 from sublayer_search.models.data.parallel import (
     ParallelCorpus,
-    ParallelDataConfig,
     ParallelSplit,
     eval_pair_batches,
     load_parallel,
     random_pairs,
 )
 from sublayer_search.models.decoding import translate_batch
-from sublayer_search.models.errors import ConfigError, check, is_positive_int
-from sublayer_search.models.iot import IOTConfig, IOTSeq2Seq, iot_param_count, temperature
-from sublayer_search.models.seq2seq import OrderedSeq2Seq, Seq2SeqConfig, seq2seq_param_count
-from sublayer_search.models.train import guidance_flat, guidance_term
-from sublayer_search.models.train_config import TrainConfig, flat_settings
+from sublayer_search.models.errors import ConfigError
+from sublayer_search.models.iot import IOTConfig, IOTSeq2Seq, temperature
+from sublayer_search.models.seq2seq import OrderedSeq2Seq, Seq2SeqConfig
+from sublayer_search.models.specs import (
+    TranslationConfig,
+    TranslationSpec,
+    translation_param_count,
+)
+from sublayer_search.models.train import guidance_term
 from sublayer_search.models.trainer import Family, FitResult, Report, Scores, StepContext, train
 from sublayer_search.spaces.records import route_share
 
@@ -57,77 +58,9 @@ __all__ = [
     "translation_param_count",
 ]
 
-def _check(cond: bool, field_: str, value: object, expected: str) -> None:
-    check(cond, f"translation.{field_}", value, expected)
-
-
-@dataclass(frozen=True, kw_only=True)
-class TranslationConfig:
-    """Decoding and evaluation settings of a translation trial."""
-
-    __pydantic_config__ = {"extra": "forbid"}
-
-    beam: int = 5
-    """Beam size for BLEU (1 = greedy)."""
-    length_penalty: float = 1.0
-    """Finished beam scores are divided by ``len^length_penalty``."""
-    max_len: int = 200
-    """Most generated target tokens, ``</s>`` included (also capped by the context)."""
-    label_smoothing: float = 0.1
-    """Label smoothing of the training loss (the validation loss is plain NLL)."""
-    bleu_every: int | None = None
-    """Compute BLEU at evaluations whose step is a multiple of this (and at the end);
-    ``None`` = at every evaluation."""
-    eval_sentences: int | None = None
-    """Evaluate on the first this many validation pairs; ``None`` = ``train.eval_batches``
-    batches, or the whole split."""
-    eval_at_start: bool = False
-    """Also evaluate (and report) the untrained model at step 0."""
-    routing_bleu: bool = True
-    """IOT: compute the routed-split × order BLEU matrix at the last evaluation."""
-
-    def __post_init__(self) -> None:
-        _check(is_positive_int(self.beam), "beam", self.beam, "a positive integer")
-        _check(is_positive_int(self.max_len), "max_len", self.max_len, "a positive integer")
-        _check(isinstance(self.length_penalty, int | float) and math.isfinite(self.length_penalty),
-               "length_penalty", self.length_penalty, "a finite number")
-        _check(isinstance(self.label_smoothing, int | float) and 0 <= self.label_smoothing < 1,
-               "label_smoothing", self.label_smoothing, "a number in [0, 1)")
-        for name in ("bleu_every", "eval_sentences"):
-            value = getattr(self, name)
-            _check(value is None or is_positive_int(value), name, value, "a positive integer or null")
-        for name in ("eval_at_start", "routing_bleu"):
-            _check(isinstance(getattr(self, name), bool), name, getattr(self, name),
-                   "true or false")
-
-
-@dataclass(frozen=True, kw_only=True)
-class TranslationSpec:
-    """Everything that defines one trained translation model."""
-
-    __pydantic_config__ = {"extra": "forbid"}
-
-    model: Seq2SeqConfig | IOTConfig
-    data: ParallelDataConfig
-    train: TrainConfig = field(default_factory=TrainConfig)
-    translation: TranslationConfig = field(default_factory=TranslationConfig)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.model, Seq2SeqConfig | IOTConfig):
-            raise ConfigError("model", type(self.model).__name__, "a Seq2SeqConfig or IOTConfig")
-
-    def flat(self) -> dict[str, Any]:
-        """``{"model.d_model": 64, "translation.beam": 5, …}``: every setting, for tracking
-        (guidance as ``model.guidance.mode``, ``.blocks``, ``.alpha``, ``.pairing``)."""
-        return guidance_flat(flat_settings(self), self.model.guidance)
-
 
 def build_translation_model(cfg: Seq2SeqConfig | IOTConfig) -> OrderedSeq2Seq | IOTSeq2Seq:
     return IOTSeq2Seq(cfg) if isinstance(cfg, IOTConfig) else OrderedSeq2Seq(cfg)
-
-
-def translation_param_count(cfg: Seq2SeqConfig | IOTConfig) -> int:
-    return iot_param_count(cfg) if isinstance(cfg, IOTConfig) else seq2seq_param_count(cfg)
 
 
 def bleu(hyps: Sequence[str], refs: Sequence[str]) -> float:
@@ -172,8 +105,9 @@ def evaluate_translation(
     routes: list[int] = []
     forced: dict[int, list[list[int]]] = {}
     decode: dict[str, Any] = dict(beam=beam, max_len=max_len, length_penalty=length_penalty)
-    for batch in eval_pair_batches(data, batch_size=batch_size, limit=limit, max_src=ctx,
-                                   max_tgt=ctx):
+    for batch in eval_pair_batches(
+        data, batch_size=batch_size, limit=limit, max_src=ctx, max_tgt=ctx
+    ):
         src, tgt_in, tgt_out = (t.to(device) for t in batch[:3])
         with autocast:
             enc = model.encode(src)
@@ -191,8 +125,9 @@ def evaluate_translation(
                 for j in range(model.cfg.decoder_size):
                     with autocast:
                         enc_j = model.encode(src, decoder_route=j)
-                        forced.setdefault(j, []).extend(translate_batch(model, src, enc=enc_j,
-                                                                        **decode))
+                        forced.setdefault(j, []).extend(
+                            translate_batch(model, src, enc=enc_j, **decode)
+                        )
     if was_training:
         model.train()
     if count == 0:
@@ -206,13 +141,19 @@ def evaluate_translation(
     if isinstance(model, IOTSeq2Seq):
         out["routes"] = routes
         if forced:
-            out["routing_bleu"] = _routing_matrix(model.cfg, corpus, routes, forced,
-                                                  list(data.tgt_text))
+            out["routing_bleu"] = _routing_matrix(
+                model.cfg, corpus, routes, forced, list(data.tgt_text)
+            )
     return out
 
 
-def _routing_matrix(cfg: IOTConfig, corpus: ParallelCorpus, routes: list[int],
-                    forced: dict[int, list[list[int]]], refs: list[str]) -> dict[str, dict]:
+def _routing_matrix(
+    cfg: IOTConfig,
+    corpus: ParallelCorpus,
+    routes: list[int],
+    forced: dict[int, list[list[int]]],
+    refs: list[str],
+) -> dict[str, dict]:
     assert cfg.decoder_codes is not None
     codes = cfg.decoder_codes
     matrix: dict[str, dict[str, float]] = {}
@@ -230,14 +171,17 @@ def _routing_matrix(cfg: IOTConfig, corpus: ParallelCorpus, routes: list[int],
 def _model_config(spec: TranslationSpec, corpus: ParallelCorpus) -> Seq2SeqConfig | IOTConfig:
     mcfg = spec.model
     if mcfg.shared_embeddings and not corpus.shared:
-        raise ConfigError("model.shared_embeddings", True,
-                          "false, or data.shared_vocab true (a joint vocabulary)")
+        raise ConfigError(
+            "model.shared_embeddings", True, "false, or data.shared_vocab true (a joint vocabulary)"
+        )
     if mcfg.src_vocab_size is None or mcfg.tgt_vocab_size is None:
         mcfg = mcfg.with_vocab(corpus.src_vocab_size, corpus.tgt_vocab_size)
     for side in ("src", "tgt"):
         have, need = getattr(mcfg, f"{side}_vocab_size"), getattr(corpus, f"{side}_vocab_size")
         if have < need:
-            raise ConfigError(f"model.{side}_vocab_size", have, f">= the corpus vocabulary ({need})")
+            raise ConfigError(
+                f"model.{side}_vocab_size", have, f">= the corpus vocabulary ({need})"
+            )
     return mcfg
 
 
@@ -253,8 +197,9 @@ class TranslationFamily(Family):
         self.eval_at_start = spec.translation.eval_at_start
         train = spec.train
         eval_bs = train.eval_batch_size or train.batch_size
-        self.eval_limit = (self.settings.eval_sentences
-                           or (train.eval_batches * eval_bs if train.eval_batches else None))
+        self.eval_limit = self.settings.eval_sentences or (
+            train.eval_batches * eval_bs if train.eval_batches else None
+        )
 
     def build(self) -> OrderedSeq2Seq | IOTSeq2Seq:
         return build_translation_model(self.model_config)
@@ -265,24 +210,37 @@ class TranslationFamily(Family):
 
     def loss(self, model: Any, ctx: StepContext) -> tuple[torch.Tensor, int]:
         ctx_len = self.model_config.context
-        batch = random_pairs(self.corpus.train, batch_size=ctx.batch_size,
-                             generator=ctx.generator, max_src=ctx_len, max_tgt=ctx_len)
+        batch = random_pairs(
+            self.corpus.train,
+            batch_size=ctx.batch_size,
+            generator=ctx.generator,
+            max_src=ctx_len,
+            max_tgt=ctx_len,
+        )
         src, tgt_in, tgt_out = (t.to(ctx.device) for t in batch[:3])
         out = model(src, tgt_in, tgt_out, label_smoothing=self.settings.label_smoothing)
         term = guidance_term(model, self.model_config.guidance)
         return (out.loss if term is None else out.loss + term), batch.n_tokens
 
-    def evaluate(self, model: torch.nn.Module, ctx: StepContext, *, step: int,
-                 final: bool) -> Scores:
+    def evaluate(
+        self, model: torch.nn.Module, ctx: StepContext, *, step: int, final: bool
+    ) -> Scores:
         assert isinstance(model, OrderedSeq2Seq | IOTSeq2Seq)
         tcfg = self.settings
         iot = isinstance(model, IOTSeq2Seq)
         due = tcfg.bleu_every is None or step % tcfg.bleu_every == 0 or final
         res = evaluate_translation(
-            model, self.corpus, batch_size=ctx.eval_batch_size, limit=self.eval_limit,
-            with_bleu=due, beam=tcfg.beam, max_len=tcfg.max_len,
-            length_penalty=tcfg.length_penalty, routing_matrix=iot and final and tcfg.routing_bleu,
-            device=ctx.device, autocast=ctx.autocast,
+            model,
+            self.corpus,
+            batch_size=ctx.eval_batch_size,
+            limit=self.eval_limit,
+            with_bleu=due,
+            beam=tcfg.beam,
+            max_len=tcfg.max_len,
+            length_penalty=tcfg.length_penalty,
+            routing_matrix=iot and final and tcfg.routing_bleu,
+            device=ctx.device,
+            autocast=ctx.autocast,
         )
         out: Scores = {"val_loss": res["loss"]}
         with torch.no_grad():
@@ -313,5 +271,11 @@ def fit_translation(
     on_step: Callable[[dict[str, float]], None] | None = None,
 ) -> FitResult:
     """Train ``spec.model`` on ``spec.data`` through :func:`~sublayer_search.models.trainer.train`."""
-    return train(spec.train, TranslationFamily(spec, corpus), report,
-                 checkpoint_dir=checkpoint_dir, resume_from=resume_from, on_step=on_step)
+    return train(
+        spec.train,
+        TranslationFamily(spec, corpus),
+        report,
+        checkpoint_dir=checkpoint_dir,
+        resume_from=resume_from,
+        on_step=on_step,
+    )

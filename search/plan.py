@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from sublayer_search.spaces.candidate import Candidate
@@ -199,7 +200,7 @@ def _check_resources(exp: Experiment, problems: list[Problem]) -> None:
         problems.append(Problem("resources.cpu", exp.resources.cpu,
                                 f"at most {cpus} (CPUs of this machine / ray.num_cpus)"))
     gpus = exp.ray.num_gpus if exp.ray.num_gpus is not None else _local_gpus()
-    if exp.train.device == "cuda" and _local_gpus() == 0:
+    if exp.train.device == "cuda" and not _torch_cuda():
         problems.append(Problem("train.device", "cuda", "auto or cpu: this machine has no CUDA "
                                 "GPU (or give --address of a cluster whose workers have one)"))
     if exp.resources.gpu > gpus:
@@ -211,9 +212,23 @@ def _check_resources(exp: Experiment, problems: list[Problem]) -> None:
 
 
 def _local_gpus() -> int:
+    """NVIDIA GPUs this process may use, without importing torch (planning stays fast):
+    ``CUDA_VISIBLE_DEVICES`` when set, else the driver's ``/proc/driver/nvidia/gpus``."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        ids = [d for d in visible.split(",") if d.strip()]
+        return 0 if not ids or ids[0].strip() == "-1" else len(ids)
+    gpus = Path("/proc/driver/nvidia/gpus")
+    return len(list(gpus.iterdir())) if gpus.is_dir() else 0
+
+
+def _torch_cuda() -> bool:
+    """Whether torch can train on a GPU here (imports torch only when a GPU is present)."""
+    if _local_gpus() == 0:
+        return False
     import torch
 
-    return torch.cuda.device_count()
+    return torch.cuda.is_available()
 
 
 def _check_search(exp: Experiment, task: AnyTask, pool: Sequence[Candidate],

@@ -13,8 +13,9 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
 from sublayer_search.analysis.paths import unusable_folder
-from sublayer_search.models.data import DataConfig
-from sublayer_search.models.train import TrainConfig, TrialSpec
+from sublayer_search.models.data.config import DataConfig
+from sublayer_search.models.specs import TrialSpec
+from sublayer_search.models.train_config import TrainConfig
 
 from .config import read_yaml
 from .problems import ExperimentError, Problem, from_validation_error

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 import pydantic
 
-from sublayer_search.models.data import DataError
+from sublayer_search.models.data.errors import DataError
 from sublayer_search.models.train_config import TrainConfig, flat_settings
-from sublayer_search.models.trainer import FitResult, Report
 from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.records import best
+
+if TYPE_CHECKING:
+    from sublayer_search.models.trainer import FitResult, Report
 
 from ..problems import Problem, from_validation_error, problems_from
 

@@ -4,22 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sublayer_search.models.accounting import flops_per_token, param_count
 from sublayer_search.models.config import ModelConfig, model_preset
-from sublayer_search.models.data import DataConfig, DataError, corpus_info, load_corpus
-from sublayer_search.models.data.corpus import check_text_files
+from sublayer_search.models.data.config import DataConfig
+from sublayer_search.models.data.corpus import check_text_files, load_corpus
 from sublayer_search.models.data.download import cache_root, resolve_files
-from sublayer_search.models.data.registry import get_spec
-from sublayer_search.models.train import TrialSpec, fit, main_metric
+from sublayer_search.models.data.errors import DataError
+from sublayer_search.models.data.registry import corpus_info, get_spec
+from sublayer_search.models.specs import TrialSpec, main_metric
 from sublayer_search.models.train_config import TrainConfig
-from sublayer_search.models.trainer import FitResult, Report
 from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.cost import f_units_for, units
 from sublayer_search.spaces.order import interleaved
 
 from ..guidance_axis import label_of
+
+if TYPE_CHECKING:
+    from sublayer_search.models.trainer import FitResult, Report
+
 from ..problems import Problem, problems_from
 from .base import HasParams, Task, obtain_corpus, validate_section
 from .registry import register
@@ -133,4 +137,6 @@ class LMTask(Task[ModelConfig, DataConfig, None, TrialSpec]):
 
     def fit(self, spec: TrialSpec, report: Report, *, checkpoint_dir: str | None = None,
             resume_from: str | None = None) -> FitResult:
+        from sublayer_search.models.train import fit  # torch: only to train
+
         return fit(spec, report, checkpoint_dir=checkpoint_dir, resume_from=resume_from)
