@@ -280,10 +280,10 @@ def run_sweep(plan: SweepPlan, *, resume: bool = False, address: str | None = No
     started = connect(plan, address)
     try:
         check_cluster(plan)
+        client = ensure_store(uri)
         if not resume:  # before any MLflow run exists: --resume after a kill finds this run
             storage.mkdir(parents=True, exist_ok=True)
             _pointer(plan).write_text(ray_run)
-        client = ensure_store(uri)
         exp_id, parent_id = open_sweep_run(client, plan, ray_run, resume=resume)
         label_experiment(client, exp_id, plan)
         reused: dict[tuple[str, int, str], str] = {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
+import os
 import subprocess
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -40,11 +41,33 @@ def metrics_of(result: dict[str, Any]) -> dict[str, float]:
             if k not in _NOT_METRICS and isinstance(v, int | float) and not isinstance(v, bool)}
 
 
+def _create_sqlite(path: Path) -> None:
+    """Create a new SQLite store whole or not at all: MLflow builds its tables in a private
+    file that is then linked into place (a driver killed halfway through MLflow's table
+    creation left a file that every later start refused: "table … already exists")."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for stale in path.parent.glob(f".{path.name}.*.part*"):  # of a process killed meanwhile
+        pid = stale.name.removeprefix(f".{path.name}.").split(".")[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            stale.unlink(missing_ok=True)
+    if path.exists():
+        return
+    part = path.with_name(f".{path.name}.{os.getpid()}.part")
+    part.unlink(missing_ok=True)
+    MlflowClient(tracking_uri=f"sqlite:///{part}").search_experiments(max_results=1)
+    try:
+        os.link(part, path)  # atomic, and never over a store another process just made
+    except FileExistsError:
+        pass
+    finally:
+        for left in (part, part.with_name(part.name + "-journal")):
+            left.unlink(missing_ok=True)
+
+
 def ensure_store(uri: str) -> MlflowClient:
     """A client whose store exists (a new SQLite file is created here, once, by the driver)."""
     if uri.startswith("sqlite:///"):
-        Path(uri.removeprefix("sqlite:///")).expanduser().resolve().parent.mkdir(parents=True,
-                                                                                 exist_ok=True)
+        _create_sqlite(Path(uri.removeprefix("sqlite:///")).expanduser().resolve())
     client = MlflowClient(tracking_uri=uri)
     client.search_experiments(max_results=1)
     return client

@@ -23,7 +23,7 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 from ray.tune import Callback
 
-from sublayer_search.spaces.records import STATUS_KEY, Role, Tag, TrialStatus, best, final
+from sublayer_search.spaces.records import STATUS_KEY, Role, Tag, TrialStatus, final
 
 from .plan import SweepPlan, Trial
 from .tracking import _chunks, _fmt, _model_dict, environment_tags, metrics_of
@@ -90,6 +90,9 @@ class MlflowTracking(Callback):
             metrics = [Metric(k, v, ts, s) for k, v, ts, s in op.get("metrics", [])]
             if step is not None and step <= self._logged.get(tid, -1):
                 metrics = []  # logged before a restart or a resume
+            if op.get("once"):  # final values: a driver killed after writing them wrote them
+                metrics = [m for m in metrics if not any(
+                    h.step == m.step for h in self.client.get_metric_history(run_id, m.key))]
             tags = [RunTag(k, v) for k, v in op.get("tags", {}).items()]
             if metrics or tags:
                 self.client.log_batch(run_id, metrics=metrics, tags=tags)
@@ -226,13 +229,12 @@ class MlflowTracking(Callback):
         now = int(time.time() * 1000)
         step = int(last.get("step", 0))
         finals = []
-        for key, name in ((metric, final(metric)), (best(metric), best(metric))):
-            value = last.get(key)
-            if isinstance(value, int | float) and math.isfinite(value):
-                finals.append([name, float(value), now, step])
+        value = last.get(metric)  # best(metric) is in every report already: not again
+        if isinstance(value, int | float) and math.isfinite(value):
+            finals.append([final(metric), float(value), now, step])
         tags = {Tag.STATUS: status.value, Tag.STEPS: str(step),
                 **{k: _fmt(v) for k, v in extra.items()}}
-        self._submit({"op": "batch", "trial": tid, "metrics": finals, "tags": tags})
+        self._submit({"op": "batch", "trial": tid, "metrics": finals, "tags": tags, "once": True})
         if isinstance(last.get("routing_bleu"), str | dict):
             matrix = last["routing_bleu"]
             text = matrix if isinstance(matrix, str) else json.dumps(matrix, indent=1)
