@@ -11,8 +11,10 @@ non-pad token and builds 4-D float masks. The plain model and M2M100 are timed i
 alternating rounds (median round; tokens = non-pad target tokens); each IOT model with N
 decoder orders is timed alternating with the plain model and reported as cost per step
 relative to it (the paper: 1.72× at N = 2, 2.47× at N = 3 per epoch). Peak memory: a
-child process per model runs the warm-up and timed steps alone and reports the growth of
-its peak RSS over the RSS before the first step (CUDA: ``max_memory_allocated``).
+child process per model (glibc's mmap threshold at 128 KiB, so freed buffers leave the
+RSS) runs the warm-up and timed steps alone and reports its peak RSS over the RSS before
+the first step: gradients, AdamW state, activations and transient buffers (CUDA:
+``max_memory_allocated`` over the allocation before the first step).
 
     .venv/bin/python benchmarks/seq2seq_throughput.py --rounds 7 --steps 2 --iot 2 3
 
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
+import os
 import statistics
 import subprocess
 import sys
@@ -170,9 +172,11 @@ def make_step(model: torch.nn.Module, name: str, args: argparse.Namespace) -> Ca
     return step
 
 
-def rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * resource.getpagesize()
+def rss_bytes(field: str = "VmRSS") -> int:
+    """``VmRSS`` (now) or ``VmHWM`` (peak since the last reset) of this process."""
+    with open("/proc/self/status") as f:
+        line = next(line for line in f if line.startswith(field + ":"))
+    return int(line.split()[1]) * 1024
 
 
 def peak_memory(name: str, args: argparse.Namespace) -> int:
@@ -185,17 +189,22 @@ def peak_memory(name: str, args: argparse.Namespace) -> int:
             step()
         return torch.cuda.max_memory_allocated() - base
     base = rss_bytes()
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # reset the peak (VmHWM) to the RSS now
     for _ in range(args.warmup + args.steps):
         step()
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
+    return rss_bytes("VmHWM") - base
 
 
 def child_memory(name: str, argv: list[str]) -> int:
+    # every large block mapped on its own, so that a freed one leaves the RSS at once
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"}
     out = subprocess.run(
         [sys.executable, __file__, *argv, "--memory-of", name],
         check=True,
         capture_output=True,
         text=True,
+        env=env,
     ).stdout
     return int(out.strip().splitlines()[-1])
 

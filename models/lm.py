@@ -282,7 +282,11 @@ class OrderedLM(nn.Module):
         if self.adaptive_softmax is not None:
             if targets is None:
                 return LMOutput(None, None)
-            out = self.adaptive_softmax(h.reshape(-1, h.shape[-1]), targets.reshape(-1))
+            # float32, outside autocast: torch's adaptive softmax mixes dtypes under CPU
+            # autocast (float32 output buffer, bfloat16 cluster log-probabilities)
+            with torch.autocast(h.device.type, enabled=False):
+                out = self.adaptive_softmax(h.reshape(-1, h.shape[-1]).float(),
+                                            targets.reshape(-1))
             return LMOutput(out.loss, None)
         if targets is not None and self._fused_head(h):
             assert self.head is not None
