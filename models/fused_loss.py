@@ -115,11 +115,12 @@ class _LinearCrossEntropy(torch.autograd.Function):
     def backward(ctx: Any, grad_out: Tensor) -> tuple[Tensor | None, ...]:
         grad_h, grad_w, losses = ctx.grads
         ctx.grads = None
+        # the buffers are this function's own and used once: scaled in place, no copies
         return (
-            None if grad_h is None else grad_h * grad_out.to(grad_h.dtype),
-            None if grad_w is None else grad_w * grad_out.to(grad_w.dtype),
+            None if grad_h is None else grad_h.mul_(grad_out.to(grad_h.dtype)),
+            None if grad_w is None else grad_w.mul_(grad_out.to(grad_w.dtype)),
             None,
-            None if losses is None else losses * grad_out.to(losses.dtype),
+            None if losses is None else losses.mul_(grad_out.to(losses.dtype)),
             None,
             None,
             None,
