@@ -16,7 +16,7 @@ Printed (all counts must be 0):
 - evaluations logged twice: (run, metric, step) pairs with more than one point;
 and the overhead of the kills: wall time of all attempts against the unkilled run.
 
-    .venv/bin/python benchmarks/resume_soak.py                # 10 kills, 6 trials
+    .venv/bin/python benchmarks/resume_soak.py                # 10 kills, 8 trials
     .venv/bin/python benchmarks/resume_soak.py --kills 3 --trials 3 --steps 120
 """
 
@@ -173,11 +173,11 @@ def audit(folder: Path, trials: int) -> dict[str, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kills", type=int, default=10)
-    parser.add_argument("--trials", type=int, default=6, choices=range(1, len(ORDERS) + 1))
-    parser.add_argument("--steps", type=int, default=400)
-    parser.add_argument("--every", type=int, default=40)
+    parser.add_argument("--trials", type=int, default=8, choices=range(1, len(ORDERS) + 1))
+    parser.add_argument("--steps", type=int, default=800)
+    parser.add_argument("--every", type=int, default=80)
     parser.add_argument("--min-s", type=float, default=8.0, help="earliest kill after a start")
-    parser.add_argument("--max-s", type=float, default=60.0, help="latest kill after a start")
+    parser.add_argument("--max-s", type=float, default=40.0, help="latest kill after a start")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
