@@ -25,6 +25,8 @@ from ray import tune
 from ray.tune.schedulers import FIFOScheduler
 from ray.tune.search import ConcurrencyLimiter
 
+from sublayer_search.spaces.records import ended_status
+
 from .checkpoints import fill_checkpoint_gaps
 from .links import label_experiment
 from .local_ray import shutdown_ray, start_local_ray
@@ -143,7 +145,7 @@ def _rows(results: Any, plan: SweepPlan) -> list[dict[str, Any]]:
         rows.append({
             "name": cfg.get("name"), "order": cfg.get("order"), "seed": cfg.get("seed"),
             "family": "baseline" if cfg.get("baseline") else cfg.get("space"),
-            "status": "failed" if res.error else last.get("status", "finished"),
+            "status": "failed" if res.error else str(ended_status(last, plan.experiment.train.steps)),
             "steps": last.get("step"), plan.metric: last.get(plan.metric),
             f"best_{plan.metric}": last.get(f"best_{plan.metric}"),
         })

@@ -23,7 +23,7 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 from ray.tune import Callback
 
-from sublayer_search.spaces.records import STATUS_KEY, Role, Tag, TrialStatus, final
+from sublayer_search.spaces.records import Role, Tag, TrialStatus, ended_status, final
 
 from .plan import SweepPlan, Trial
 from .tracking import _chunks, _fmt, _model_dict, environment_tags, metrics_of
@@ -249,13 +249,11 @@ class MlflowTracking(Callback):
         self._submit({"op": "end", "trial": tid, "status": mlflow_status})
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        last = trial.last_result or {}
-        status = last.get(STATUS_KEY, TrialStatus.FINISHED)
-        steps = self.plan.experiment.train.steps
+        status = ended_status(trial.last_result or {}, self.plan.experiment.train.steps)
         if status == TrialStatus.DIVERGED:
             self._finish(trial, TrialStatus.DIVERGED, "FAILED",
                          {Tag.ERROR: "loss became NaN or inf"})
-        elif status == TrialStatus.RUNNING and int(last.get("step", steps)) < steps:
+        elif status == TrialStatus.STOPPED:
             self._finish(trial, TrialStatus.STOPPED, "FINISHED", {Tag.STOPPED_BY: "scheduler"})
         else:
             self._finish(trial, TrialStatus.FINISHED, "FINISHED", {})

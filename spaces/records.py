@@ -17,12 +17,13 @@ all import, so a metric name, a tag key or a status is spelled once. It lives in
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from enum import StrEnum
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 __all__ = [
     "BEST_PREFIX", "FAILED_STATUSES", "FINAL_PREFIX", "ROUTE_SHARE_PREFIX", "STATUS_KEY", "Direction", "Role",
-    "Tag", "TrialStatus", "best", "direction", "final", "is_better", "main_metric_for_level",
+    "Tag", "TrialStatus", "best", "direction", "ended_status", "final", "is_better", "main_metric_for_level",
     "route_share", "route_share_code",
 ]
 
@@ -89,6 +90,17 @@ ROUTE_SHARE_PREFIX: Final = "route_share_"
 
 _ROUTE_SHARE = re.compile(rf"^{ROUTE_SHARE_PREFIX}(\d+)$")
 _HIGHER_IS_BETTER = ("bleu", "acc", "accuracy", "f1")
+
+
+def ended_status(last: Mapping[str, Any], steps: int) -> TrialStatus:
+    """How a trial that Ray ended without an error ended, from its last report: diverged,
+    stopped by the scheduler (still running short of ``steps``), or finished."""
+    status = last.get(STATUS_KEY, TrialStatus.FINISHED)
+    if status == TrialStatus.DIVERGED:
+        return TrialStatus.DIVERGED
+    if status == TrialStatus.RUNNING and int(last.get("step", steps)) < steps:
+        return TrialStatus.STOPPED
+    return TrialStatus.FINISHED
 
 
 def final(metric: str) -> str:

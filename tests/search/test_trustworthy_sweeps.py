@@ -79,6 +79,9 @@ def test_asha_stops_candidates_only_and_studies_keep_them_apart(local_ray, tmp_p
     assert stopped, "ASHA stopped no trial: the test must see one stopped"
     for name in stopped:
         assert int(tags[name]["sublayer.steps"]) < 30 and tags[name]["sublayer.baseline"] == "false"
+    # the sweep's closing table says the same as MLflow (it used to say "running")
+    assert {r["name"] for r in outcome.trials if r["status"] == "stopped"} == stopped
+    assert {r["status"] for r in outcome.trials} <= {"stopped", "finished"}
     for name, t in tags.items():
         if t["sublayer.baseline"] == "true":  # never stopped early
             assert t["sublayer.status"] == "finished" and t["sublayer.steps"] == "30", name

@@ -173,3 +173,13 @@ def test_counts() -> None:
     with pytest.raises(OrderError) as info:
         counts("sfx")
     assert info.value.position == 2
+
+
+def test_ended_status_of_a_trial_ray_ended() -> None:
+    from sublayer_search.spaces.records import TrialStatus, ended_status
+
+    assert ended_status({"status": "running", "step": 30}, 30) == TrialStatus.FINISHED
+    assert ended_status({"status": "running", "step": 10}, 30) == TrialStatus.STOPPED
+    assert ended_status({"status": "diverged", "step": 10}, 30) == TrialStatus.DIVERGED
+    assert ended_status({"status": "finished", "step": 30}, 30) == TrialStatus.FINISHED
+    assert ended_status({}, 30) == TrialStatus.FINISHED
