@@ -52,6 +52,8 @@ class MlflowTracking(Callback):
         self._logged: dict[str, int] = {}  # highest evaluation step the run holds
         self._opened: set[str] = set()
         self._placed: set[str] = set()
+        self._process: dict[str, tuple[Any, Any]] = {}  # trial -> (pid, node) of its reports
+        self._restarts: dict[str, int] = {}
         self._done: set[str] = set()
         self._env = environment_tags()
         self.buffer = WriteBuffer(
@@ -201,13 +203,33 @@ class MlflowTracking(Callback):
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         """Ray restarts the trial from its last checkpoint (maybe on another node)."""
         self._open_trial(trial)
-        self._placed.discard(trial.trial_id)  # where it runs next is tagged again
-        self._submit({"op": "batch", "trial": trial.trial_id,
-                      "tags": {RESTARTS: str(trial.num_failures)}})
+        self._restarted(trial, int(getattr(trial, "num_failures", 0) or 0))
+
+    def _restarted(self, trial: Any, count: int) -> None:
+        """Tag the restart count (once per restart) and tag where the trial runs next."""
+        tid = trial.trial_id
+        if count <= self._restarts.get(tid, 0):
+            return
+        self._restarts[tid] = count
+        self._placed.discard(tid)
+        self._process.pop(tid, None)  # its next report comes from the new process
+        self._submit({"op": "batch", "trial": tid, "tags": {RESTARTS: str(count)}})
+
+    def _seen_in(self, trial: Any, result: dict) -> None:
+        """A report from a new process of a trial this driver saw before is a restart, even
+        when Ray did not call :meth:`on_trial_recover` (a lost node's actor can fail before
+        its training task does, and Ray then restarts the trial on that path)."""
+        tid, where = trial.trial_id, (result.get("pid"), result.get("node_id"))
+        before = self._process.get(tid)
+        self._process[tid] = where
+        if before is not None and where != before and None not in where:
+            failures = int(getattr(trial, "num_failures", 0) or 0)
+            self._restarted(trial, max(failures, self._restarts.get(tid, 0) + 1))
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict,
                         **info: Any) -> None:
         self._open_trial(trial)
+        self._seen_in(trial, result)
         tags: dict[str, str] = {}
         if trial.trial_id not in self._placed and "node_id" in result:
             self._placed.add(trial.trial_id)
