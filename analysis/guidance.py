@@ -176,14 +176,8 @@ def guidance_study(
             "value": rows[column].to_numpy(dtype=float),
             **{
                 c: rows[c].to_numpy()
-                for c in (
-                    "guidance",
-                    "guidance_mode",
-                    "guidance_blocks",
-                    "guidance_pairing",
-                    "guidance_alpha",
-                    "params",
-                )
+                for c in GROUP_COLUMNS
+                if c not in ("candidate", "params_change")
             },
             "run_id": rows["run_id"].to_numpy(),
         }

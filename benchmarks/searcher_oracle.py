@@ -64,26 +64,18 @@ def _random(table: OrderTable, seed: int) -> Searcher:
     return GridSearcher([Trial.of(c, 0) for c in cands], metric=table.metric, mode=table.mode)
 
 
-def _tpe(table: OrderTable, seed: int) -> Searcher:
-    return OptunaTrials(
-        table.candidates(),
-        num_samples=10**6,
-        seeds=[0],
-        metric=table.metric,
-        mode=table.mode,
-        seed=seed,
-    )
+def _model_based(cls: type[OptunaTrials] | type[SurrogateSearcher]) -> Callable[[OrderTable, int], Searcher]:
+    """TPE or the surrogate over the table's candidates, one seed each, no sample limit."""
+
+    def make(table: OrderTable, seed: int) -> Searcher:
+        return cls(table.candidates(), num_samples=10**6, seeds=[0], metric=table.metric,
+                   mode=table.mode, seed=seed)
+
+    return make
 
 
-def _surrogate(table: OrderTable, seed: int) -> Searcher:
-    return SurrogateSearcher(
-        table.candidates(),
-        num_samples=10**6,
-        seeds=[0],
-        metric=table.metric,
-        mode=table.mode,
-        seed=seed,
-    )
+_tpe = _model_based(OptunaTrials)
+_surrogate = _model_based(SurrogateSearcher)
 
 
 def _evolution(table: OrderTable, seed: int) -> Searcher:
