@@ -62,6 +62,14 @@ class SpaceSpec(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
     type: Literal["permutations", "budgeted", "sandwich", "explicit", "iot_subsets", "par",
                   "macaron"]
+    seeds: Seeds | None = None
+    """This space's seeds (grid search), replacing the sweep's ``seeds`` for its orders:
+    e.g. three seeds for the sandwich family, one per random permutation."""
+
+    @property
+    def seed_list(self) -> list[int] | None:
+        s = self.seeds
+        return None if s is None else list(range(s)) if isinstance(s, int) else list(s)
 
     @property
     def args(self) -> dict[str, Any]:

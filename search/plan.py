@@ -154,11 +154,18 @@ def _space_error_path(prefix: str, exc: Exception, original: dict[str, Any]) -> 
     return prob
 
 
-def _expand_spaces(exp: Experiment, task: AnyTask, problems: list[Problem]) -> list[Candidate]:
+def _expand_spaces(exp: Experiment, task: AnyTask, problems: list[Problem],
+                   seeds_of: dict[tuple[str, str], list[int]]) -> list[Candidate]:
+    """Every space's candidates; ``seeds_of`` gets the seeds of spaces that set their own,
+    keyed by (space, candidate name)."""
     out: list[Candidate] = []
     many = isinstance(exp.space, list)
     for i, space in enumerate(exp.spaces):
         prefix = f"space[{i}]" if many else "space"
+        if space.seeds is not None and exp.search.algorithm != "grid":
+            problems.append(Problem(f"{prefix}.seeds", space.seeds, "no seeds per space with "
+                                    f"search.algorithm {exp.search.algorithm} (grid only; "
+                                    "set the sweep's seeds)"))
         unfit = task.space_problem(space.type)
         if unfit is not None:
             problems.append(Problem(f"{prefix}.type", space.type, unfit))
@@ -167,8 +174,12 @@ def _expand_spaces(exp: Experiment, task: AnyTask, problems: list[Problem]) -> l
             kind, args, extra = task.space_args(space.type, space.args)
             cands = expand(space.type, space_arguments(args), kind=kind)
             suffix = "_enc" if extra.get("side") == "encoder" else ""
-            out.extend(replace(c, name=c.name + suffix, params={**c.params, **extra})
-                       for c in cands)
+            cands = [replace(c, name=c.name + suffix, params={**c.params, **extra})
+                     for c in cands]
+            out.extend(cands)
+            for c in cands if space.seed_list is not None else ():
+                seeds_of[(c.space, c.name)] = sorted({*seeds_of.get((c.space, c.name), []),
+                                                      *space.seed_list})
         except ValueError as exc:
             problems.append(_space_error_path(prefix, exc, space.args))
     return out
@@ -325,7 +336,8 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
     elif exp.translation:
         problems.append(Problem("translation", exp.translation, f"no translation section in an "
                                 f"{task.name} experiment (set task: translation)"))
-    pool = _expand_spaces(exp, task, problems)
+    seeds_of: dict[tuple[str, str], list[int]] = {}
+    pool = _expand_spaces(exp, task, problems, seeds_of)
     base = _baseline(exp, task, pool, template, problems)  # unguided, at the space's budget
     pool = cross(pool, list(guidance))
     if check_resources:  # a real sweep: where it will run and write
@@ -375,7 +387,8 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
             add(base, seed, True)
     if exp.search.algorithm == "grid":
         for cand in pool:
-            for seed in exp.seed_list:
+            key = (cand.space, cand.name.split("+")[0])  # a guided copy: its space's seeds
+            for seed in seeds_of.get(key, exp.seed_list):
                 add(cand, seed, False)
     return SweepPlan(experiment=exp, source=source, model=template, data=data, extra=extra,
                      candidates=pool, baseline=base, trials=trials, metric=metric, task=task)

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -42,10 +43,12 @@ from .tracking import (
     finished_trials,
     open_sweep_run,
 )
-from .tracking_buffer import TrackingOutage
+from .tracking_buffer import TrackingOutage, WriteBuffer
 from .tracking_callback import MlflowTracking
 from .trainable import train_trial
 from .warm_start import with_warm_start
+
+log = logging.getLogger(__name__)
 
 __all__ = ["SweepOutcome", "run_sweep", "connect", "latest_run_name", "TrackingOutage"]
 
@@ -257,6 +260,25 @@ def _write_backlog(callback: MlflowTracking, backlog: Path, uri: str) -> None:
         f"{held} unwritten MLflow write(s) in {backlog}", backlog)
 
 
+def _close(client: Any, exp_id: str, parent_id: str, status: str, limit_s: float,
+           backlog: Path) -> None:
+    """Close the sweep's parent run (and children left RUNNING), riding out an MLflow outage
+    like any buffered write; past ``limit_s`` raise :class:`TrackingOutage` (``--resume``
+    closes it) unless another exception is already on its way out."""
+    closer = WriteBuffer(lambda op: close_sweep(client, exp_id, parent_id, op["status"]),
+                         limit_s=limit_s, max_ops=1)
+    closer.ops.append({"status": status})
+    if closer.drain():
+        return
+    message = (f"MLflow was unreachable for {closer.outage_s:.0f} s while the sweep's run was "
+               f"closed (tracking.outage_limit_s = {limit_s:g}; last error: "
+               f"{closer.last_error}); sublayer sweep --resume closes it")
+    if sys.exc_info()[0] is not None:
+        log.warning(message)
+        return
+    raise TrackingOutage(message, backlog)
+
+
 def run_sweep(plan: SweepPlan, *, resume: bool = False, address: str | None = None,
               tracking_uri: str | None = None) -> SweepOutcome:
     """Run (or resume) the sweep; every trial ends up as a closed MLflow child run."""
@@ -332,7 +354,7 @@ def run_sweep(plan: SweepPlan, *, resume: bool = False, address: str | None = No
             raise
         finally:
             if status:
-                close_sweep(client, exp_id, parent_id, status)
+                _close(client, exp_id, parent_id, status, callback.buffer.limit_s, backlog)
         return SweepOutcome(experiment_id=exp_id, parent_run_id=parent_id, ray_run=ray_run,
                             trials=_rows(results, plan), reused=len(reused),
                             interrupted=interrupted)

@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from helpers import REPO, SUBLAYER, ray_cluster, scratch, start, stop, tail, write_experiment
 from mlflow.tracking import MlflowClient
@@ -49,6 +50,21 @@ def _trials(uri: str) -> list:
     return []
 
 
+def _kill_node(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL a node as if its machine were gone: its ``ray start``, the raylet and every
+    process below them. Killing the process group is not enough: Ray's workers can lead
+    process groups of their own, and an orphaned trial actor may go on reporting (CI saw a
+    victim finish with no restart)."""
+    root = psutil.Process(proc.pid)
+    every = [*root.children(recursive=True), root]  # listed before any dies (no reparenting)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    for p in every:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    psutil.wait_procs(every, timeout=30)
+
+
 def test_trial_on_a_lost_worker_node_continues_on_the_other_node(tmp_path: Path) -> None:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     path = write_experiment(tmp_path, NAME, orders=ORDERS, tracking_uri=uri, train=TRAIN,
@@ -74,8 +90,7 @@ def test_trial_on_a_lost_worker_node_continues_on_the_other_node(tmp_path: Path)
                         victim = run
             # an evaluation in MLflow: its checkpoint was saved first (tune.report) and the
             # driver knows it; the kill comes at once, while the trial still trains
-            worker = cluster.procs[1]
-            os.killpg(worker.pid, signal.SIGKILL)  # the raylet and every process of the node
+            _kill_node(cluster.procs[1])
             evals = len(client.get_metric_history(victim.info.run_id, "val_loss"))
             assert client.get_run(victim.info.run_id).info.status == "RUNNING" and \
                 evals < TRAIN["steps"] // TRAIN["eval_every"], "the trial ended before the kill"
@@ -94,7 +109,8 @@ def test_trial_on_a_lost_worker_node_continues_on_the_other_node(tmp_path: Path)
         assert run.info.status == "FINISHED", (run.info.run_name, run.data.tags)
         assert run.data.tags["sublayer.status"] == "finished"
     assert moved.info.run_id == victim.info.run_id
-    assert moved.data.tags.get("sublayer.restarts") == "1", moved.data.tags
+    assert moved.data.tags.get("sublayer.restarts") == "1", sorted(
+        f"{k}={v}" for k, v in moved.data.tags.items() if k.startswith(("sublayer.", "ray.")))
     assert "sublayer.restarts" not in other.data.tags
     assert moved.data.tags["ray.node_id"] == head, "the restarted trial is not tagged with the " \
                                                    "node it finished on"

@@ -140,3 +140,38 @@ def test_mlflow_outage_is_buffered_and_resume_completes_training_and_logging(
             assert "final_val_bpc" in run.data.metrics
             assert _points(server.url)[run.info.run_name] == list(
                 range(every, TRAIN["steps"] + 1, every)), run.info.run_name
+
+
+def test_closing_the_sweep_rides_out_an_outage(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep ended while MLflow was down (CI saw this): its parent run is closed once the
+    server is back; an outage past the limit raises TrackingOutage, naming --resume."""
+    import threading
+
+    from sublayer_search.search.sweep import _close
+    from sublayer_search.search.tracking_buffer import TrackingOutage
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
+    with tracking_server(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "mlflow") as server:
+        client = MlflowClient(server.url)
+        exp_id = client.create_experiment("closing")
+        parent = client.create_run(exp_id).info.run_id
+        child = client.create_run(exp_id, tags={"mlflow.parentRunId": parent}).info.run_id
+        backlog = tmp_path / "backlog.jsonl"
+
+        server.stop()
+        with pytest.raises(TrackingOutage, match="--resume"):
+            _close(client, exp_id, parent, "FINISHED", 1.0, backlog)
+
+        closer = threading.Thread(target=_close,
+                                  args=(client, exp_id, parent, "FINISHED", 120.0, backlog))
+        closer.start()
+        time.sleep(2.0)
+        assert closer.is_alive(), "the close returned while the server was down"
+        server.start()
+        closer.join(timeout=120)
+        assert not closer.is_alive()
+        assert client.get_run(parent).info.status == "KILLED"  # a child was left RUNNING
+        assert client.get_run(child).info.status == "KILLED"
+        assert client.get_run(child).data.tags["sublayer.status"] == "killed"

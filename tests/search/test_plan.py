@@ -83,6 +83,38 @@ def test_seeds_count_or_list(seeds: Any, expected: list[int]) -> None:
     assert [t.seed for t in plan.trials if t.baseline] == [5]
 
 
+def test_a_space_sets_its_own_seeds() -> None:
+    plan = _plan(space=[{"type": "permutations", "n_s": 2, "n_f": 2, "count": 2, "seed": 0},
+                        {"type": "sandwich", "n": 2, "k": [1], "seeds": 3}],
+                 seeds=[0], baseline={"seeds": 2})
+    by_space = {s: [(t.name, t.seed) for t in plan.trials if t.space == s and not t.baseline]
+                for s in ("permutations", "sandwich")}
+    assert [seed for _, seed in by_space["permutations"]] == [0] * len(
+        by_space["permutations"])
+    assert by_space["sandwich"] == [(f"sandwich2_1@seed{i}", i) for i in range(3)]
+    guided = _plan(space={"type": "sandwich", "n": 4, "k": [2], "seeds": [4, 5]},
+                   model={"preset": "debug", "guidance": [{"mode": "none"},
+                                                           {"mode": "hard", "blocks": ["ffn"]}]})
+    assert sorted(t.name for t in guided.trials if not t.baseline) == [
+        "sandwich4_2+hg-ffn@seed4", "sandwich4_2+hg-ffn@seed5",
+        "sandwich4_2@seed4", "sandwich4_2@seed5"]
+
+
+@pytest.mark.parametrize(("seeds", "expected"), [
+    (0, "a number >= 1"), ([1, 1], "distinct"), ("x", "a list")])
+def test_bad_space_seeds_name_the_field(seeds: Any, expected: str) -> None:
+    with pytest.raises(ExperimentError) as err:
+        _plan(space={"type": "sandwich", "n": 4, "k": [1], "seeds": seeds})
+    assert "space.seeds" in str(err.value) and expected in str(err.value)
+
+
+def test_space_seeds_need_grid_search() -> None:
+    with pytest.raises(ExperimentError) as err:
+        _plan(space={"type": "sandwich", "n": 4, "k": [1, 2], "seeds": 2},
+              search={"algorithm": "optuna", "num_samples": 2})
+    assert "space.seeds" in str(err.value) and "grid only" in str(err.value)
+
+
 def test_baseline_disabled() -> None:
     plan = _plan(space={"type": "sandwich", "n": 4, "k": [0, 3]}, seeds=2,
                  baseline={"enabled": False})
