@@ -20,7 +20,8 @@ from .significance import ADJUST  # light: the parser is built on every ``sublay
 
 __all__ = ["PAPERS", "add_arguments", "main", "run_analyze"]
 
-PAPERS = ("press2020", "zhu2021", "crossformer")
+PAPERS = ("press2020", "zhu2021", "crossformer", "mini_press2020")
+STUDIES = ("sweep", "replication")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,7 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--paper", choices=PAPERS,
                         help="analyse a paper's published numbers (press2020: Press et al. "
                              "2020; zhu2021: IOT, Zhu et al. 2021; crossformer: cross-layer "
-                             "guidance, Tables 1, 2, 3, 6)")
+                             "guidance, Tables 1, 2, 3, 6; mini_press2020: this product's "
+                             "own small-scale replication of Press et al., shipped as data)")
     parser.add_argument("--tracking-uri", default=None,
                         help="MLflow tracking URI (default: MLFLOW_TRACKING_URI / mlflow default)")
     parser.add_argument("--out", required=True, help="output folder for figures, CSVs, HTML")
@@ -43,6 +45,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--adjust", choices=ADJUST, default="holm",
                         help="adjustment of the seed tests' p-values for the number of "
                              "comparisons: holm (default), bh (Benjamini–Hochberg) or none")
+    parser.add_argument("--study", choices=STUDIES, default="sweep",
+                        help="sweep (default): the studies that apply to any sweep; "
+                             "replication: a Press et al. programme (random permutations, "
+                             "budgeted draws, sandwiches with seeds, baseline seeds) answered "
+                             "with tested single runs, Fig. 4, Fig. 5, seed noise and the "
+                             "learning curves' end slope (loads the histories)")
     parser.add_argument("--history", action="store_true",
                         help="also load metric histories and plot learning curves")
     parser.add_argument("--include-stopped", action="store_true",
@@ -86,6 +94,8 @@ def _run(args: argparse.Namespace) -> int:
             result = report.iot_paper_report(out)
         elif paper == "crossformer":
             result = report.crossformer_paper_report(out)
+        elif paper == "mini_press2020":
+            result = report.builtin_study_report(paper, out, straddle=straddle, adjust=adjust)
         else:
             result = report.paper_report(out, straddle=straddle, adjust=adjust)
     else:
@@ -94,19 +104,26 @@ def _run(args: argparse.Namespace) -> int:
         from .pooling import load_pooled
 
         uri = _store(getattr(args, "tracking_uri", None))
-        trials, history, routing = load_pooled(experiments, uri,
-                                               history=getattr(args, "history", False))
+        replication = getattr(args, "study", "sweep") == "replication"
+        trials, history, routing = load_pooled(
+            experiments, uri, history=getattr(args, "history", False) or replication)
         if getattr(args, "include_stopped", False):
             trials = with_stopped(trials)
         attention = None  # Table 7, from trained models: given by the caller (``search``)
         study = getattr(args, "attention_study", None)
         if study is not None and len(experiments) == 1 and not is_translation(trials):
             attention = study(experiments[0], uri)
-        result = report.experiment_report(
-            trials, out, title=_title(experiments), metric=getattr(args, "metric", None),
-            straddle=straddle, history=history, routing=routing, adjust=adjust,
-            attention=attention,
-        )
+        if replication:
+            from .replication_report import replication_report
+
+            result = replication_report(trials, history, out, title=_title(experiments),
+                                        straddle=straddle, adjust=adjust)
+        else:
+            result = report.experiment_report(
+                trials, out, title=_title(experiments), metric=getattr(args, "metric", None),
+                straddle=straddle, history=history, routing=routing, adjust=adjust,
+                attention=attention,
+            )
         for name in [] if getattr(args, "no_attach", False) else experiments:
             try:
                 run_id = report.attach_to_sweep(out, experiment=name, tracking_uri=uri)

@@ -113,6 +113,22 @@ def iot_paper_report(out_dir: str | Path) -> Report:
     return w.write()
 
 
+def builtin_study_report(name: str, out_dir: str | Path, *, straddle: str = "fractional",
+                         adjust: str = "holm") -> Report:
+    """The replication report of a study shipped as data (``analysis/data/<name>_*``)."""
+    from .replication_report import replication_report
+    from .study_export import builtin_export
+
+    study = builtin_export(name)
+    wall = study.meta.get("wall_time_s")
+    source = f"shipped export {name!r}" + (f", programme wall time {wall / 60:.0f} min"
+                                           if isinstance(wall, int | float) else "")
+    return replication_report(study.trials, study.history, out_dir,
+                              title=f"{name}: this product's small-scale replication of "
+                                    "Press et al. (2020)", source=source, straddle=straddle,
+                              adjust=adjust)
+
+
 def paper_report(out_dir: str | Path, *, straddle: str = "fractional",
                  adjust: str = "holm") -> Report:
     """Reproduce the Press et al. (2020) studies from the published numbers: Fig. 2 and 3

@@ -177,9 +177,10 @@ def _expand_spaces(exp: Experiment, task: AnyTask, problems: list[Problem],
             cands = [replace(c, name=c.name + suffix, params={**c.params, **extra})
                      for c in cands]
             out.extend(cands)
-            for c in cands if space.seed_list is not None else ():
+            own = space.seed_list
+            for c in cands if own is not None else ():
                 seeds_of[(c.space, c.name)] = sorted({*seeds_of.get((c.space, c.name), []),
-                                                      *space.seed_list})
+                                                      *(own or [])})
         except ValueError as exc:
             problems.append(_space_error_path(prefix, exc, space.args))
     return out

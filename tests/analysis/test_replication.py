@@ -1,0 +1,106 @@
+"""The replication studies: tested single runs, seed noise, learning-curve slopes, report."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from sublayer_search.analysis.frame import trials_frame
+from sublayer_search.analysis.replication import end_slopes, noise, single_runs
+from sublayer_search.analysis.replication_report import replication_report
+from sublayer_search.spaces.order import interleaved, sandwich_order
+
+BASE = [3.00, 3.02, 2.98, 3.01, 2.99]  # mean 3.00, sd 0.0158
+
+
+def _frame() -> pd.DataFrame:
+    rows = [dict(name=f"interleaved4@seed{i}", order=interleaved(4), family="baseline",
+                 seed=i, baseline=True, final=v) for i, v in enumerate(BASE)]
+    perms = {"ssssffff": 2.80, "ffffssss": 3.40, "sfsffssf": 3.01, "ssfsffsf": 2.99}
+    rows += [dict(name=f"perm{i:02d}@seed0", order=o, family="permutations", seed=0,
+                  baseline=False, final=v) for i, (o, v) in enumerate(perms.items())]
+    budgeted = {"sssfffs": 3.05, "fsfsfsss": 2.97}
+    rows += [dict(name=f"budget{i:02d}@seed0", order=o, family="budgeted", seed=0,
+                  baseline=False, final=v) for i, (o, v) in enumerate(budgeted.items())]
+    for k, values in {1: [2.95, 2.96, 2.97], 2: [2.90, 2.92, 2.91]}.items():
+        rows += [dict(name=f"sandwich4_{k}@seed{i}", order=sandwich_order(4, k), k=k,
+                      family="sandwich", seed=i, baseline=False, final=v)
+                 for i, v in enumerate(values)]
+    for i, row in enumerate(rows):
+        row.update(run_id=f"r{i}", metric="val_bpc", status="finished", best=row["final"])
+    return trials_frame(rows)
+
+
+def test_single_runs_are_prediction_interval_tests_adjusted_over_orders() -> None:
+    runs = single_runs(_frame(), "val_bpc", adjust="holm")
+    assert len(runs) == 6 and set(runs["family"]) == {"permutations", "budgeted"}
+    n, sd = len(BASE), float(np.std(BASE, ddof=1))
+    scale = sd * math.sqrt(1 + 1 / n)
+    best = runs.iloc[0]
+    assert best["order"] == "ssssffff" and best["difference"] == pytest.approx(-0.20)
+    p = 2 * stats.t.sf(0.20 / scale, n - 1)
+    assert best["p"] == pytest.approx(p)
+    crit = stats.t.ppf(0.975, n - 1)
+    assert best["ci_high"] == pytest.approx(-0.20 + crit * scale)
+    # Holm: ffffssss (0.40 off) has the smallest p, this one the second: times m - 1 = 5
+    assert runs["p"].min() < p and best["p_adjusted"] == pytest.approx(min(1.0, 5 * p))
+    assert best["verdict"] == "better"
+    worst = runs.iloc[-1]
+    assert worst["order"] == "ffffssss" and worst["verdict"] == "worse"
+    assert set(runs.iloc[1:-1]["verdict"]) == {"no evidence"}
+    assert int(runs["beats_average"].sum()) == 3  # 2.80, 2.99, 2.97 <= 3.00
+
+
+def test_noise_compares_order_spread_with_seed_spread() -> None:
+    frame = _frame()
+    study = noise(frame, "val_bpc")
+    orders = [2.80, 3.40, 3.01, 2.99, 3.05, 2.97]
+    ratio = np.var(orders, ddof=1) / np.var(BASE, ddof=1)
+    assert study.seed_n == 5 and study.order_n == 6
+    assert study.variance_ratio == pytest.approx(ratio)
+    assert study.ratio_p == pytest.approx(stats.f.sf(ratio, 5, 4))
+    assert study.ratio_ci[0] < ratio < study.ratio_ci[1]
+    assert study.order_share == pytest.approx(1 - 1 / ratio)
+    groups = [BASE, [2.95, 2.96, 2.97], [2.90, 2.92, 2.91]]
+    res = stats.f_oneway(*groups)
+    assert study.anova_groups == 3 and study.anova_f == pytest.approx(res.statistic)
+    assert study.anova_p == pytest.approx(res.pvalue) and 0 < study.icc <= 1
+    assert len(study.rows()) == 13
+
+
+def test_end_slopes_fit_lines_to_the_first_and_last_evaluations() -> None:
+    frame = _frame()
+    steps = np.arange(100, 1001, 100)
+    values = 4.0 * np.exp(-steps / 200) + 2.0  # fast early, flat at the end
+    history = pd.DataFrame({"run_id": "r0", "key": "val_bpc", "step": steps, "value": values})
+    slopes = end_slopes(history, frame, "val_bpc")
+    row = slopes.iloc[0]
+    assert row["name"] == "interleaved4@seed0"
+    early = stats.linregress(steps[:3], values[:3]).slope * 1000
+    late = stats.linregress(steps[-3:], values[-3:]).slope * 1000
+    assert row["early_slope_per_1k"] == pytest.approx(early)
+    assert row["end_slope_per_1k"] == pytest.approx(late)
+    assert 0 < row["end_to_early"] < 0.05
+
+
+def test_replication_report_answers_the_four_questions(tmp_path: Path) -> None:
+    frame = _frame()
+    steps = np.arange(100, 601, 100)
+    history = pd.concat([pd.DataFrame({"run_id": r, "key": "val_bpc", "step": steps,
+                                       "value": v + 1 / steps * 100})
+                         for r, v in zip(frame["run_id"], frame["final"], strict=True)])
+    report = replication_report(frame, history, tmp_path, title="synthetic")
+    html = report.html.read_text()
+    for heading in ("(a) Random orders against the average baseline, tested", "(b) Fig. 4",
+                    "(c) Fig. 5", "(d) Seed noise", "Learning curves: where training"):
+        assert heading in html, heading
+    names = {p.name for p in report.figures}
+    assert {"overview.png", "random_orders_tested.png", "fig4_halves.png",
+            "sandwich.png"} <= names
+    tested = pd.read_csv(tmp_path / "tables" / "random_orders_tested.csv")
+    assert len(tested) == 6 and "p_adjusted" in tested
