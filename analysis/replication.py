@@ -109,9 +109,10 @@ def noise(frame: pd.DataFrame, metric: str, *, families: tuple[str, ...] = RANDO
     seeds = rows.loc[rows["baseline"], "final"].to_numpy(dtype=float)
     orders = rows.loc[rows["family"].isin(families) & ~rows["baseline"], "final"]
     orders = orders.to_numpy(dtype=float)
-    s2, o2 = np.var(seeds, ddof=1), np.var(orders, ddof=1)
+    s2 = float(np.var(seeds, ddof=1)) if len(seeds) >= 2 else math.nan
+    o2 = float(np.var(orders, ddof=1)) if len(orders) >= 2 else math.nan
     df_o, df_s = len(orders) - 1, len(seeds) - 1
-    ratio = float(o2 / s2) if s2 > 0 else math.inf
+    ratio = float(o2 / s2) if s2 > 0 else math.inf if o2 > 0 else math.nan
     half = (1 - confidence) / 2
     ci = (ratio / float(stats.f.ppf(1 - half, df_o, df_s)),
           ratio / float(stats.f.ppf(half, df_o, df_s)))
@@ -128,7 +129,7 @@ def noise(frame: pd.DataFrame, metric: str, *, families: tuple[str, ...] = RANDO
         seed_sd=float(np.sqrt(s2)), seed_n=len(seeds), order_sd=float(np.sqrt(o2)),
         order_n=len(orders), variance_ratio=ratio, ratio_ci=ci,
         ratio_p=float(stats.f.sf(ratio, df_o, df_s)),
-        order_share=max(0.0, 1 - float(s2 / o2)) if o2 > 0 else 0.0,
+        order_share=max(0.0, 1 - float(s2 / o2)) if o2 > 0 else math.nan,
         anova_f=f_stat, anova_p=p_anova, icc=icc, anova_groups=len(groups))
 
 

@@ -31,7 +31,7 @@ def _band(ax: plt.Axes, base: BaselineStats, *, vertical: bool = False) -> None:
     line(base.mean, color="tab:red", linestyle="--", linewidth=1.1)
 
 
-def plot_overview(frame: pd.DataFrame, base: BaselineStats, halves: HalvesInfo, *,
+def plot_overview(frame: pd.DataFrame, base: BaselineStats, halves: HalvesInfo | None, *,
                   metric: str, title: str) -> Figure:
     """Three panels: models by family, the sandwich curve, metric against bottom-half s."""
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), layout="constrained")
@@ -66,6 +66,11 @@ def plot_overview(frame: pd.DataFrame, base: BaselineStats, halves: HalvesInfo, 
     ax.legend(fontsize=8, loc="best", framealpha=0.85)
 
     ax = axes[2]
+    if halves is None:
+        ax.text(0.5, 0.5, "no random models", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+        fig.suptitle(title)
+        return fig
     models = halves.models
     ax.scatter(models["bottom_s"], models["value"], s=18, color="black", alpha=0.75,
                label="random model (both tables)")

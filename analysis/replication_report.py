@@ -51,7 +51,8 @@ def replication_report(trials: pd.DataFrame, history: pd.DataFrame | None, out_d
     w = Writer(out_dir, title)
     trials_section(w, frame, metric=metric, base=base, source=source or None, history=history)
     pooled = frame[frame["family"].isin(RANDOM_FAMILIES) | frame["baseline"]]
-    halves = halves_study(pooled, metric=metric, straddle=straddle)
+    random = bool((pooled["family"].isin(RANDOM_FAMILIES) & ~pooled["baseline"]).any())
+    halves = halves_study(pooled, metric=metric, straddle=straddle) if random else None
     sec = w.section("The study at a glance")
     w.figure(sec, "overview", plot_overview(frame, base, halves, metric=metric, title=title))
     if history is not None and not history.empty:
@@ -62,10 +63,11 @@ def replication_report(trials: pd.DataFrame, history: pd.DataFrame | None, out_d
             distribution_and_halves(w, sub, label=label, stem=family, metric=metric,
                                     straddle=straddle, halves=False, fig=fig)
     _single_runs_section(w, frame, metric, adjust)
-    halves_section(w, pooled, label="random models of both tables pooled", stem="fig4",
-                   metric=metric, straddle=straddle, fig="(b) Fig. 4",
-                   text="As the paper defines Fig. 4: every random model (permutations and "
-                        "budgeted draws) split by the average of the baseline seeds. ")
+    if random:
+        halves_section(w, pooled, label="random models of both tables pooled", stem="fig4",
+                       metric=metric, straddle=straddle, fig="(b) Fig. 4",
+                       text="As the paper defines Fig. 4: every random model (permutations "
+                            "and budgeted draws) split by the average of the baseline seeds. ")
     plain = frame[(frame["family"] == "sandwich") | frame["baseline"]]
     if plain["k"].notna().any():
         sandwich_section(w, sandwich_curve(plain, metric=metric),

@@ -104,3 +104,25 @@ def test_replication_report_answers_the_four_questions(tmp_path: Path) -> None:
             "sandwich.png"} <= names
     tested = pd.read_csv(tmp_path / "tables" / "random_orders_tested.csv")
     assert len(tested) == 6 and "p_adjusted" in tested
+
+
+def test_analyze_study_replication_on_a_sweep(mlflow_store: str, tmp_path: Path) -> None:
+    """`sublayer analyze --study replication` on a store's sweep (sandwiches with seeds, no
+    random orders): the sections that apply, histories loaded without --history."""
+    import argparse
+
+    from analysis_helpers import SWEEP
+
+    from sublayer_search.analysis.cli import add_arguments, run_analyze
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    out = tmp_path / "rep"
+    args = parser.parse_args(["--experiment", SWEEP, "--tracking-uri", mlflow_store,
+                              "--out", str(out), "--study", "replication", "--no-attach"])
+    assert run_analyze(args) == 0
+    html = (out / "report.html").read_text()
+    assert "(c) Fig. 5: sandwich coefficient" in html and "(d) Seed noise" in html
+    assert "(a) Random orders" not in html  # none in this sweep
+    assert (out / "figures" / "overview.png").exists()
+    assert (out / "figures" / "history.png").exists()
