@@ -33,6 +33,10 @@ _EXPORTS = {
     "OrderedSeq2Seq": "seq2seq",
     "Seq2SeqConfig": "seq2seq_config",
     "seq2seq_preset": "seq2seq_config",
+    "Supernet": "supernet_model",
+    "SupernetConfig": "supernet_config",
+    "rank_orders": "supernet_rank",
+    "train_supernet": "supernet",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = sorted(_EXPORTS)
@@ -54,3 +58,7 @@ if TYPE_CHECKING:
     from sublayer_search.models.lm import AdaptiveInput, LMOutput, OrderedLM, capture_attention
     from sublayer_search.models.seq2seq import OrderedSeq2Seq
     from sublayer_search.models.seq2seq_config import Seq2SeqConfig, seq2seq_preset
+    from sublayer_search.models.supernet import train_supernet
+    from sublayer_search.models.supernet_config import SupernetConfig
+    from sublayer_search.models.supernet_model import Supernet
+    from sublayer_search.models.supernet_rank import rank_orders
