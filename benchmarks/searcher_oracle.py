@@ -5,7 +5,10 @@ default: Press et al. (2020)'s published WikiText-103 dev perplexities, Tables 1
 (40 random orders; the five baseline seeds averaged into one interleaved entry) and
 the two sandwich models with stated values (sandwich16_6: 17.84, sandwich16_15: 18.82):
 43 orders. Or ``--table CSV`` of a finished sweep (``sublayer analyze``'s
-``tables/trials.csv``: columns ``order`` and ``final``).
+``tables/trials.csv``, or an export's ``<name>_trials.csv``: columns ``order`` and
+``final``, finished trials only), or ``--export`` an export of ``sublayer export`` (its
+folder, its ``<name>_meta.json``, or a built-in study such as ``mini_press2020``; the
+metric and its direction come from the export).
 
 Each searcher runs over the table's orders as its candidate pool with seeds
 0..N-1, one trial at a time, until it suggests an order of the table's top k (ties with
@@ -24,6 +27,8 @@ the order-aware searcher's median <= half of random's.
 
     .venv/bin/python benchmarks/searcher_oracle.py --seeds 100
     .venv/bin/python benchmarks/searcher_oracle.py --table reports/x/tables/trials.csv --json
+    .venv/bin/python benchmarks/searcher_oracle.py --export mini_press2020
+    .venv/bin/python benchmarks/searcher_oracle.py --table analysis/data/mini_press2020_trials.csv
 """
 
 from __future__ import annotations
@@ -138,26 +143,36 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=50, help="searcher seeds (>= 50 for the target)")
     ap.add_argument("--k", type=int, default=5, help="the top k of the table to reach")
     ap.add_argument("--table", help="CSV of a finished sweep (columns order, final)")
+    ap.add_argument("--export", metavar="NAME|DIR",
+                    help="an export (sublayer export): built-in name, folder or NAME_meta.json")
+    ap.add_argument("--name", default=None, help="with --export DIR: the export's name")
     ap.add_argument("--order-column", default="order")
     ap.add_argument("--value-column", default="final")
     ap.add_argument("--mode", choices=["min", "max"], default="min")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     args = ap.parse_args(argv)
-    table = (
-        OrderTable.from_csv(
-            args.table,
-            order_column=args.order_column,
-            value_column=args.value_column,
-            mode=args.mode,
+    if args.table and args.export:
+        ap.error("--table and --export: expected one of them")
+    try:
+        table = (
+            OrderTable.from_export(args.export, name=args.name, value_column=args.value_column)
+            if args.export
+            else OrderTable.from_csv(
+                args.table,
+                order_column=args.order_column,
+                value_column=args.value_column,
+                mode=args.mode,
+            )
+            if args.table
+            else paper_table()
         )
-        if args.table
-        else paper_table()
-    )
+    except (OSError, ValueError) as exc:  # AnalysisError is a ValueError: one line, exit 2
+        ap.error(str(exc))
     res = measure(table, seeds=args.seeds, k=args.k)
     if args.json:
         print(json.dumps(res, indent=2))
         return 0
-    source = args.table or "Press et al. (2020): Tables 1-2 + stated sandwich values"
+    source = args.table or args.export or "Press et al. (2020): Tables 1-2 + stated sandwich values"
     print(
         f"table: {source}: {res['orders']} orders; top {args.k} = {res['top']} orders "
         f"(best {', '.join(f'{table.values[o]:.2f}' for o in table.ranked()[: args.k])})"

@@ -1,4 +1,4 @@
-"""The ``sublayer`` command line: ``train``, ``spaces sample``, ``sweep``, ``ui``, ``analyze``, ``replay``.
+"""The ``sublayer`` command line: ``train``, ``spaces sample``, ``sweep``, ``ui``, ``analyze``, ``replay``, ``export``.
 
 Every bad input prints one clear message to stderr and exits with status 2 before
 anything is written, Ray is started or MLflow is touched.
@@ -302,7 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
                "1 internal error or\nfailed trials, 2 bad input, 130 interrupted.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    from .replay_cli import add_replay
+    from . import export_cli, replay_cli
     from .train_cli import add_train_arguments
 
     p = sub.add_parser("train", help="train one order on a corpus")
@@ -341,10 +341,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("analyze", help="figures, tables and a report from sweeps or paper data")
     from sublayer_search.analysis.cli import add_arguments
-
     add_arguments(p)
     p.set_defaults(func=_cmd_analyze)
-    add_replay(sub)
+    replay_cli.add_replay(sub)
+    export_cli.add_export(sub)
     return parser
 
 

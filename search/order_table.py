@@ -5,7 +5,9 @@ Any searcher of :mod:`search.searchers` is driven over it by ask/tell
 order the table lacks is answered as a failed trial, still one evaluation). Tables come
 from rows (:meth:`OrderTable.from_rows`: the paper's published results) or from a CSV
 of a finished sweep (:meth:`OrderTable.from_csv`: ``sublayer analyze``'s
-``tables/trials.csv``, columns ``order`` and ``final``). Repeated orders (seeds) are
+``tables/trials.csv``, columns ``order`` and ``final``; or an export's
+``<name>_trials.csv``) or from an export (:meth:`OrderTable.from_export`: ``sublayer
+export``'s files, a built-in study such as ``mini_press2020``). Repeated orders (seeds) are
 averaged.
 """
 
@@ -81,6 +83,25 @@ class OrderTable:
                 and r.get("status", TrialStatus.FINISHED) == TrialStatus.FINISHED
             ]
         return cls.from_rows(rows, mode=mode, metric=value_column)
+
+    @classmethod
+    def from_export(cls, source: str | os.PathLike[str], *, name: str | None = None,
+                    value_column: str = "final") -> OrderTable:
+        """The finished trials of an export (``sublayer export``): ``source`` is its folder
+        (with ``name`` when it holds several), its ``<name>_meta.json`` or a built-in name;
+        the metric and its direction come from the export's meta."""
+        from sublayer_search.analysis.study_export import open_export
+
+        export = open_export(source, name=name)
+        trials = export.trials[export.trials["status"] == TrialStatus.FINISHED]
+        if value_column not in trials.columns:
+            raise ValueError(f"value_column: got {value_column!r}, expected a trial column "
+                             f"({', '.join(trials.columns)})")
+        mode = export.meta.get("mode", "min")
+        return cls.from_rows(
+            ((str(o), float(v)) for o, v in zip(trials["order"], trials[value_column],
+                                                strict=True) if o is not None),
+            mode="max" if mode == "max" else "min", metric=export.metric)
 
     def ranked(self) -> list[str]:
         """Orders best first (ties by order string, for a stable ranking)."""

@@ -1,6 +1,7 @@
 """``sublayer replay``: what a scheduler would have saved on a finished sweep.
 
-Reads the sweep's learning curves from MLflow (:mod:`.replay_store`), replays them
+Reads the sweep's learning curves from MLflow (:mod:`.replay_store`) or from an export
+(``--export DIR|NAME_meta.json``, ``--builtin NAME``: :mod:`.replay_export`), replays them
 through the scheduler (:mod:`.replay`) and prints the compute it used against the full
 sweep, which of the top-k orders survived and the regret of its pick. ``--grid`` replays
 a small grid of grace periods and reduction factors; ``--figure`` draws it.
@@ -50,7 +51,14 @@ def add_replay(sub: Any) -> None:
                     "in MLflow, as if the sweep were happening (results in their recorded order "
                     "of arrival), and report the compute it would have used, which of the top-k "
                     "orders it keeps and the regret of the order it would pick.")
-    p.add_argument("experiment", help="MLflow experiment of the sweep (its latest sweep is used)")
+    p.add_argument("experiment", nargs="?", default=None,
+                   help="MLflow experiment of the sweep (its latest sweep is used)")
+    p.add_argument("--export", default=None, metavar="PATH",
+                   help="replay an export of `sublayer export` instead: its folder (with --name "
+                        "when it holds several) or its NAME_meta.json")
+    p.add_argument("--name", default=None, help="with --export: the export's name")
+    p.add_argument("--builtin", default=None, metavar="NAME",
+                   help="replay a study shipped with the package (e.g. mini_press2020)")
     p.add_argument("--scheduler", default="asha", choices=_SCHEDULERS,
                    help="asha: the sweeps' ASHA (baselines train to the end); asha-all: Ray's "
                         "ASHA over every trial; hyperband; median: median stopping rule "
@@ -102,20 +110,28 @@ def run_replay(args: argparse.Namespace) -> int:
         return _bad(f"--figure: got {args.figure!r} without --grid, expected --grid with it")
     if args.figure is not None and not os.path.isdir(os.path.dirname(os.path.abspath(args.figure))):
         return _bad(f"--figure: got {args.figure!r}, expected a path in an existing folder")
-    uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlflow.db"
-    try:
-        uri = check_store(uri)
-    except StoreError as exc:
-        return _bad(f"--tracking-uri: got {exc.uri!r}, expected {exc.expected}")
-
-    from mlflow.tracking import MlflowClient
+    given = {k: v for k, v in (("EXPERIMENT", args.experiment), ("--export", args.export),
+                               ("--builtin", args.builtin)) if v is not None}
+    if not given:
+        return _bad("EXPERIMENT: got none, expected an MLflow experiment, --export PATH or "
+                    "--builtin NAME")
+    if len(given) > 1:
+        return _bad(f"{'/'.join(given)}: got {', '.join(map(repr, given.values()))}, expected "
+                    "only one of them")
+    if args.name is not None and args.export is None:
+        return _bad(f"--name: got {args.name!r} without --export, expected --export with it")
+    uri = None
+    if args.experiment is not None:
+        uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlflow.db"
+        try:
+            uri = check_store(uri)
+        except StoreError as exc:
+            return _bad(f"--tracking-uri: got {exc.uri!r}, expected {exc.expected}")
 
     from .replay import ReplayError, SchedulerSettings, replay, replay_grid, together
-    from .replay_store import load_sweep
 
     try:
-        sweep = load_sweep(MlflowClient(tracking_uri=uri), args.experiment,
-                           scheduler_metric=args.metric)
+        sweep = _recorded(args, uri)
         every = sweep.eval_every
         max_t = sweep.steps if args.max_t is None else min(args.max_t * every, sweep.steps)
         if args.grace_period * every > max_t:
@@ -144,6 +160,22 @@ def run_replay(args: argparse.Namespace) -> int:
         return _bad(str(exc))
     _print_report(report, sweep.metric)
     return 0
+
+
+def _recorded(args: argparse.Namespace, uri: str | None) -> Any:
+    """The recorded sweep: from the MLflow store at ``uri``, or from an export."""
+    if uri is None:
+        from .replay_export import open_export, sweep_from_export
+
+        export = open_export(args.builtin or args.export, name=args.name,
+                             builtin=args.builtin is not None)
+        return sweep_from_export(export, scheduler_metric=args.metric)
+    from mlflow.tracking import MlflowClient
+
+    from .replay_store import load_sweep
+
+    return load_sweep(MlflowClient(tracking_uri=uri), args.experiment,
+                      scheduler_metric=args.metric)
 
 
 def _print_report(report: Any, metric: str) -> None:
