@@ -1,0 +1,352 @@
+"""Judge the one-shot supernet's ranking against the shipped small-scale replication.
+
+Issue 17's target: Kendall tau >= 0.5 between the supernet's estimate and the
+stand-alone final metric of the replication's orders, with a supernet costing at most 3
+stand-alone trials. Steps:
+
+1. plan the programme (``configs/mini_press2020.yaml``: Tiny Shakespeare, preset tiny,
+   d 64, context 128, 800 AdamW steps of 16 x 128, lr 0.003) and take the spec of its
+   baseline trial: the supernet trains with exactly its model, data and optimizer
+   settings; only the steps change;
+2. train one supernet per sharing scheme over the distinct orders of the planned space
+   (the random permutations, the budgeted draws, the sandwiches and the baseline);
+3. rank every order on the same held-out batches the stand-alone trials were validated on
+   (the first ``train.eval_batches`` validation batches);
+4. compare with the export of the finished study (``analysis/data/mini_press2020_*``,
+   :func:`analysis.study_export.open_export`): per order, the mean final metric over its
+   finished trials (the sandwiches have 3 seeds, the baseline 8).
+
+Compute is counted in stand-alone trials (one = ``train.steps`` optimizer steps): the
+supernet's steps plus its evaluation forward passes (the end-of-training monitor and the
+ranking) at 1/3 of a training step per batch (2N vs 6N FLOPs per token). ``--budget``
+(default 3) fixes the total, and the steps are what the evaluations leave of it.
+
+Reported per scheme: Kendall tau and Spearman rho (scipy, with p-values), a bootstrap
+95% interval of tau (orders resampled), the permutation p-value of tau against random
+rankings, top-5 recall (and what random ranking gets: 5/n on average), the compute, and
+the wall time. Also a seed-noise reference: the tau that a second stand-alone run of
+every order would reach, simulated from the baseline's seed-to-seed spread.
+
+    .venv/bin/python benchmarks/oneshot_ranking.py --jobs 2
+    .venv/bin/python benchmarks/oneshot_ranking.py --jobs 2 --json
+    .venv/bin/python benchmarks/oneshot_ranking.py --sharing slot --budget 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from scipy import stats
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("SUBLAYER_DATA_DIR", str(ROOT.parent / "shared" / "data"))
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+
+TARGET_TAU = 0.5
+TOP = 5
+
+
+def plan_programme(config: Path) -> tuple[Any, dict[str, str]]:
+    """(the baseline trial's spec, the distinct orders of the planned sweep -> their space)."""
+    from sublayer_search.search.config import parse_experiment
+    from sublayer_search.search.plan import plan_sweep
+
+    exp = parse_experiment(yaml.safe_load(config.read_text()), str(config))
+    plan = plan_sweep(exp, str(config), check_resources=False)
+    baseline = next(t for t in plan.trials if t.baseline)
+    spaces: dict[str, str] = {}
+    for t in plan.trials:
+        spaces.setdefault(t.order, "baseline" if t.baseline else t.space)
+    return plan.spec_for(baseline), spaces
+
+
+def steps_for(budget: float, unit: int, n_orders: int, eval_batches: int) -> tuple[int, float]:
+    """(supernet steps, forward batches) so that steps + forwards/3 <= budget * unit:
+    one monitor evaluation of at most 8 orders at the end, and the ranking."""
+    from sublayer_search.models.supernet import MONITOR_ORDERS
+
+    forwards = (min(MONITOR_ORDERS, n_orders) + n_orders) * eval_batches
+    return int(budget * unit - forwards / 3), forwards
+
+
+def run_scheme(job: dict[str, Any]) -> dict[str, Any]:
+    """Train and rank one supernet (a worker: one thread)."""
+    import torch
+
+    from sublayer_search.models.data import load_corpus
+    from sublayer_search.models.supernet import SupernetConfig, rank_orders, train_supernet
+
+    torch.set_num_threads(job["threads"])
+    spec, orders = job["spec"], job["orders"]
+    corpus = load_corpus(spec.data)
+    cfg = SupernetConfig(
+        steps=job["steps"],
+        sharing=job["sharing"],
+        eval_batches=job["eval_batches"],
+        seed=job["seed"],
+    )
+    spec = replace(spec, train=replace(spec.train, eval_every=job["steps"]))
+    clock = time.perf_counter()
+    net = train_supernet(spec, orders, cfg, corpus=corpus)
+    trained = time.perf_counter() - clock
+    scores = rank_orders(
+        net.model,
+        orders,
+        corpus,
+        metric="val_bpc",
+        eval_batches=cfg.eval_batches,
+        batch_size=spec.train.eval_batch_size or spec.train.batch_size,
+        context=spec.model.context,
+    )
+    return {
+        "sharing": cfg.sharing,
+        "steps": net.steps,
+        "status": net.status,
+        "train_s": trained,
+        "rank_s": time.perf_counter() - clock - trained,
+        "val_bpc_monitor": net.metrics.get("val_bpc"),
+        "params": sum(p.numel() for p in net.model.parameters()),
+        "pool": "".join(k for k, _ in net.model.keys),
+        "ranking": [
+            {"order": s.order, "mean": s.mean, "sem": s.sem, "rank": s.rank} for s in scores
+        ],
+    }
+
+
+def truth_table(source: str) -> tuple[dict[str, float], dict[str, int], dict[str, Any]]:
+    """Per order: mean final metric over finished trials, and its number of seeds;
+    plus the study's facts (metric, baseline seeds' spread, trial wall times)."""
+    from sublayer_search.analysis.study_export import open_export
+
+    export = open_export(source)
+    t = export.trials
+    done = t[t["status"] == "finished"].dropna(subset=["final"])
+    grouped = done.groupby("order")["final"]
+    base = done[done["baseline"].astype(bool)]["final"]
+    facts: dict[str, Any] = {
+        "metric": export.metric,
+        "trials": len(t),
+        "finished": len(done),
+        "baseline_seeds": len(base),
+        "baseline_sd": float(base.std(ddof=1)) if len(base) > 1 else None,
+    }
+    if {"start_ms", "end_ms"} <= set(done.columns):
+        wall = (done["end_ms"] - done["start_ms"]).dropna() / 1000
+        facts["trial_wall_s_median"] = float(wall.median()) if len(wall) else None
+    return grouped.mean().to_dict(), grouped.size().to_dict(), facts
+
+
+def seed_reference(
+    truth: np.ndarray,
+    seeds: np.ndarray,
+    sd: float | None,
+    rng: np.random.Generator,
+    sims: int = 2000,
+) -> float | None:
+    """Median tau between two simulated stand-alone re-runs of every order: true values
+    with the observed spread less seed noise, plus noise of sd/sqrt(seeds) each."""
+    if sd is None or not math.isfinite(sd):
+        return None
+    noise = sd / np.sqrt(seeds)
+    spread = max(float(np.var(truth, ddof=1)) - float(np.mean(noise**2)), 0.0)
+    centre = truth.mean()
+    scale = math.sqrt(spread / max(float(np.var(truth, ddof=1)), 1e-300))
+    mu = centre + scale * (truth - centre)
+    taus = [
+        stats.kendalltau(mu + rng.normal(0, noise), mu + rng.normal(0, noise))[0]
+        for _ in range(sims)
+    ]
+    return float(np.median(taus))
+
+
+def judge(
+    estimate: np.ndarray, truth: np.ndarray, rng: np.random.Generator, resamples: int
+) -> dict[str, Any]:
+    """Rank agreement of ``estimate`` with ``truth`` (both: lower is better)."""
+    n = len(truth)
+    tau, tau_p = stats.kendalltau(estimate, truth)
+    rho, rho_p = stats.spearmanr(estimate, truth)
+    boot = []
+    for _ in range(resamples):
+        pick = rng.integers(0, n, n)
+        if np.ptp(truth[pick]) > 0 and np.ptp(estimate[pick]) > 0:
+            boot.append(stats.kendalltau(estimate[pick], truth[pick])[0])
+    null = np.array(
+        [stats.kendalltau(rng.permutation(estimate), truth)[0] for _ in range(resamples)]
+    )
+    top_true = set(np.argsort(truth, kind="stable")[:TOP])
+    top_est = set(np.argsort(estimate, kind="stable")[:TOP])
+    return {
+        "n_orders": n,
+        "kendall_tau": float(tau),
+        "kendall_p": float(tau_p),
+        "spearman_rho": float(rho),
+        "spearman_p": float(rho_p),
+        "tau_ci95": [float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))],
+        "tau_permutation_p": float((1 + np.sum(null >= tau)) / (1 + len(null))),
+        "random_tau_95": float(np.percentile(null, 95)),
+        "top5_recall": len(top_true & top_est) / TOP,
+        "random_top5_recall": TOP / n,
+        "target_met": bool(tau >= TARGET_TAU),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--config", type=Path, default=ROOT / "configs" / "mini_press2020.yaml")
+    ap.add_argument(
+        "--export",
+        default=str(ROOT / "analysis" / "data" / "mini_press2020_meta.json"),
+        help="the study export (a _meta.json, a folder or a built-in name)",
+    )
+    ap.add_argument("--sharing", nargs="+", default=["ordinal", "slot"])
+    ap.add_argument("--budget", type=float, default=3.0, help="in stand-alone trials")
+    ap.add_argument("--steps", type=int, default=None, help="override the budget's steps")
+    ap.add_argument(
+        "--eval-batches",
+        type=int,
+        default=None,
+        help="ranking batches per order (default: the programme's train.eval_batches)",
+    )
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--resamples", type=int, default=5000)
+    ap.add_argument("--jobs", type=int, default=1, help="schemes trained at once")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per scheme")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+
+    truth_by_order, seeds_by_order, facts = truth_table(args.export)
+    spec, space_of = plan_programme(args.config)
+    orders = list(space_of)
+    unit = spec.train.steps
+    eval_batches = args.eval_batches or spec.train.eval_batches or 20
+    steps, forwards = steps_for(args.budget, unit, len(orders), eval_batches)
+    steps = args.steps or steps
+    compute = (steps + forwards / 3) / unit
+    jobs = [
+        {
+            "spec": spec,
+            "orders": orders,
+            "sharing": s,
+            "steps": steps,
+            "seed": args.seed,
+            "eval_batches": eval_batches,
+            "threads": args.threads,
+        }
+        for s in args.sharing
+    ]
+    clock = time.perf_counter()
+    if args.jobs > 1:
+        with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")) as pool:
+            results = list(pool.map(run_scheme, jobs))
+    else:
+        results = [run_scheme(job) for job in jobs]
+    wall = time.perf_counter() - clock
+
+    judged = [o for o in orders if o in truth_by_order]
+    truth = np.array([truth_by_order[o] for o in judged])
+    seeds = np.array([seeds_by_order[o] for o in judged], dtype=float)
+    rng = np.random.default_rng(args.seed)
+    out: dict[str, Any] = {
+        "study": facts,
+        "orders_planned": len(orders),
+        "orders_judged": len(judged),
+        "unit_steps": unit,
+        "supernet_steps": steps,
+        "eval_forward_batches": forwards,
+        "compute_trials": compute,
+        "budget_trials": args.budget,
+        "wall_s": wall,
+        "seed_noise_tau": seed_reference(truth, seeds, facts["baseline_sd"], rng),
+        "schemes": [],
+    }
+    for res in results:
+        est = {r["order"]: r["mean"] for r in res["ranking"]}
+        estimate = np.array([est[o] for o in judged])
+        verdict = judge(estimate, truth, rng, args.resamples)
+        by_space = {}
+        for space in sorted(set(space_of[o] for o in judged)):
+            idx = [i for i, o in enumerate(judged) if space_of[o] == space]
+            if len(idx) >= 5:
+                tau, p = stats.kendalltau(estimate[idx], truth[idx])
+                by_space[space] = {"n": len(idx), "kendall_tau": float(tau), "kendall_p": float(p)}
+        verdict["by_space"] = by_space
+        out["schemes"].append(
+            {
+                **{k: v for k, v in res.items() if k != "ranking"},
+                **verdict,
+                "ranking": [
+                    {**r, "stand_alone": truth_by_order.get(r["order"])} for r in res["ranking"]
+                ],
+            }
+        )
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        print(table(out))
+    return 0
+
+
+def table(out: dict[str, Any]) -> str:
+    study = out["study"]
+    lines = [
+        f"study: {study['finished']}/{study['trials']} finished trials, metric {study['metric']}, "
+        f"baseline seed sd {study['baseline_sd']:.4f} over {study['baseline_seeds']} seeds",
+        f"orders: {out['orders_planned']} planned, {out['orders_judged']} judged; supernet "
+        f"{out['supernet_steps']} steps + {out['eval_forward_batches']} eval forward batches "
+        f"= {out['compute_trials']:.2f} stand-alone trials of {out['unit_steps']} steps "
+        f"(budget {out['budget_trials']:g})",
+        f"seed-noise reference: tau of two stand-alone re-runs ~ {out['seed_noise_tau']:.3f}"
+        if out["seed_noise_tau"] is not None
+        else "seed-noise reference: n/a",
+        "",
+        f"{'scheme':8} {'tau':>6} {'p':>8} {'95% CI':>15} {'perm p':>7} {'rho':>6} {'p':>8} "
+        f"{'top5':>5} {'rand':>5} {'train s':>7} {'target':>7}",
+    ]
+    for s in out["schemes"]:
+        lo, hi = s["tau_ci95"]
+        lines.append(
+            f"{s['sharing']:8} {s['kendall_tau']:6.3f} {s['kendall_p']:8.1e} "
+            f"[{lo:6.3f},{hi:6.3f}] {s['tau_permutation_p']:7.4f} {s['spearman_rho']:6.3f} "
+            f"{s['spearman_p']:8.1e} {s['top5_recall']:5.2f} {s['random_top5_recall']:5.2f} "
+            f"{s['train_s']:7.0f} {'met' if s['target_met'] else 'MISSED':>7}"
+        )
+    lines.append(
+        f"target: Kendall tau >= {TARGET_TAU}; wall {out['wall_s']:.0f} s; trial wall "
+        f"median {study.get('trial_wall_s_median') or float('nan'):.0f} s"
+    )
+    for s in out["schemes"]:
+        parts = [
+            f"{k} {v['kendall_tau']:.3f} (n {v['n']}, p {v['kendall_p']:.2g})"
+            for k, v in s["by_space"].items()
+        ]
+        lines.append(f"{s['sharing']} tau within a space: " + "; ".join(parts))
+    for s in out["schemes"]:
+        lines.append(
+            f"\n{s['sharing']}: pool {len(s['pool'])} sublayers "
+            f"({s['params']:,} parameters); rank, supernet bpc, stand-alone bpc, order"
+        )
+        for r in s["ranking"][:10]:
+            alone = r["stand_alone"]
+            lines.append(
+                f"  {r['rank']:3d} {r['mean']:.4f} "
+                f"{alone if alone is None else format(alone, '.4f')} {r['order']}"
+            )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
