@@ -13,6 +13,7 @@ _EXPORTS = {
     "paper": SUBMODULE,
     "plots": SUBMODULE,
     "runs": SUBMODULE,
+    "study_export": SUBMODULE,
     "attention_distance": "attention_distances",
     "distance_table": "attention_distances",
     "group_distances": "attention_distances",
@@ -56,12 +57,17 @@ _EXPORTS = {
     "SeedsInfo": "seeds",
     "seed_comparison": "seeds",
     "seed_comparison_from_stats": "seeds",
+    "BUILTIN_EXPORTS": "study_export",
+    "StudyExport": "study_export",
+    "builtin_export": "study_export",
+    "read_export": "study_export",
+    "write_export": "study_export",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
-    from . import crossformer_paper, iot_paper, paper, plots, runs
+    from . import crossformer_paper, iot_paper, paper, plots, runs, study_export
     from .attention_distances import (
         attention_distance,
         distance_table,
@@ -104,3 +110,10 @@ if TYPE_CHECKING:
     )
     from .sandwich import SandwichInfo, sandwich_curve
     from .seeds import SeedsInfo, seed_comparison, seed_comparison_from_stats
+    from .study_export import (
+        BUILTIN_EXPORTS,
+        StudyExport,
+        builtin_export,
+        read_export,
+        write_export,
+    )
