@@ -256,8 +256,9 @@ BUILTIN_EXPORTS: tuple[str, ...] = _builtin_names()
 def builtin_export(name: str) -> StudyExport:
     """A shipped export by name (:data:`BUILTIN_EXPORTS`)."""
     if name not in BUILTIN_EXPORTS:
-        raise AnalysisError(f"built-in study: got {name!r}, expected one of "
-                            f"{', '.join(BUILTIN_EXPORTS) or 'none (no export shipped)'}")
+        shipped = (f"one of {', '.join(BUILTIN_EXPORTS)}" if BUILTIN_EXPORTS
+                   else "a shipped study (this installation ships none)")
+        raise AnalysisError(f"built-in study: got {name!r}, expected {shipped}")
     data = _data()
     return _read(lambda file: (data / file).open("r", encoding="utf-8", newline=""), name,
                  f"the package data ({_PACKAGE}/data)", lambda file: (data / file).is_file())

@@ -48,7 +48,7 @@ def add_replay(sub: Any) -> None:
     p = sub.add_parser(
         "replay", help="replay a finished sweep's learning curves through a trial scheduler",
         description="Run a trial scheduler over the learning curves a finished sweep recorded "
-                    "in MLflow, as if the sweep were happening (results in their recorded order "
+                    "in MLflow (or in an export of `sublayer export`), as if the sweep were happening (results in their recorded order "
                     "of arrival), and report the compute it would have used, which of the top-k "
                     "orders it keeps and the regret of the order it would pick.")
     p.add_argument("experiment", nargs="?", default=None,
