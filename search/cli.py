@@ -209,11 +209,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         half = [c for c in ("n_h", "guidance") if any(c in r for r in rows)]
         _print_table(shown, ["name", "family", "seed", "n_s", "n_f", *half, "units", "params",
                              "flops_per_token", "order"])
-        extra = ""
-        if exp.search.algorithm != "grid":
-            extra = (f" + up to {exp.search.num_samples} proposed by {exp.search.algorithm} "
-                     f"from {len(plan.candidates)} candidates")
-        print(f"{len(rows)} trial(s){extra}; metric {plan.metric}; nothing was run")
+        from .oneshot_plan import dry_run_footer  # a searcher's budget, a one-shot's stages
+
+        print(dry_run_footer(plan))
         return 0
     # Ray auth: a local sweep keeps token auth on, on 127.0.0.1 (local_ray); --address: the cluster's
     from .links import closing_lines, program

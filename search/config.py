@@ -106,8 +106,9 @@ STATIC_OBJECTIVES = ("params", "flops_per_token")
 
 
 class SearchSpec(_Strict):
-    algorithm: Literal["grid", "optuna", "surrogate", "evolution"] = "grid"
-    """``surrogate``: order-aware, a GP over order features (:mod:`search.order_search`)."""
+    algorithm: Literal["grid", "optuna", "surrogate", "evolution", "oneshot"] = "grid"
+    """``surrogate``: order-aware, a GP over order features (:mod:`search.order_search`);
+    ``oneshot``: a weight-sharing supernet ranks every order, the ``top_k`` train alone."""
     num_samples: int | None = Field(None, ge=1)
     """Trial budget of ``optuna``/``surrogate``/``evolution`` (not counting the baseline seeds)."""
     seed: int = 0
@@ -126,6 +127,11 @@ class SearchSpec(_Strict):
     """Adaptive searchers: tell them the finished trials of earlier sweeps with the same
     content key (config hash, identity) first; ``true``: this MLflow experiment, a name
     or a list of names: those experiments."""
+    supernet: dict[str, Any] | None = None
+    """``oneshot``: the supernet's settings (``steps``, ``sharing``, ``eval_batches``, ``seed``;
+    checked by :class:`~sublayer_search.search.oneshot_plan.SupernetSpec`)."""
+    top_k: int | None = Field(None, ge=1)
+    """``oneshot``: how many of the best-ranked orders train stand-alone (default 5)."""
 
 
 class FailureSpec(_Strict):

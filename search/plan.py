@@ -22,6 +22,7 @@ from sublayer_search.spaces.registry import expand, space_arguments
 from .config import STATIC_OBJECTIVES, Experiment, config_hash
 from .guidance_axis import check_guided, cross, guidance_settings, label_of, with_guidance
 from .observation import Observation
+from .oneshot_checks import oneshot_problems
 from .preflight import address_problems, storage_problems, tracking_problems
 from .problems import ExperimentError, Problem, from_exception
 from .tasks import Task, task_for
@@ -249,13 +250,14 @@ def _check_search(exp: Experiment, task: AnyTask, pool: Sequence[Candidate],
     unfit = task.search_problem(algo)
     if unfit is not None:
         problems.append(Problem("search.algorithm", algo, unfit))
-    if algo != "grid" and exp.search.num_samples is None:
+    if algo not in ("grid", "oneshot") and exp.search.num_samples is None:
         problems.append(Problem("search.num_samples", None,
                                 f"a trial budget (a positive integer) for search.algorithm {algo}"))
     if algo == "evolution" and any("subset" in c.params for c in pool):
         problems.append(Problem("search.algorithm", algo, "grid, optuna or surrogate for "
                                 "iot_subsets (an IOT model is a set of orders, not one to mutate)"))
     _check_objectives(exp, problems)
+    problems += oneshot_problems(exp, pool)  # supernet and top_k: oneshot only
     if algo == "evolution" and any(label_of(c.params) != "none" for c in pool):
         problems.append(Problem("search.algorithm", algo,
                                 "grid or optuna with model.guidance (mutations keep no guidance)"))

@@ -310,6 +310,12 @@ def run_sweep(plan: SweepPlan, *, resume: bool = False, address: str | None = No
             _pointer(plan).write_text(ray_run)
         exp_id, parent_id = open_sweep_run(client, plan, ray_run, resume=resume)
         label_experiment(client, exp_id, plan)
+        tracker = MlflowTracking
+        if exp.search.algorithm == "oneshot":  # stage 1: a supernet ranks the space's orders
+            from .oneshot import OneShotTracking, run_stage_one
+
+            plan = run_stage_one(plan, client, exp_id, parent_id, storage / ray_run)
+            tracker = OneShotTracking  # stage 2: the top-k as a grid, tagged with their rank
         reused: dict[tuple[str, int, str], str] = {}
         if exp.reuse and not resume:
             plan, reused = _reuse(client, exp_id, parent_id, plan)
@@ -318,8 +324,8 @@ def run_sweep(plan: SweepPlan, *, resume: bool = False, address: str | None = No
                             else json.dumps(exp.model_dump(), indent=2, default=str),
                             "experiment.yaml")
             client.log_text(parent_id, _table_csv(plan), "trials.csv")
-        callback = MlflowTracking(tracking_uri=uri, experiment_id=exp_id, parent_run_id=parent_id,
-                                  plan=plan, match_names=restart)
+        callback = tracker(tracking_uri=uri, experiment_id=exp_id, parent_run_id=parent_id,
+                           plan=plan, match_names=restart)
         backlog = storage / ray_run / BACKLOG
         if resume and callback.buffer.load(backlog):
             _write_backlog(callback, backlog, uri)  # what an outage left unwritten, first

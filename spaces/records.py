@@ -52,6 +52,8 @@ class Role(StrEnum):
     SWEEP = "sweep"
     TRIAL = "trial"
     ANALYSIS = "analysis"
+    SUPERNET = "supernet"
+    """Stage 1 of a one-shot sweep: the weight-sharing supernet that ranks every order."""
 
 
 class Tag:
@@ -77,6 +79,10 @@ class Tag:
     PARENT: Final = "mlflow.parentRunId"
     NOTE: Final = "mlflow.note.content"
     RAY_TRIAL_ID: Final = "ray.trial_id"
+    ONESHOT_RANK: Final = "sublayer.oneshot_rank"
+    """One-shot sweeps: the order's rank under the supernet (1 = best)."""
+    ONESHOT_ESTIMATE: Final = "sublayer.oneshot_estimate"
+    """One-shot sweeps: the supernet's estimate of the order's metric."""
 
 
 FAILED_STATUSES: Final = (TrialStatus.FAILED.value, TrialStatus.DIVERGED.value)

@@ -1,0 +1,281 @@
+"""Stage 1 of a one-shot sweep, driven from the sweep's driver (``search.algorithm: oneshot``).
+
+:func:`run_stage_one` trains the supernet as ONE tracked run, a child of the sweep's run
+(tag ``sublayer.role=supernet``): a Ray task with the trials' resources trains and ranks
+(:mod:`.oneshot_task`), the driver writes its learning curve as metrics and the full
+ranking as ``ranking.csv`` and an MLflow table (``ranking.json``). It returns the stage-2
+plan (:func:`.oneshot_plan.stage_two`), which the sweep runs like a grid; its trials are
+tagged ``sublayer.oneshot_rank`` and ``sublayer.oneshot_estimate`` (:class:`OneShotTracking`).
+
+Resume: a supernet run that FINISHED with its ranking is read back, never trained again;
+one left RUNNING or KILLED by a kill trains again in the same run, from its checkpoint
+when the task can read it (already logged evaluations are not logged twice).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import ray
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.tracking import MlflowClient
+
+from sublayer_search.spaces.records import Role, Tag, TrialStatus
+
+from .oneshot_plan import ESTIMATE_PARAM, RANK_PARAM, StageOne, rank_metric, stage_one, stage_two
+from .plan import SweepPlan, Trial
+from .tracking import _chunks, close_sweep, environment_tags, metrics_of
+from .tracking_callback import MlflowTracking
+
+__all__ = ["OneShotError", "OneShotTracking", "RANKING_FILE", "SUPERNET_RUN", "run_stage_one"]
+
+SUPERNET_RUN = "supernet"
+"""Name of the supernet's MLflow run."""
+RANKING_FILE = "ranking.csv"
+CHECKPOINT_FOLDER = "supernet_checkpoint"
+"""In the sweep's Ray run folder: the supernet's last checkpoint (for a resumed stage 1)."""
+SUPERNET_RUN_TAG = "sublayer.supernet_run"
+"""On the sweep's run: the id of its supernet run."""
+_COLUMNS = ("rank", "order", "mean", "sem", "n_batches")
+
+
+class OneShotError(RuntimeError):
+    """The supernet did not give a ranking (its task failed or its loss diverged)."""
+
+
+class OneShotTracking(MlflowTracking):
+    """The sweep's tracking, plus the tags of trials the ranking chose."""
+
+    def _describe(self, trial: Trial, ray_id: str) -> tuple[dict[str, str], dict[str, str]]:
+        params, tags = super()._describe(trial, ray_id)
+        if RANK_PARAM in trial.params:
+            tags[Tag.ONESHOT_RANK] = str(trial.params[RANK_PARAM])
+            tags[Tag.ONESHOT_ESTIMATE] = repr(float(trial.params[ESTIMATE_PARAM]))
+        return params, tags
+
+
+def _say(text: str) -> None:
+    print(f"stage 1: {text}", flush=True)
+
+
+def _supernet_run(client: MlflowClient, exp_id: str, parent_id: str) -> Any:
+    runs = client.search_runs(
+        [exp_id],
+        max_results=1,
+        order_by=["attributes.start_time ASC"],
+        filter_string=f"tags.mlflow.parentRunId = '{parent_id}' and "
+        f"tags.`{Tag.ROLE}` = '{Role.SUPERNET}'",
+    )
+    return runs[0] if runs else None
+
+
+def _read_ranking(client: MlflowClient, run_id: str) -> list[dict[str, Any]]:
+    """The ranking a finished supernet run holds (empty if it holds none)."""
+    with tempfile.TemporaryDirectory(prefix="sublayer-ranking-") as tmp:
+        try:
+            path = client.download_artifacts(run_id, RANKING_FILE, tmp)
+        except Exception:  # noqa: BLE001  # no such artifact: the ranking was never written
+            return []
+        with open(path, newline="") as fh:
+            return list(csv.DictReader(fh))
+
+
+def _ranking_csv(rows: Sequence[dict[str, Any]]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(_COLUMNS), extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def _open_run(
+    client: MlflowClient, exp_id: str, parent_id: str, plan: SweepPlan, one: StageOne
+) -> str:
+    spec = plan.task.spec(plan.model, plan.data, plan.experiment.train, plan.extra)
+    settings = {
+        k: v
+        for k, v in plan.task.flat(spec).items()
+        if k not in ("model.order", "train.steps", "train.seed")
+    }
+    params = {
+        **{f"supernet.{k}": v for k, v in (plan.experiment.search.supernet or {}).items()},
+        "supernet.steps": one.steps,
+        "supernet.sharing": one.sharing,
+        "supernet.eval_batches": one.eval_batches,
+        "orders": len(one.orders),
+        "metric": plan.metric,
+        "rank_metric": rank_metric(plan.metric),
+        "trial_units": f"{one.trial_units:.4g}",
+        "top_k": plan.experiment.search.top_k,
+        **settings,
+    }
+    tags = {
+        Tag.PARENT: parent_id,
+        Tag.ROLE: Role.SUPERNET.value,
+        Tag.STATUS: TrialStatus.RUNNING.value,
+        **environment_tags(),
+    }
+    run_id: str = client.create_run(exp_id, run_name=SUPERNET_RUN, tags=tags).info.run_id
+    for chunk in _chunks([Param(k, str(v)[:6000]) for k, v in params.items() if v is not None]):
+        client.log_batch(run_id, params=chunk)
+    client.log_text(run_id, "\n".join(one.orders) + "\n", "orders.txt")
+    client.set_tag(parent_id, SUPERNET_RUN_TAG, run_id)
+    return run_id
+
+
+class _Curve:
+    """Writes the supernet's evaluations to its run (each step once, also after a resume)."""
+
+    def __init__(self, client: MlflowClient, run_id: str, total: int, metric: str) -> None:
+        self.client, self.run_id, self.total, self.metric = client, run_id, total, metric
+        history = client.get_metric_history(run_id, "val_loss")
+        self.logged = max((m.step for m in history), default=-1)
+
+    def write(self, row: dict[str, Any]) -> None:
+        step = int(row.get("step", 0))
+        if step <= self.logged:
+            return
+        now = int(time.time() * 1000)
+        metrics = [Metric(k, v, now, step) for k, v in metrics_of(row).items()]
+        self.client.log_batch(self.run_id, metrics=metrics)
+        self.logged = step
+        value = row.get(self.metric)
+        shown = f" {self.metric} {value:.4g}" if isinstance(value, float) else ""
+        _say(f"supernet step {step}/{self.total}{shown}")
+
+
+def _train(plan: SweepPlan, one: StageOne, curve: _Curve, checkpoint_dir: Path) -> dict[str, Any]:
+    """Run the supernet task with the trials' resources; stream its evaluations."""
+    from ray.util.queue import Empty, Queue
+
+    from .oneshot_task import train_and_rank
+
+    res = plan.experiment.resources
+    queue = Queue(actor_options={"num_cpus": 0})
+    task = ray.remote(train_and_rank).options(
+        num_cpus=res.cpu,
+        num_gpus=res.gpu,
+        max_retries=plan.experiment.failure.retries,
+        retry_exceptions=False,
+    )
+    ref = task.remote(plan, list(one.orders), queue, str(checkpoint_dir))
+
+    def drain() -> None:
+        while True:
+            try:
+                curve.write(queue.get_nowait())
+            except Empty:
+                return
+
+    try:
+        done: list[Any] = []
+        while not done:
+            done, _ = ray.wait([ref], timeout=1.0)
+            drain()
+        result: dict[str, Any] = ray.get(ref)
+        drain()
+        return result
+    except BaseException:
+        ray.cancel(ref, force=True)
+        raise
+    finally:
+        queue.shutdown()
+
+
+def _finish(client: MlflowClient, run_id: str, result: dict[str, Any]) -> list[dict[str, Any]]:
+    ranking = list(result["ranking"])
+    placement = result.get("placement", {})
+    tags = {f"ray.{k}": str(placement[k]) for k in ("node_id", "gpu_ids") if k in placement}
+    tags[Tag.RESUMED_FROM_STEP] = str(placement.get("resumed_from_step", 0))
+    tags[Tag.STEPS] = str(result["steps"])
+    if result["status"] != "finished" or not ranking:
+        tags.update({Tag.STATUS: TrialStatus.DIVERGED.value, Tag.ERROR: "loss became NaN or inf"})
+        client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+        client.set_terminated(run_id, status="FAILED")
+        raise OneShotError(
+            f"the supernet diverged at step {result['steps']} (MLflow run "
+            f"{run_id}): no ranking; lower train.lr or change search.supernet"
+        )
+    client.log_text(run_id, _ranking_csv(ranking), RANKING_FILE)
+    client.log_table(run_id, {c: [row[c] for row in ranking] for c in _COLUMNS}, "ranking.json")
+    tags[Tag.STATUS] = TrialStatus.FINISHED.value
+    client.log_batch(
+        run_id,
+        tags=[RunTag(k, v) for k, v in tags.items()],
+        metrics=[
+            Metric(
+                "ranked_orders", float(len(ranking)), int(time.time() * 1000), int(result["steps"])
+            )
+        ],
+    )
+    client.set_terminated(run_id, status="FINISHED")
+    return ranking
+
+
+def _ranking(
+    plan: SweepPlan, client: MlflowClient, exp_id: str, parent_id: str, run_dir: Path
+) -> list[dict[str, Any]]:
+    run = _supernet_run(client, exp_id, parent_id)
+    if run is not None and run.info.status == "FINISHED":
+        rows = _read_ranking(client, run.info.run_id)
+        if rows:
+            _say(
+                f"the ranking of {len(rows)} orders is read back from supernet run "
+                f"{run.info.run_id} (not trained again)"
+            )
+            return rows
+    one = stage_one(plan)
+    if run is None:
+        run_id = _open_run(client, exp_id, parent_id, plan, one)
+    else:  # interrupted before: the same run trains again
+        run_id = run.info.run_id
+        client.update_run(run_id, status="RUNNING")
+        client.set_tag(run_id, Tag.STATUS, TrialStatus.RUNNING.value)
+    _say(
+        f"training one supernet over {len(one.orders)} orders for {one.steps} steps "
+        f"({one.trial_units:.3g} stand-alone trials; MLflow run {run_id})"
+    )
+    curve = _Curve(client, run_id, one.steps, plan.metric)
+    try:
+        result = _train(plan, one, curve, run_dir / CHECKPOINT_FOLDER)
+    except ray.exceptions.RayError as exc:
+        client.set_tag(run_id, Tag.STATUS, TrialStatus.FAILED.value)
+        client.set_tag(run_id, Tag.ERROR, str(exc)[-5000:])
+        client.set_terminated(run_id, status="FAILED")
+        raise OneShotError(
+            f"the supernet's task failed (MLflow run {run_id}): {str(exc).strip().splitlines()[-1]}"
+        ) from exc
+    return _finish(client, run_id, result)
+
+
+def run_stage_one(
+    plan: SweepPlan, client: MlflowClient, exp_id: str, parent_id: str, run_dir: Path
+) -> SweepPlan:
+    """Stage 1 (or its ranking read back on ``--resume``); the stage-2 plan. On any way
+    out without a ranking the sweep's run is closed (KILLED on Ctrl-C, else FAILED)."""
+    try:
+        ranking = _ranking(plan, client, exp_id, parent_id, run_dir)
+    except BaseException as exc:
+        close_sweep(
+            client, exp_id, parent_id, "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED"
+        )
+        raise
+    stage2 = stage_two(plan, ranking)
+    top = sorted(
+        (t for t in stage2.trials if RANK_PARAM in t.params),
+        key=lambda t: (int(t.params[RANK_PARAM]), t.seed),
+    )
+    _say(
+        "stage 2 trains the top "
+        + ", ".join(
+            f"{t.order} (rank {t.params[RANK_PARAM]})" for t in top if t.seed == top[0].seed
+        )
+        + f" and {len(plan.trials)} baseline trial(s)"
+    )
+    return stage2

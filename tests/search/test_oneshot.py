@@ -1,0 +1,284 @@
+"""One-shot sweeps (``search: {algorithm: oneshot}``): validation, the dry run, the stage-2
+plan, and a real two-stage sweep on local Ray and SQLite MLflow that is killed in each
+stage and resumed (issue 17)."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from helpers import SUBLAYER, start, subprocess_env, tail
+
+from sublayer_search.search.cli import main
+from sublayer_search.search.config import parse_experiment
+from sublayer_search.search.oneshot_plan import ESTIMATE_PARAM, RANK_PARAM, stage_two
+from sublayer_search.search.plan import plan_sweep
+
+ORDERS = ["sfsf", "ssff", "ffss", "fsfs", "sffs"]
+"""The space; ``sfsf`` is also the baseline (interleaved) order."""
+ONESHOT = {"algorithm": "oneshot", "supernet": {"steps": 30, "eval_batches": 2}, "top_k": 2}
+
+
+def _doc(tmp_path: Path, **overrides: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "name": "oneshot",
+        "space": {"type": "explicit", "orders": ORDERS},
+        "seeds": [0],
+        "baseline": {"seeds": 1},
+        "model": {"preset": "debug", "dropout": 0.0},
+        "data": {"name": "tinyshakespeare"},
+        "train": {"steps": 20, "batch_size": 8, "eval_every": 10, "eval_batches": 2},
+        "resources": {"cpu": 1},
+        "search": dict(ONESHOT),
+        "tracking": {"uri": f"sqlite:///{tmp_path}/mlflow.db"},
+        "ray": {"storage_path": str(tmp_path / "ray")},
+    }
+    doc.update(overrides)
+    return doc
+
+
+def _write(tmp_path: Path, doc: dict[str, Any]) -> Path:
+    path = tmp_path / "oneshot.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+# -- validation and the dry run ---------------------------------------------------------
+BAD = {
+    "top_k above the orders": ({"search": {**ONESHOT, "top_k": 9}}, "search.top_k", "at most 5"),
+    "top_k zero": ({"search": {**ONESHOT, "top_k": 0}}, "search.top_k", ">= 1"),
+    "steps zero": (
+        {"search": {**ONESHOT, "supernet": {"steps": 0}}},
+        "search.supernet.steps",
+        "a positive integer",
+    ),
+    "unknown sharing": (
+        {"search": {**ONESHOT, "supernet": {"sharing": "depth"}}},
+        "search.supernet.sharing",
+        "ordinal, slot",
+    ),
+    "unknown supernet key": (
+        {"search": {**ONESHOT, "supernet": {"stepz": 10}}},
+        "search.supernet.stepz",
+        "one of the supernet settings",
+    ),
+    "steps as text": (
+        {"search": {**ONESHOT, "supernet": {"steps": "100"}}},
+        "search.supernet.steps",
+        "a positive integer",
+    ),
+    "num_samples": ({"search": {**ONESHOT, "num_samples": 4}}, "search.num_samples", "top_k sets"),
+    "top_k without oneshot": (
+        {"search": {"algorithm": "grid", "top_k": 2}},
+        "search.top_k",
+        "unless search.algorithm is oneshot",
+    ),
+    "translation": (
+        {
+            "task": "translation",
+            "data": {"name": "multi30k"},
+            "space": {"type": "explicit", "orders": ["scf", "csf"]},
+        },
+        "search.algorithm",
+        "task lm",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD), ids=list(BAD))
+def test_bad_oneshot_section_exits_2_naming_the_field(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    overrides, field, expected = BAD[case]
+    path = _write(tmp_path, _doc(tmp_path, **overrides))
+    assert main(["sweep", str(path)]) == 2
+    err = capsys.readouterr().err
+    line = next((ln for ln in err.splitlines() if f"- {field}:" in ln), "")
+    assert expected in line, err
+    assert "Traceback" not in err
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "ray").exists()
+
+
+def test_dry_run_shows_the_supernet_and_the_stand_alone_stage(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    search = {**ONESHOT, "supernet": {"steps": 50, "eval_batches": 3, "sharing": "slot"}}
+    path = _write(tmp_path, _doc(tmp_path, search=search, seeds=[0, 1], baseline={"seeds": 3}))
+    assert main(["sweep", str(path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    # 5 evaluations of 5 orders x 2 batches for the curve, 5 orders x 3 batches to rank;
+    # a trial: 20 steps and 2 evaluations of 2 batches; a forward pass = 1/3 of a step
+    units = (50 + (50 + 15) / 3) / (20 + 4 / 3)
+    assert (
+        "stage 1: one supernet over the 5 orders of explicit (sharing slot): 50 steps "
+        "(2.5 trials' steps) + 65 held-out batches (50 for its learning curve: 5 orders x "
+        "2 batches x 5 evaluations; 15 to rank 5 orders x 3) = "
+        f"{units:.3g} stand-alone trial(s) of 20 steps"
+    ) in out
+    assert "orders: " + " ".join(ORDERS) in out
+    assert "stage 2: the top 2 orders of the ranking x 2 seed(s) + the 3 baseline trial(s)" in out
+    assert "3 trial(s) + 4 chosen by the supernet; metric val_bpc; nothing was run" in out
+    table = [ln.split()[0] for ln in out.splitlines()[1:] if ln.startswith("interleaved")]
+    assert table == ["interleaved2@seed0", "interleaved2@seed1", "interleaved2@seed2"]
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_dry_run_of_the_shipped_oneshot_config_imports_no_heavy_library(tmp_path: Path) -> None:
+    from test_light_imports import _probe
+
+    config = Path(__file__).resolve().parents[2] / "configs" / "mini_press2020_oneshot.yaml"
+    code, heavy = _probe(["sweep", str(config), "--dry-run"], tmp_path)
+    assert code == 0
+    assert heavy == []
+
+
+def test_the_monitored_orders_agree_with_the_model_side() -> None:
+    from sublayer_search.models.supernet import MONITOR_ORDERS
+    from sublayer_search.search.oneshot_plan import MONITOR_ORDERS as PLANNED
+
+    assert PLANNED == MONITOR_ORDERS
+
+
+def test_stage_two_takes_the_top_k_and_merges_the_baseline_order(tmp_path: Path) -> None:
+    doc = _doc(tmp_path, seeds=[0, 1], baseline={"seeds": 2}, search={**ONESHOT, "top_k": 3})
+    plan = plan_sweep(parse_experiment(doc), check_resources=False)
+    assert [t.name for t in plan.trials] == ["interleaved2@seed0", "interleaved2@seed1"]
+    # as read back from ranking.csv: strings; sfsf (the baseline order) ranks second
+    ranking = [
+        {"order": o, "mean": str(2.0 + r / 10), "sem": "0.01", "n_batches": "2", "rank": str(r)}
+        for r, o in enumerate(["fsfs", "sfsf", "ffss", "ssff", "sffs"], 1)
+    ]
+    stage2 = stage_two(plan, list(reversed(ranking)))
+    assert stage2.experiment.search.algorithm == "grid"  # runs as a grid of fixed trials
+    got = [(t.order, t.seed, t.baseline, t.params.get(RANK_PARAM)) for t in stage2.trials]
+    assert got == [
+        ("sfsf", 0, True, 2),
+        ("sfsf", 1, True, 2),
+        ("fsfs", 0, False, 1),
+        ("fsfs", 1, False, 1),
+        ("ffss", 0, False, 3),
+        ("ffss", 1, False, 3),
+    ]
+    assert stage2.trials[2].params[ESTIMATE_PARAM] == pytest.approx(2.1)
+    assert len({t.name for t in stage2.trials}) == len(stage2.trials)
+
+
+# -- a real two-stage sweep, killed in each stage ------------------------------------------
+SUPERNET_STEPS = 400
+
+
+def _runs(client: Any, role: str) -> list[Any]:
+    exp = client.get_experiment_by_name("oneshot")
+    if exp is None:
+        return []
+    return client.search_runs([exp.experiment_id], filter_string=f"tags.`sublayer.role` = '{role}'")
+
+
+def _run_until(
+    cmd: list[str],
+    env: dict[str, str],
+    log: Path,
+    client: Any,
+    ready: Callable[[list[Any]], bool],
+    what: str,
+) -> None:
+    """Run ``cmd``; SIGKILL it (the driver first, then its process group) once
+    ``ready(supernet runs)``."""
+    proc = start(cmd, env=env, log=log)
+    try:
+        deadline = time.monotonic() + 240
+        while not ready(_runs(client, "supernet")):
+            assert proc.poll() is None, f"ended ({proc.returncode}) before {what}:\n{tail(log)}"
+            assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{tail(log)}"
+            time.sleep(0.3)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _evaluated(client: Any) -> Callable[[list[Any]], bool]:
+    return lambda runs: (
+        bool(runs)
+        and runs[0].info.status == "RUNNING"
+        and bool(client.get_metric_history(runs[0].info.run_id, "val_loss"))
+    )
+
+
+@pytest.mark.slow
+def test_two_stage_sweep_resumes_in_each_stage(tmp_path: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    search = {**ONESHOT, "supernet": {"steps": SUPERNET_STEPS, "eval_batches": 2}}
+    train = {"steps": 20, "batch_size": 64, "eval_every": 40, "eval_batches": 2}
+    path = _write(tmp_path, _doc(tmp_path, search=search, train=train))
+    env = subprocess_env(tmp_path / "home")
+    sweep = [str(SUBLAYER), "sweep", str(path)]
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+
+    # 1. killed during stage 1, once the supernet has logged an evaluation
+    _run_until(sweep, env, tmp_path / "a.log", client, _evaluated(client), "a supernet evaluation")
+    (first,) = _runs(client, "supernet")
+    assert first.info.status == "RUNNING" and not _runs(client, "trial"), tail(tmp_path / "a.log")
+
+    # 2. --resume continues the supernet in the same run from its checkpoint; killed once
+    #    stage 1 has finished
+    _run_until(
+        [*sweep, "--resume"],
+        env,
+        tmp_path / "b.log",
+        client,
+        lambda runs: bool(runs) and runs[0].info.status == "FINISHED",
+        "the ranking",
+    )
+    (supernet,) = _runs(client, "supernet")
+    assert supernet.info.run_id == first.info.run_id
+    assert int(supernet.data.tags["sublayer.resumed_from_step"]) >= 40, tail(tmp_path / "b.log")
+    steps = [m.step for m in client.get_metric_history(supernet.info.run_id, "val_loss")]
+    assert sorted(steps) == list(range(40, SUPERNET_STEPS + 1, 40))  # each evaluation once
+
+    # 3. --resume reads the ranking back and finishes stage 2
+    done = subprocess.run(
+        [*sweep, "--resume"], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "read back from supernet run" in done.stdout
+    assert "training one supernet" not in done.stdout
+    (after,) = _runs(client, "supernet")
+    assert after.info.run_id == supernet.info.run_id
+    assert after.info.end_time == supernet.info.end_time  # not trained again
+    assert after.data.tags["sublayer.status"] == "finished"
+    ranking_file = client.download_artifacts(after.info.run_id, "ranking.csv", str(tmp_path))
+    with open(ranking_file, newline="") as fh:
+        ranking = list(csv.DictReader(fh))
+    assert sorted(r["order"] for r in ranking) == sorted(ORDERS)  # every order ranked
+    assert [int(r["rank"]) for r in ranking] == [1, 2, 3, 4, 5]
+    assert all(float(r["mean"]) > 0 and int(r["n_batches"]) == 2 for r in ranking)
+
+    trials = {r.data.params["order"]: r for r in _runs(client, "trial")}
+    top = [r["order"] for r in ranking[:2]]
+    assert set(trials) == {"sfsf", *top}  # the baseline and the top 2, each once
+    assert len(_runs(client, "trial")) == len(trials)
+    for rank, order in enumerate(top, 1):
+        run = trials[order]
+        assert run.info.status == "FINISHED" and run.data.tags["sublayer.status"] == "finished"
+        assert run.data.tags["sublayer.oneshot_rank"] == str(rank)
+        assert float(run.data.tags["sublayer.oneshot_estimate"]) == pytest.approx(
+            float(ranking[rank - 1]["mean"])
+        )
+        assert run.data.tags["mlflow.parentRunId"] == after.data.tags["mlflow.parentRunId"]
+    assert trials["sfsf"].data.tags["sublayer.baseline"] == "true"
+    (parent,) = _runs(client, "sweep")
+    assert parent.info.status == "FINISHED"
+    assert parent.info.run_id == after.data.tags["mlflow.parentRunId"]
