@@ -226,9 +226,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="schemes trained at once")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per scheme")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--save",
+        type=Path,
+        default=None,
+        help="write the trained schemes' rankings (JSON) here, before judging",
+    )
+    ap.add_argument(
+        "--load",
+        type=Path,
+        default=None,
+        help="judge the rankings of an earlier --save instead of training",
+    )
     args = ap.parse_args(argv)
 
-    truth_by_order, seeds_by_order, facts = truth_table(args.export)
     spec, space_of = plan_programme(args.config)
     orders = list(space_of)
     unit = spec.train.steps
@@ -248,13 +259,24 @@ def main(argv: list[str] | None = None) -> int:
         }
         for s in args.sharing
     ]
-    clock = time.perf_counter()
-    if args.jobs > 1:
-        with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")) as pool:
-            results = list(pool.map(run_scheme, jobs))
+    if args.load is not None:
+        saved = json.loads(args.load.read_text())
+        results, wall = saved["results"], saved["wall_s"]
+        if saved["steps"] != steps or saved["orders"] != orders:
+            raise SystemExit(f"{args.load}: trained with other steps or orders than asked")
     else:
-        results = [run_scheme(job) for job in jobs]
-    wall = time.perf_counter() - clock
+        clock = time.perf_counter()
+        if args.jobs > 1:
+            with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")) as pool:
+                results = list(pool.map(run_scheme, jobs))
+        else:
+            results = [run_scheme(job) for job in jobs]
+        wall = time.perf_counter() - clock
+        if args.save is not None:
+            args.save.write_text(
+                json.dumps({"steps": steps, "orders": orders, "wall_s": wall, "results": results})
+            )
+    truth_by_order, seeds_by_order, facts = truth_table(args.export)
 
     judged = [o for o in orders if o in truth_by_order]
     truth = np.array([truth_by_order[o] for o in judged])
