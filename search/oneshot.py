@@ -16,7 +16,11 @@ from __future__ import annotations
 
 import csv
 import io
+import shlex
+import signal
+import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,6 +32,7 @@ from mlflow.tracking import MlflowClient
 
 from sublayer_search.spaces.records import Role, Tag, TrialStatus
 
+from .links import program
 from .oneshot_plan import ESTIMATE_PARAM, RANK_PARAM, StageOne, rank_metric, stage_one, stage_two
 from .plan import SweepPlan, Trial
 from .tracking import _chunks, close_sweep, environment_tags, metrics_of
@@ -150,7 +155,34 @@ class _Curve:
         _say(f"supernet step {step}/{self.total}{shown}")
 
 
-def _train(plan: SweepPlan, one: StageOne, curve: _Curve, checkpoint_dir: Path) -> dict[str, Any]:
+class _DeferredInterrupt:
+    """Ctrl-C during stage 1 stops it at the next safe point, never inside an MLflow write
+    (a SQLite transaction cut there kept the store locked for closing the runs)."""
+
+    def __enter__(self) -> _DeferredInterrupt:
+        self.fired = False
+        self._previous: Any = None
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._mark)
+        return self
+
+    def _mark(self, signum: int, frame: Any) -> None:
+        self.fired = True
+
+    def check(self) -> None:
+        if self.fired:
+            raise KeyboardInterrupt
+
+    def __exit__(self, kind: Any, *rest: Any) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+        if kind is None:
+            self.check()
+
+
+def _train(
+    plan: SweepPlan, one: StageOne, curve: _Curve, checkpoint_dir: Path, stop: _DeferredInterrupt
+) -> dict[str, Any]:
     """Run the supernet task with the trials' resources; stream its evaluations."""
     from ray.util.queue import Empty, Queue
 
@@ -178,6 +210,7 @@ def _train(plan: SweepPlan, one: StageOne, curve: _Curve, checkpoint_dir: Path) 
         while not done:
             done, _ = ray.wait([ref], timeout=1.0)
             drain()
+            stop.check()
         result: dict[str, Any] = ray.get(ref)
         drain()
         return result
@@ -219,7 +252,12 @@ def _finish(client: MlflowClient, run_id: str, result: dict[str, Any]) -> list[d
 
 
 def _ranking(
-    plan: SweepPlan, client: MlflowClient, exp_id: str, parent_id: str, run_dir: Path
+    plan: SweepPlan,
+    client: MlflowClient,
+    exp_id: str,
+    parent_id: str,
+    run_dir: Path,
+    stop: _DeferredInterrupt,
 ) -> list[dict[str, Any]]:
     run = _supernet_run(client, exp_id, parent_id)
     if run is not None and run.info.status == "FINISHED":
@@ -243,7 +281,7 @@ def _ranking(
     )
     curve = _Curve(client, run_id, one.steps, plan.metric)
     try:
-        result = _train(plan, one, curve, run_dir / CHECKPOINT_FOLDER)
+        result = _train(plan, one, curve, run_dir / CHECKPOINT_FOLDER, stop)
     except ray.exceptions.RayError as exc:
         client.set_tag(run_id, Tag.STATUS, TrialStatus.FAILED.value)
         client.set_tag(run_id, Tag.ERROR, str(exc)[-5000:])
@@ -260,11 +298,17 @@ def run_stage_one(
     """Stage 1 (or its ranking read back on ``--resume``); the stage-2 plan. On any way
     out without a ranking the sweep's run is closed (KILLED on Ctrl-C, else FAILED)."""
     try:
-        ranking = _ranking(plan, client, exp_id, parent_id, run_dir)
+        with _DeferredInterrupt() as stop:
+            ranking = _ranking(plan, client, exp_id, parent_id, run_dir, stop)
     except BaseException as exc:
-        close_sweep(
-            client, exp_id, parent_id, "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED"
-        )
+        killed = isinstance(exc, KeyboardInterrupt)
+        close_sweep(client, exp_id, parent_id, "KILLED" if killed else "FAILED")
+        if killed:
+            print(
+                f"sublayer: stage 1 interrupted; its runs are KILLED in MLflow. Continue it "
+                f"with: {program()} sweep {shlex.quote(plan.source)} --resume",
+                file=sys.stderr,
+            )
         raise
     stage2 = stage_two(plan, ranking)
     top = sorted(

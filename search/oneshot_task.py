@@ -12,6 +12,7 @@ run's learning curve has each of them once even when the driver died before writ
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import ray
 from .oneshot_checks import supernet_config
 from .oneshot_plan import rank_metric
 from .plan import SweepPlan
+from .trainable import FAIL_ENV, InjectedFailure
 
 __all__ = ["CURVE_FILE", "train_and_rank"]
 
@@ -84,6 +86,8 @@ def train_and_rank(
     from sublayer_search.models.data import load_corpus
     from sublayer_search.models.supernet import rank_orders, ranking_table, train_supernet
 
+    if "supernet" in os.environ.get(FAIL_ENV, "").split(","):
+        raise InjectedFailure(f"the supernet failed on purpose (listed in ${FAIL_ENV})")
     cfg = supernet_config(plan.experiment)
     train = plan.experiment.train
     spec = plan.task.spec(plan.model, plan.data, train, plan.extra)

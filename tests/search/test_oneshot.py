@@ -1,24 +1,23 @@
 """One-shot sweeps (``search: {algorithm: oneshot}``): validation, the dry run, the stage-2
-plan, and a real two-stage sweep on local Ray and SQLite MLflow that is killed in each
-stage and resumed (issue 17)."""
+plan, and a real two-stage sweep on local Ray and SQLite MLflow, interrupted in stage 1 and
+resumed (issue 17)."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import signal
-import subprocess
-import time
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from helpers import SUBLAYER, start, subprocess_env, tail
 
 from sublayer_search.search.cli import main
-from sublayer_search.search.config import parse_experiment
+from sublayer_search.search.config import load_experiment, parse_experiment
 from sublayer_search.search.oneshot_plan import ESTIMATE_PARAM, RANK_PARAM, stage_two
 from sublayer_search.search.plan import plan_sweep
 
@@ -171,8 +170,8 @@ def test_stage_two_takes_the_top_k_and_merges_the_baseline_order(tmp_path: Path)
     assert len({t.name for t in stage2.trials}) == len(stage2.trials)
 
 
-# -- a real two-stage sweep, killed in each stage ------------------------------------------
-SUPERNET_STEPS = 400
+# -- a real two-stage sweep, interrupted in stage 1 and resumed twice -----------------------
+SUPERNET_STEPS, EVERY = 400, 40
 
 
 def _runs(client: Any, role: str) -> list[Any]:
@@ -182,79 +181,77 @@ def _runs(client: Any, role: str) -> list[Any]:
     return client.search_runs([exp.experiment_id], filter_string=f"tags.`sublayer.role` = '{role}'")
 
 
-def _run_until(
-    cmd: list[str],
-    env: dict[str, str],
-    log: Path,
-    client: Any,
-    ready: Callable[[list[Any]], bool],
-    what: str,
-) -> None:
-    """Run ``cmd``; SIGKILL it (the driver first, then its process group) once
-    ``ready(supernet runs)``."""
-    proc = start(cmd, env=env, log=log)
+@contextlib.contextmanager
+def _ctrl_c_when(ready: Callable[[], bool]) -> Iterator[None]:
+    """Send this process a SIGINT (Ctrl-C) once ``ready()``, from a watcher thread."""
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(0.2):
+            if ready():
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
     try:
-        deadline = time.monotonic() + 240
-        while not ready(_runs(client, "supernet")):
-            assert proc.poll() is None, f"ended ({proc.returncode}) before {what}:\n{tail(log)}"
-            assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{tail(log)}"
-            time.sleep(0.3)
+        yield
     finally:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
-def _evaluated(client: Any) -> Callable[[list[Any]], bool]:
-    return lambda runs: (
-        bool(runs)
-        and runs[0].info.status == "RUNNING"
-        and bool(client.get_metric_history(runs[0].info.run_id, "val_loss"))
-    )
+        done.set()
+        thread.join()
 
 
 @pytest.mark.slow
-def test_two_stage_sweep_resumes_in_each_stage(tmp_path: Path) -> None:
+def test_two_stage_sweep_resumes_in_each_stage(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import ray
     from mlflow.tracking import MlflowClient
 
+    from sublayer_search.search.sweep import run_sweep
+
     search = {**ONESHOT, "supernet": {"steps": SUPERNET_STEPS, "eval_batches": 2}}
-    train = {"steps": 20, "batch_size": 64, "eval_every": 40, "eval_batches": 2}
+    train = {"steps": 20, "batch_size": 64, "eval_every": EVERY, "eval_batches": 2}
     path = _write(tmp_path, _doc(tmp_path, search=search, train=train))
-    env = subprocess_env(tmp_path / "home")
-    sweep = [str(SUBLAYER), "sweep", str(path)]
+    plan = plan_sweep(load_experiment(path), str(path))
     client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
 
-    # 1. killed during stage 1, once the supernet has logged an evaluation
-    _run_until(sweep, env, tmp_path / "a.log", client, _evaluated(client), "a supernet evaluation")
-    (first,) = _runs(client, "supernet")
-    assert first.info.status == "RUNNING" and not _runs(client, "trial"), tail(tmp_path / "a.log")
+    def supernet_evaluated() -> bool:  # stage 1 is running: its Ctrl-C handler is in place
+        runs = _runs(client, "supernet") if (tmp_path / "mlflow.db").exists() else []
+        return (
+            bool(runs)
+            and runs[0].info.status == "RUNNING"
+            and bool(client.get_metric_history(runs[0].info.run_id, "val_loss"))
+        )
 
-    # 2. --resume continues the supernet in the same run from its checkpoint; killed once
-    #    stage 1 has finished
-    _run_until(
-        [*sweep, "--resume"],
-        env,
-        tmp_path / "b.log",
-        client,
-        lambda runs: bool(runs) and runs[0].info.status == "FINISHED",
-        "the ranking",
-    )
-    (supernet,) = _runs(client, "supernet")
-    assert supernet.info.run_id == first.info.run_id
-    assert int(supernet.data.tags["sublayer.resumed_from_step"]) >= 40, tail(tmp_path / "b.log")
-    steps = [m.step for m in client.get_metric_history(supernet.info.run_id, "val_loss")]
-    assert sorted(steps) == list(range(40, SUPERNET_STEPS + 1, 40))  # each evaluation once
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    try:
+        # 1. Ctrl-C in stage 1, once the supernet has logged an evaluation
+        with _ctrl_c_when(supernet_evaluated), pytest.raises(KeyboardInterrupt):
+            run_sweep(plan)
+        (first,) = _runs(client, "supernet")
+        assert first.info.status == "KILLED" and not _runs(client, "trial")
+        assert "stage 1 interrupted" in capsys.readouterr().err
 
-    # 3. --resume reads the ranking back and finishes stage 2
-    done = subprocess.run(
-        [*sweep, "--resume"], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "read back from supernet run" in done.stdout
-    assert "training one supernet" not in done.stdout
+        # 2. --resume continues the supernet in the same run from its checkpoint, then stage 2
+        outcome = run_sweep(plan, resume=True)
+        assert not outcome.interrupted
+        (supernet,) = _runs(client, "supernet")
+        assert supernet.info.run_id == first.info.run_id
+        assert supernet.info.status == "FINISHED"
+        assert int(supernet.data.tags["sublayer.resumed_from_step"]) >= EVERY
+        steps = [m.step for m in client.get_metric_history(supernet.info.run_id, "val_loss")]
+        assert sorted(steps) == list(range(EVERY, SUPERNET_STEPS + 1, EVERY))  # each once
+        assert {r["status"] for r in outcome.trials} == {"finished"}
+
+        # 3. --resume once more: the ranking is read back, the supernet never trains again
+        capsys.readouterr()
+        again = run_sweep(plan, resume=True)
+        out = capsys.readouterr().out
+    finally:
+        ray.shutdown()
+    assert "read back from supernet run" in out and "training one supernet" not in out
+    assert again.parent_run_id == outcome.parent_run_id
     (after,) = _runs(client, "supernet")
     assert after.info.run_id == supernet.info.run_id
     assert after.info.end_time == supernet.info.end_time  # not trained again
@@ -266,10 +263,10 @@ def test_two_stage_sweep_resumes_in_each_stage(tmp_path: Path) -> None:
     assert [int(r["rank"]) for r in ranking] == [1, 2, 3, 4, 5]
     assert all(float(r["mean"]) > 0 and int(r["n_batches"]) == 2 for r in ranking)
 
-    trials = {r.data.params["order"]: r for r in _runs(client, "trial")}
+    trial_runs = _runs(client, "trial")
+    trials = {r.data.params["order"]: r for r in trial_runs}
     top = [r["order"] for r in ranking[:2]]
-    assert set(trials) == {"sfsf", *top}  # the baseline and the top 2, each once
-    assert len(_runs(client, "trial")) == len(trials)
+    assert set(trials) == {"sfsf", *top} and len(trial_runs) == len(trials)  # each once
     for rank, order in enumerate(top, 1):
         run = trials[order]
         assert run.info.status == "FINISHED" and run.data.tags["sublayer.status"] == "finished"
@@ -277,8 +274,7 @@ def test_two_stage_sweep_resumes_in_each_stage(tmp_path: Path) -> None:
         assert float(run.data.tags["sublayer.oneshot_estimate"]) == pytest.approx(
             float(ranking[rank - 1]["mean"])
         )
-        assert run.data.tags["mlflow.parentRunId"] == after.data.tags["mlflow.parentRunId"]
+        assert run.data.tags["mlflow.parentRunId"] == outcome.parent_run_id
     assert trials["sfsf"].data.tags["sublayer.baseline"] == "true"
     (parent,) = _runs(client, "sweep")
-    assert parent.info.status == "FINISHED"
-    assert parent.info.run_id == after.data.tags["mlflow.parentRunId"]
+    assert parent.info.status == "FINISHED" and parent.info.run_id == outcome.parent_run_id
