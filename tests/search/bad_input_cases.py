@@ -256,8 +256,8 @@ CASES = [
     Bad("asha-unknown-metric", _set("scheduler", {"type": "asha", "metric": "val_acc"}),
         ("scheduler.metric: got 'val_acc', expected val_loss or train_loss",)),
     Bad("unknown-search-algorithm", _set("search", {"algorithm": "bayes"}),
-        ("search.algorithm: got 'bayes', expected one of 'grid', 'optuna', 'surrogate' or "
-         "'evolution'",)),
+        ("search.algorithm: got 'bayes', expected one of 'grid', 'optuna', 'surrogate', "
+         "'evolution' or 'oneshot'",)),
     Bad("optuna-without-num-samples", _set("search", {"algorithm": "optuna"}),
         ("search.num_samples: got None, expected a trial budget (a positive integer) for "
          "search.algorithm optuna",)),
