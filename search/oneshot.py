@@ -33,6 +33,7 @@ from mlflow.tracking import MlflowClient
 from sublayer_search.spaces.records import Role, Tag, TrialStatus
 
 from .links import program
+from .oneshot_checks import supernet_config, top_k
 from .oneshot_plan import ESTIMATE_PARAM, RANK_PARAM, StageOne, rank_metric, stage_one, stage_two
 from .plan import SweepPlan, Trial
 from .tracking import _chunks, close_sweep, environment_tags, metrics_of
@@ -82,11 +83,10 @@ def _supernet_run(client: MlflowClient, exp_id: str, parent_id: str) -> Any:
 
 def _read_ranking(client: MlflowClient, run_id: str) -> list[dict[str, Any]]:
     """The ranking a finished supernet run holds (empty if it holds none)."""
+    if RANKING_FILE not in {a.path for a in client.list_artifacts(run_id)}:
+        return []  # never written (an unreachable store raises instead: no retraining)
     with tempfile.TemporaryDirectory(prefix="sublayer-ranking-") as tmp:
-        try:
-            path = client.download_artifacts(run_id, RANKING_FILE, tmp)
-        except Exception:  # noqa: BLE001  # no such artifact: the ranking was never written
-            return []
+        path = client.download_artifacts(run_id, RANKING_FILE, tmp)
         with open(path, newline="") as fh:
             return list(csv.DictReader(fh))
 
@@ -109,15 +109,12 @@ def _open_run(
         if k not in ("model.order", "train.steps", "train.seed")
     }
     params = {
-        **{f"supernet.{k}": v for k, v in (plan.experiment.search.supernet or {}).items()},
-        "supernet.steps": one.steps,
-        "supernet.sharing": one.sharing,
-        "supernet.eval_batches": one.eval_batches,
+        **{f"supernet.{k}": v for k, v in supernet_config(plan.experiment).to_dict().items()},
         "orders": len(one.orders),
         "metric": plan.metric,
         "rank_metric": rank_metric(plan.metric),
         "trial_units": f"{one.trial_units:.4g}",
-        "top_k": plan.experiment.search.top_k,
+        "top_k": top_k(plan.experiment),
         **settings,
     }
     tags = {
