@@ -170,6 +170,42 @@ def test_stage_two_takes_the_top_k_and_merges_the_baseline_order(tmp_path: Path)
     assert len({t.name for t in stage2.trials}) == len(stage2.trials)
 
 
+def test_a_resumed_supernet_sends_its_evaluations_up_to_the_checkpoint_again(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    import torch
+
+    from sublayer_search.models.checkpoint import save_checkpoint
+    from sublayer_search.search.oneshot_task import CURVE_FILE, _replay
+
+    save_checkpoint(
+        tmp_path, {"step": 120, "metrics": {"step": 120, "val_loss": 1.2, "x": torch.tensor(1.0)}}
+    )
+    rows = [{"step": s, "val_loss": s / 100} for s in (40, 80, 160)]  # 120's line was lost
+    (tmp_path / CURVE_FILE).write_text(
+        "".join(json.dumps(r) + "\n" for r in rows) + '{"step": 2'
+    )  # cut by the kill
+    sent: list[dict[str, Any]] = []
+
+    class Queue:
+        def put(self, row: dict[str, Any]) -> None:
+            sent.append(row)
+
+    assert _replay(str(tmp_path), str(tmp_path), Queue()) == 120
+    expected = [
+        {"step": 40, "val_loss": 0.4},
+        {"step": 80, "val_loss": 0.8},
+        {"step": 120, "val_loss": 1.2},
+    ]  # 160 comes again from training
+    assert sent == expected
+    lines = (tmp_path / CURVE_FILE).read_text().splitlines()
+    assert [json.loads(line) for line in lines] == expected
+    assert _replay(str(tmp_path), None, Queue()) == 0  # a fresh start: an empty curve
+    assert (tmp_path / CURVE_FILE).read_text() == ""
+
+
 # -- a real two-stage sweep, interrupted in stage 1 and resumed twice -----------------------
 SUPERNET_STEPS, EVERY = 400, 40
 
