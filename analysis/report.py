@@ -120,7 +120,7 @@ def builtin_study_report(name: str, out_dir: str | Path, *, straddle: str = "fra
     from .study_export import builtin_export
 
     study = builtin_export(name)
-    wall = study.meta.get("wall_time_s")
+    wall = study.meta.get("wall_s")
     source = f"shipped export {name!r}" + (f", programme wall time {wall / 60:.0f} min"
                                            if isinstance(wall, int | float) else "")
     return replication_report(study.trials, study.history, out_dir,

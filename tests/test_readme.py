@@ -49,6 +49,11 @@ EXCLUDED = {
     "sublayer replay quickstart --tracking-uri sqlite:///mlflow.db --grid --figure "
     "reports/replay.png": "needs the quickstart sweep of `make run`",
     "sublayer analyze --experiment A --experiment B --out DIR": "placeholders",
+    "sublayer sweep configs/mini_press2020.yaml": "the 68-minute programme it describes",
+    "sublayer analyze --experiment mini_press2020 --study replication --tracking-uri "
+    "sqlite:///mlflow.db --out reports/mine": "needs the programme's sweep",
+    "sublayer export mini_press2020 --tracking-uri sqlite:///mlflow.db --out my_study":
+        "needs the programme's sweep; tests/search/test_export_cli.py exports a real sweep",
     "make notebooks": "executes every notebook (minutes); tests/analysis/test_notebooks.py",
     "make notebooks EXPERIMENT=quickstart TRACKING_URI=sqlite:///$PWD/mlflow.db":
         "needs the quickstart sweep of `make run`; executes every notebook",

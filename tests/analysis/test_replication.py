@@ -126,3 +126,34 @@ def test_analyze_study_replication_on_a_sweep(mlflow_store: str, tmp_path: Path)
     assert "(a) Random orders" not in html  # none in this sweep
     assert (out / "figures" / "overview.png").exists()
     assert (out / "figures" / "history.png").exists()
+
+
+def test_the_readme_states_what_the_shipped_study_says() -> None:
+    """The README's "What the product finds at small scale" numbers come from the data."""
+    from sublayer_search.analysis.frame import baseline_stats
+    from sublayer_search.analysis.halves import halves_study
+    from sublayer_search.analysis.replication import RANDOM_FAMILIES
+    from sublayer_search.analysis.study_export import builtin_export
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    text = readme.split("## What the product finds at small scale")[1].split("\n## ")[0]
+    study = builtin_export("mini_press2020")
+    frame, metric = study.trials, study.metric
+    base = baseline_stats(frame, metric)
+    assert f"baseline {base.mean:.3f} ± {base.sd:.3f}" in text
+    assert f"**{study.meta['wall_s'] / 60:.0f} min**" in text
+    runs = single_runs(frame, metric)
+    verdicts = runs["verdict"].value_counts()
+    assert f"{int(runs['beats_average'].sum())} of {len(runs)} random orders" in text
+    assert f"none is better and {int(verdicts.get('worse', 0))} are worse" in text
+    assert "better" not in set(runs["verdict"])
+    pooled = frame[frame["family"].isin(RANDOM_FAMILIES) | frame["baseline"]]
+    halves = halves_study(pooled, metric=metric)
+    assert halves.mann_whitney is not None and halves.spearman is not None
+    assert f"p = {halves.mann_whitney.pvalue:.2g}" in text
+    assert f"rho = {halves.spearman.rho:.2f}" in text
+    study_noise = noise(frame, metric)
+    assert f"variance ratio of {study_noise.variance_ratio:.1f}" in text
+    assert f"{study_noise.order_share:.0%}".replace("%", " %") in text
+    slopes = end_slopes(study.history, frame, metric)
+    assert f"end/early {slopes['end_to_early'].median():.2f}" in text
