@@ -24,7 +24,7 @@ import pytest
 import yaml
 from helpers import SUBLAYER, scratch, start, stop, subprocess_env, tail, write_experiment
 from mlflow.tracking import MlflowClient
-from postgres_helpers import TrackingServer, tracking_server
+from postgres_helpers import tracking_server
 
 pytestmark = pytest.mark.slow
 
@@ -68,12 +68,6 @@ def _run(path: Path, env: dict[str, str], log: Path, *extra: str) -> subprocess.
     return start([SUBLAYER, "sweep", str(path), *extra], env=env, log=log)
 
 
-def _outage(server: TrackingServer, pause: float) -> None:
-    server.stop()
-    time.sleep(pause)
-    server.start()
-
-
 def test_mlflow_outage_is_buffered_and_resume_completes_training_and_logging(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # this test's own reads fail fast while the server is down (the driver keeps its defaults)
@@ -115,7 +109,13 @@ def test_mlflow_outage_is_buffered_and_resume_completes_training_and_logging(
         try:
             _wait("the resumed sweep logged more", lambda: sum(map(len, _points(
                 server.url).values())) > sum(map(len, before.values())), resumed, log2)
-            _outage(server, pause=2.0)
+            # down until the driver has met the outage (a write failed: it buffers), so the
+            # test never depends on whether a write fell into a fixed pause (CI: none did)
+            server.stop()
+            _wait("the driver buffered a write", lambda: "buffering and retrying" in
+                  log2.read_text(errors="replace"), resumed, log2)
+            time.sleep(1.0)
+            server.start()
             resumed.wait(timeout=240)
         finally:
             stop(resumed)
