@@ -207,7 +207,8 @@ def train_supernet(
 ) -> SupernetResult:
     """Train a supernet over ``orders`` through :func:`models.trainer.train`."""
     family = SupernetFamily(spec, orders, cfg, corpus)
-    train_cfg = dataclasses.replace(spec.train, steps=cfg.steps, seed=cfg.seed)
+    train_cfg = dataclasses.replace(spec.train, steps=cfg.steps, seed=cfg.seed,
+                                    eval_every=cfg.eval_every or spec.train.eval_every)
     fit = train(
         train_cfg,
         family,

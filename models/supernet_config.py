@@ -38,6 +38,9 @@ class SupernetConfig:
     """Held-out (validation) batches per order when ranking."""
     seed: int = 0
     """Seeds the initial weights, the batch sampler and the order sampler."""
+    eval_every: int | None = None
+    """Steps between the supernet's learning-curve evaluations (default: the trials'
+    ``train.eval_every``); a longer interval leaves more of the budget to training."""
 
     def __post_init__(self) -> None:
         checks = Checks()
@@ -55,6 +58,8 @@ class SupernetConfig:
             "a positive integer",
         )
         checks(is_int(self.seed) and self.seed >= 0, "supernet.seed", self.seed, "an integer >= 0")
+        checks(self.eval_every is None or is_positive_int(self.eval_every),
+               "supernet.eval_every", self.eval_every, "a positive integer (or unset)")
         checks.raise_any()
 
     def to_dict(self) -> dict[str, Any]:

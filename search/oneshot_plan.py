@@ -68,6 +68,9 @@ class StageOne:
     """``train.steps`` of one stand-alone trial (the supernet's evaluation cadence, batch
     sizes and ``train.eval_batches`` are the trials')."""
     eval_every: int
+    """``train.eval_every`` of the stand-alone trials."""
+    curve_every: int
+    """Steps between the supernet's own evaluations (``supernet.eval_every``)."""
     curve_batches: int | None
     """``train.eval_batches``: batches of each evaluation (``None``: the whole split)."""
     eval_cost: float
@@ -82,7 +85,7 @@ class StageOne:
         """Held-out batches the supernet's learning curve evaluates."""
         if self.curve_batches is None:
             return None
-        return _evaluations(self.steps, self.eval_every) * self.monitored * self.curve_batches
+        return _evaluations(self.steps, self.curve_every) * self.monitored * self.curve_batches
 
     @property
     def ranking_batches(self) -> int:
@@ -109,7 +112,7 @@ class StageOne:
             (
                 f"{curve + self.ranking_batches} held-out batches ({curve} for its learning "
                 f"curve: {self.monitored} orders x {self.curve_batches} batches x "
-                f"{_evaluations(self.steps, self.eval_every)} evaluations; "
+                f"{_evaluations(self.steps, self.curve_every)} evaluations; "
                 f"{self.ranking_batches} to rank {len(self.orders)} orders x "
                 f"{self.eval_batches})"
             )
@@ -136,6 +139,7 @@ def stage_one(plan: SweepPlan) -> StageOne:
         eval_batches=cfg.eval_batches,
         trial_steps=train.steps,
         eval_every=train.eval_every,
+        curve_every=cfg.eval_every or train.eval_every,
         curve_batches=train.eval_batches,
         eval_cost=FORWARD_SHARE * (train.eval_batch_size or train.batch_size) / train.batch_size,
     )

@@ -226,6 +226,8 @@ def test_config_errors_name_the_field(corpus):
         SupernetConfig.from_dict({"steps": 10, "budget": 3})
     with pytest.raises(ConfigError, match="supernet.eval_batches"):
         SupernetConfig(eval_batches=-1)
+    with pytest.raises(ConfigError, match="supernet.eval_every"):
+        SupernetConfig(eval_every=0)
     cfg = SupernetConfig(steps=7, sharing="slot", eval_batches=3, seed=2)
     assert SupernetConfig.from_dict(cfg.to_dict()) == cfg
     with pytest.raises(ConfigError, match=r"orders\[1\]"):
@@ -241,3 +243,10 @@ def test_config_errors_name_the_field(corpus):
         net(torch.zeros(1, 4, dtype=torch.long), order="fs")
     with pytest.raises(ConfigError, match="metric"):
         rank_orders(net, ["sf"], corpus, metric="bleu", eval_batches=1, batch_size=1, context=4)
+
+
+def test_the_supernet_evaluates_at_its_own_interval(corpus):
+    steps = []
+    cfg = SupernetConfig(steps=20, eval_batches=2, eval_every=20)
+    train_supernet(spec(), PERMS, cfg, lambda m, c=None: steps.append(m["step"]), corpus=corpus)
+    assert [s for s in steps if s > 0] == [20]  # not the trials' eval_every of 10

@@ -130,6 +130,18 @@ def test_dry_run_shows_the_supernet_and_the_stand_alone_stage(
     assert not (tmp_path / "mlflow.db").exists()
 
 
+def test_the_supernet_curve_has_its_own_interval_in_the_cost(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    search = {**ONESHOT, "supernet": {"steps": 50, "eval_batches": 3, "eval_every": 25}}
+    assert main(["sweep", str(_write(tmp_path, _doc(tmp_path, search=search))), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    # 2 evaluations (not 5) of 5 orders x 2 batches; a trial still evaluates every 10 steps
+    units = (50 + (20 + 15) / 3) / (20 + 4 / 3)
+    assert "35 held-out batches (20 for its learning curve: 5 orders x 2 batches x 2 " \
+           f"evaluations; 15 to rank 5 orders x 3) = {units:.3g} stand-alone trial(s)" in out
+
+
 def test_dry_run_of_the_shipped_oneshot_config_imports_no_heavy_library(tmp_path: Path) -> None:
     from test_light_imports import _probe
 
