@@ -27,7 +27,7 @@ With ``tie_embeddings=False`` the head is a ``Linear(d, V, bias=False)`` or an u
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import NamedTuple, cast
 
@@ -244,6 +244,10 @@ class OrderedLM(nn.Module):
 
     def hidden(self, idx: Tensor) -> Tensor:
         """Final hidden states (B, T, d) of token ids (B, T), T ≤ context."""
+        return self.hidden_along(idx, self.layers)
+
+    def hidden_along(self, idx: Tensor, layers: Iterable[nn.Module]) -> Tensor:
+        """:meth:`hidden` through ``layers`` (a supernet passes one order's path)."""
         t = idx.shape[1]
         if t > self.cfg.context:
             raise ValueError(f"sequence length {t} exceeds the context ({self.cfg.context})")
@@ -252,7 +256,7 @@ class OrderedLM(nn.Module):
             x = x * self.embed_scale
         pos = self.pos.weight[:t] if self.pos is not None else self.pos_table[:t]
         x = self.drop(x + pos)
-        for layer in self.layers:
+        for layer in layers:
             x = layer(x)
         return self.final_norm(x)
 

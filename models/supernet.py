@@ -28,7 +28,6 @@ import numpy as np
 import torch
 
 from sublayer_search.models.data import Corpus, load_corpus, metrics_from_loss, random_batch
-from sublayer_search.models.errors import ConfigError
 from sublayer_search.models.lm import LMOutput
 from sublayer_search.models.specs import TrialSpec, main_metric
 from sublayer_search.models.supernet_config import SHARING, SupernetConfig
@@ -48,6 +47,7 @@ from sublayer_search.models.supernet_rank import (
     rank_orders,
     ranking_table,
 )
+from sublayer_search.models.train import model_for_corpus
 from sublayer_search.models.trainer import Family, Report, Scores, StepContext, train
 
 __all__ = [
@@ -109,16 +109,7 @@ class SupernetFamily(Family):
         corpus: Corpus | None = None,
     ) -> None:
         self.corpus = corpus if corpus is not None else load_corpus(spec.data)
-        mcfg = spec.model
-        if mcfg.vocab_size is None:
-            mcfg = mcfg.with_vocab(self.corpus.vocab_size)
-        if mcfg.vocab_size is not None and mcfg.vocab_size < self.corpus.vocab_size:
-            raise ConfigError(
-                "model.vocab_size",
-                mcfg.vocab_size,
-                f">= the corpus vocabulary ({self.corpus.vocab_size})",
-            )
-        self.model_config = mcfg
+        self.model_config = model_for_corpus(spec.model, self.corpus)
         self.cfg = cfg
         self.metric = main_metric(self.corpus.level)
         self.orders = canonical_orders(orders)

@@ -89,17 +89,7 @@ class _PooledLM(OrderedLM):
     def hidden(self, idx: Tensor) -> Tensor:
         if self.active is None:
             raise RuntimeError("no order chosen: call the Supernet with order=...")
-        t = idx.shape[1]
-        if t > self.cfg.context:
-            raise ValueError(f"sequence length {t} exceeds the context ({self.cfg.context})")
-        x = self.embed(idx)  # (B, T, d)
-        if self.embed_scale != 1.0:
-            x = x * self.embed_scale
-        pos = self.pos.weight[:t] if self.pos is not None else self.pos_table[:t]
-        x = self.drop(x + pos)
-        for i in self.active:
-            x = self.layers[i](x)
-        return self.final_norm(x)
+        return self.hidden_along(idx, [self.layers[i] for i in self.active])
 
 
 class Supernet(nn.Module):

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from sublayer_search.models.checkpoint import load_checkpoint
+from sublayer_search.models.config import ModelConfig
 from sublayer_search.models.data import (
     Corpus,
     eval_batches,
@@ -44,6 +45,7 @@ __all__ = [
     "load_checkpoint",
     "lr_factor",
     "main_metric",
+    "model_for_corpus",
 ]
 
 
@@ -84,21 +86,23 @@ def evaluate(
     return total / count
 
 
+def model_for_corpus(model: ModelConfig, corpus: Corpus) -> ModelConfig:
+    """``model`` with the corpus's vocabulary when it has none; a ConfigError when its
+    vocabulary is smaller than the corpus's."""
+    if model.vocab_size is None:
+        model = model.with_vocab(corpus.vocab_size)
+    if model.vocab_size is not None and model.vocab_size < corpus.vocab_size:
+        raise ConfigError("model.vocab_size", model.vocab_size,
+                          f">= the corpus vocabulary ({corpus.vocab_size})")
+    return model
+
+
 class LMFamily(Family):
     """Decoder-only language models on a corpus of the registry."""
 
     def __init__(self, spec: TrialSpec, corpus: Corpus | None = None) -> None:
         self.corpus = corpus if corpus is not None else load_corpus(spec.data)
-        mcfg = spec.model
-        if mcfg.vocab_size is None:
-            mcfg = mcfg.with_vocab(self.corpus.vocab_size)
-        if mcfg.vocab_size is not None and mcfg.vocab_size < self.corpus.vocab_size:
-            raise ConfigError(
-                "model.vocab_size",
-                mcfg.vocab_size,
-                f">= the corpus vocabulary ({self.corpus.vocab_size})",
-            )
-        self.model_config = mcfg
+        self.model_config = model_for_corpus(spec.model, self.corpus)
         self.eval_limit = spec.train.eval_batches
         self.metric = main_metric(self.corpus.level)
 
