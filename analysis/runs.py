@@ -41,10 +41,12 @@ __all__ = [
     "TRANSLATION_COLUMNS",
     "experiment_names",
     "find_sweep_run",
+    "history_frame",
     "load",
     "load_history",
     "load_routing",
     "routing_rows",
+    "runs_with_role",
 ]
 
 TRANSLATION_COLUMNS: tuple[str, ...] = (
@@ -251,20 +253,32 @@ def load(
                         tracking_uri=tracking_uri)
     if not history:
         return trials
-    return trials, _history(client, runs)
+    return trials, history_frame(client, runs)
 
 
-def _history(client: MlflowClient, runs: list[Any]) -> pd.DataFrame:
+def history_frame(client: MlflowClient, runs: list[Any], *, when: bool = False) -> pd.DataFrame:
+    """Every logged metric's history of ``runs``: ``HISTORY_COLUMNS`` (run_id, key, step,
+    value); with ``when`` also the run's ``name`` and each point's ``time_ms``."""
     rows = [
-        {"run_id": run.info.run_id, "key": key, "step": m.step, "value": m.value}
+        {"run_id": run.info.run_id, "key": key, "step": m.step, "value": m.value,
+         **({"name": run.info.run_name, "time_ms": m.timestamp} if when else {})}
         for run in runs
         for key in sorted(run.data.metrics)
         for m in client.get_metric_history(run.info.run_id, key)
     ]
-    frame = pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
+    columns = ["run_id", "name", "key", "step", "value", "time_ms"] if when \
+        else list(HISTORY_COLUMNS)
+    frame = pd.DataFrame(rows, columns=columns)
     frame["step"] = frame["step"].astype("int64")
     frame["value"] = frame["value"].astype(float)
+    if when:
+        frame["time_ms"] = frame["time_ms"].astype("Int64")
     return frame.sort_values(["run_id", "key", "step"], kind="stable").reset_index(drop=True)
+
+
+def runs_with_role(client: MlflowClient, experiment_id: str, role: Role) -> list[Any]:
+    """Every run of the experiment tagged ``sublayer.role`` = ``role``, oldest first."""
+    return _search(client, experiment_id, f"tags.`{Tag.ROLE}` = '{role}'")
 
 
 def load_history(
@@ -273,7 +287,7 @@ def load_history(
     """Metric history (run_id, key, step, value) of the experiment's trials."""
     client = _client(tracking_uri)
     runs = _search(client, _experiment_id(client, experiment), _TRIAL_FILTER)
-    frame = _history(client, runs)
+    frame = history_frame(client, runs)
     return frame if keys is None else frame[frame["key"].isin(keys)].reset_index(drop=True)
 
 

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from sublayer_search.models.data import Corpus, load_corpus, metrics_from_loss, random_batch
+from sublayer_search.models.data import Corpus, load_corpus, metrics_from_loss
 from sublayer_search.models.lm import LMOutput
 from sublayer_search.models.specs import TrialSpec, main_metric
 from sublayer_search.models.supernet_config import SHARING, SupernetConfig
@@ -47,7 +47,7 @@ from sublayer_search.models.supernet_rank import (
     rank_orders,
     ranking_table,
 )
-from sublayer_search.models.train import model_for_corpus
+from sublayer_search.models.train import model_for_corpus, train_batch
 from sublayer_search.models.trainer import Family, Report, Scores, StepContext, train
 
 __all__ = [
@@ -135,13 +135,7 @@ class SupernetFamily(Family):
         self.current = self.order_at(min(step, len(self.schedule) - 1))
 
     def loss(self, model: Any, ctx: StepContext) -> tuple[torch.Tensor, int]:
-        x, y = random_batch(
-            self.corpus.train,
-            context=self.model_config.context,
-            batch_size=ctx.batch_size,
-            generator=ctx.generator,
-        )
-        x, y = x.to(ctx.device), y.to(ctx.device)
+        x, y = train_batch(self.corpus, self.model_config.context, ctx)
         out = model(x, y, order=self.current).loss
         return out, y.numel()
 

@@ -46,6 +46,7 @@ __all__ = [
     "lr_factor",
     "main_metric",
     "model_for_corpus",
+    "train_batch",
 ]
 
 
@@ -97,6 +98,13 @@ def model_for_corpus(model: ModelConfig, corpus: Corpus) -> ModelConfig:
     return model
 
 
+def train_batch(corpus: Corpus, context: int, ctx: StepContext) -> tuple[torch.Tensor, torch.Tensor]:
+    """A random training batch (inputs, targets) of ``corpus`` on ``ctx``'s device."""
+    x, y = random_batch(corpus.train, context=context, batch_size=ctx.batch_size,
+                        generator=ctx.generator)
+    return x.to(ctx.device), y.to(ctx.device)
+
+
 class LMFamily(Family):
     """Decoder-only language models on a corpus of the registry."""
 
@@ -110,13 +118,7 @@ class LMFamily(Family):
         return OrderedLM(self.model_config)
 
     def loss(self, model: Any, ctx: StepContext) -> tuple[torch.Tensor, int]:
-        x, y = random_batch(
-            self.corpus.train,
-            context=self.model_config.context,
-            batch_size=ctx.batch_size,
-            generator=ctx.generator,
-        )
-        x, y = x.to(ctx.device), y.to(ctx.device)
+        x, y = train_batch(self.corpus, self.model_config.context, ctx)
         loss = model(x, y).loss
         term = guidance_term(model, self.model_config.guidance)
         return (loss if term is None else loss + term), y.numel()

@@ -27,7 +27,6 @@ from sublayer_search.spaces.records import Role, Tag, direction, final
 
 __all__ = ["collect", "export_experiment", "masked"]
 
-_PAGE = 1000
 _YAML = "experiment.yaml"
 _PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^:/@\s]+:)[^@\s]+@", re.IGNORECASE)
 
@@ -35,31 +34,6 @@ _PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^:/@\s]+:)[^@\s]+@", re.IGNOREC
 def masked(text: str) -> str:
     """``text`` with the password of every ``scheme://user:password@host`` replaced by ``***``."""
     return _PASSWORD.sub(r"\1***@", text)
-
-
-def _runs(client: MlflowClient, exp_id: str, role: str) -> list[Any]:
-    found: list[Any] = []
-    token = None
-    while True:
-        page = client.search_runs([exp_id], filter_string=f"tags.`{Tag.ROLE}` = '{role}'",
-                                  max_results=_PAGE, page_token=token,
-                                  order_by=["attributes.start_time ASC"])
-        found.extend(page)
-        token = page.token
-        if not token:
-            return found
-
-
-def _curves(client: MlflowClient, trial_runs: list[Any]) -> pd.DataFrame:
-    rows = [{"run_id": run.info.run_id, "name": run.info.run_name, "key": key,
-             "step": int(m.step), "value": float(m.value), "time_ms": int(m.timestamp)}
-            for run in trial_runs for key in sorted(run.data.metrics)
-            for m in client.get_metric_history(run.info.run_id, key)]
-    frame = pd.DataFrame(rows, columns=["run_id", "name", "key", "step", "value", "time_ms"])
-    frame["step"] = frame["step"].astype("int64")
-    frame["value"] = frame["value"].astype(float)
-    frame["time_ms"] = frame["time_ms"].astype("Int64")
-    return frame.sort_values(["run_id", "key", "step"], kind="stable").reset_index(drop=True)
 
 
 def _times(trials: pd.DataFrame, curves: pd.DataFrame, trial_runs: list[Any]) -> pd.DataFrame:
@@ -133,10 +107,10 @@ def collect(experiment: str, tracking_uri: str | None = None
                             f"{Tag.ROLE}={Role.TRIAL}): nothing to export")
     client = open_store(tracking_uri)
     exp_id = str(trials.attrs["experiment_id"])
-    trial_runs = _runs(client, exp_id, Role.TRIAL)
-    curves = _curves(client, trial_runs)
+    trial_runs = analysis_runs.runs_with_role(client, exp_id, Role.TRIAL)
+    curves = analysis_runs.history_frame(client, trial_runs, when=True)
     trials = _times(trials, curves, trial_runs)
-    sweeps = [_sweep(r) for r in _runs(client, exp_id, Role.SWEEP)]
+    sweeps = [_sweep(r) for r in analysis_runs.runs_with_role(client, exp_id, Role.SWEEP)]
     latest = sweeps[-1] if sweeps else None
     metrics = sorted({m for m in trials["metric"] if isinstance(m, str)})
     metric = (latest or {}).get("metric") or (metrics[0] if metrics else None)
