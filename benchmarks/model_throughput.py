@@ -13,8 +13,13 @@ unguided model's. Hard guidance keeps q, k and v as three matrices (one matmul o
 concatenation); soft guidance adds its regulariser to every step's loss. The unguided
 model keeps the fused q/k/v projection, so ``ratio`` (ordered vs. GPT-2) is unchanged.
 
+    .venv/bin/python benchmarks/model_throughput.py --rounds 9 --steps 3 --guidance ""
     .venv/bin/python benchmarks/model_throughput.py --threads 2
     .venv/bin/python benchmarks/model_throughput.py --device cuda --batch 16 --context 1024 --json
+
+On the CPU, OrderedLM's float32 products run on oneDNN (:mod:`models.linear`;
+``--cpu-gemm blas`` for BLAS as ``F.linear`` runs them, ``--cpu-gemm both`` times the
+model both ways in the same rounds, ``ordered-blas``); GPT-2 runs as Hugging Face ships it.
 
 Needs ``transformers`` (the ``bench`` extra). On CUDA the steps run under bf16 autocast
 and the MFU is ``tokens/s · 3 · flops_per_token / peak`` (forward + 2× for backward).
@@ -23,6 +28,7 @@ and the MFU is ``tokens/s · 3 · flops_per_token / peak`` (forward + 2× for ba
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import json
 import statistics
@@ -36,6 +42,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from sublayer_search.models import linear as lin  # noqa: E402
 from sublayer_search.models.accounting import flops_per_token, param_count  # noqa: E402
 from sublayer_search.models.config import ModelConfig  # noqa: E402
 from sublayer_search.models.guidance_config import GuidanceConfig  # noqa: E402
@@ -64,6 +71,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--guidance", default="hg-kq+v+ffn,sg-kq+v+ffn",
                    help="comma-separated guidance labels also timed ('' for none)")
+    p.add_argument("--cpu-gemm", choices=("onednn", "blas", "both"), default="onednn",
+                   help="float32 CPU GEMM of OrderedLM (models.linear); both: also time "
+                        "'ordered-blas', the same model on BLAS, in the same rounds")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print one JSON object instead")
     return p.parse_args(argv)
@@ -121,7 +131,9 @@ def guided_models(cfg: ModelConfig, args: argparse.Namespace) -> dict[str, Order
     return out
 
 
-def make_step(model: torch.nn.Module, kind: str, args: argparse.Namespace) -> Callable[[], float]:
+def make_step(model: torch.nn.Module, kind: str, args: argparse.Namespace,
+              gemm: str | None = None) -> Callable[[], float]:
+    """One training step; ``gemm`` sets the CPU GEMM of :mod:`models.linear` around it."""
     device = torch.device(args.device)
     model.to(device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -134,6 +146,15 @@ def make_step(model: torch.nn.Module, kind: str, args: argparse.Namespace) -> Ca
     y = x.roll(-1, dims=1)
 
     def step() -> float:
+        previous = lin.cpu_gemm()
+        if gemm is not None:
+            lin.set_cpu_gemm(gemm)
+        try:
+            return train_step()
+        finally:
+            lin.set_cpu_gemm(previous)
+
+    def train_step() -> float:
         with autocast:
             loss = run(x, y).loss if kind == "ours" else run(input_ids=x, labels=x).loss
             if kind == "ours" and model.cfg.guidance.mode == "soft":  # type: ignore[union-attr]
@@ -167,10 +188,15 @@ def main(argv: list[str] | None = None) -> dict:
         "gpt2": sum(p.numel() for p in gpt2.parameters()),
     }
     assert params["ordered"] == param_count(cfg)
-    steps = {"ordered": make_step(ours, "ours", args), "gpt2": make_step(gpt2, "hf", args)}
+    ours_gemm = "blas" if args.cpu_gemm == "blas" else "onednn"
+    steps = {"ordered": make_step(ours, "ours", args, ours_gemm),
+             "gpt2": make_step(gpt2, "hf", args)}
+    if args.cpu_gemm == "both":
+        params["ordered-blas"] = params["ordered"]
+        steps["ordered-blas"] = make_step(copy.deepcopy(ours), "ours", args, "blas")
     for label, model in guided_models(cfg, args).items():
         params[label] = sum(p.numel() for p in model.parameters())
-        steps[label] = make_step(model, "ours", args)
+        steps[label] = make_step(model, "ours", args, ours_gemm)
     for step in steps.values():
         for _ in range(args.warmup):
             step()
@@ -195,6 +221,7 @@ def main(argv: list[str] | None = None) -> dict:
         ),
         "threads": args.threads,
         "torch": torch.__version__,
+        "cpu_gemm": ours_gemm if args.device == "cpu" else None,
         "shape": {
             k: getattr(args, k)
             for k in ("d_model", "n_heads", "layers", "vocab", "context", "batch")
@@ -210,10 +237,13 @@ def main(argv: list[str] | None = None) -> dict:
         "tokens_per_cpu_s": {k: round(v, 1) for k, v in per_cpu.items()},
         "cpu_ratio": round(per_cpu["ordered"] / per_cpu["gpt2"], 3),
         "guidance_ratio": {k: round(tps[k] / tps["ordered"], 3) for k in steps
-                           if k not in ("ordered", "gpt2")},
+                           if k not in ("ordered", "gpt2", "ordered-blas")},
         "guidance_cpu_ratio": {k: round(per_cpu[k] / per_cpu["ordered"], 3) for k in steps
-                               if k not in ("ordered", "gpt2")},
+                               if k not in ("ordered", "gpt2", "ordered-blas")},
     }
+    if "ordered-blas" in steps:
+        result["blas_ratio"] = round(tps["ordered-blas"] / tps["gpt2"], 3)
+        result["onednn_over_blas"] = round(tps["ordered"] / tps["ordered-blas"], 3)
     if args.device.startswith("cuda"):
         peak = args.peak_tflops * 1e12
         result["mfu"] = {k: round(v * 3 * fpt / peak, 4) for k, v in tps.items()}
@@ -236,6 +266,10 @@ def main(argv: list[str] | None = None) -> dict:
             f"{'ratio':<{width}} {'':>12} {result['ratio']:>10.3f} {result['best_ratio']:>10.3f} "
             f"{result['cpu_ratio']:>10.3f}"
         )
+        if "blas_ratio" in result:
+            print(f"{'ordered-blas / gpt2':<{width}} {'':>12} {result['blas_ratio']:>10.3f}")
+            print(f"{'ordered / ordered-blas':<{width}} {'':>12} "
+                  f"{result['onednn_over_blas']:>10.3f}")
         for k, v in result["guidance_ratio"].items():
             print(f"{k + ' / ordered':<{width}} {'':>12} {v:>10.3f} {'':>10} "
                   f"{result['guidance_cpu_ratio'][k]:>10.3f}")

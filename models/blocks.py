@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from sublayer_search.models.linear import Linear, linear
 from sublayer_search.spaces.cost import half_width
 
 __all__ = [
@@ -100,10 +101,10 @@ class SelfAttention(nn.Module):
         self.k: nn.Linear | None = None
         self.v: nn.Linear | None = None
         if split_qkv:  # three matrices that guidance may share, one matmul
-            self.q, self.k, self.v = (nn.Linear(d_model, d_model) for _ in range(3))
+            self.q, self.k, self.v = (Linear(d_model, d_model) for _ in range(3))
         else:
-            self.qkv = nn.Linear(d_model, 3 * d_model)  # rows: q, k, v
-        self.out = nn.Linear(d_model, d_model)
+            self.qkv = Linear(d_model, 3 * d_model)  # rows: q, k, v
+        self.out = Linear(d_model, d_model)
         self.capture: list[Tensor] | None = None
 
     def _project(self, x: Tensor) -> Tensor:
@@ -112,7 +113,7 @@ class SelfAttention(nn.Module):
             return self.qkv(x)
         assert self.q is not None and self.k is not None and self.v is not None
         parts = (self.q, self.k, self.v)
-        return F.linear(x, torch.cat([p.weight for p in parts]), torch.cat([p.bias for p in parts]))
+        return linear(x, torch.cat([p.weight for p in parts]), torch.cat([p.bias for p in parts]))
 
     def forward(self, x: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
         b, t, d = x.shape  # (B, T, d)
@@ -139,9 +140,9 @@ class CrossAttention(nn.Module):
             raise ValueError(f"d_model {d_model} is not a multiple of n_heads {n_heads}")
         self.n_heads = n_heads
         self.attn_dropout = attn_dropout
-        self.q = nn.Linear(d_model, d_model)
-        self.kv = nn.Linear(d_model, 2 * d_model)  # rows: k, v
-        self.out = nn.Linear(d_model, d_model)
+        self.q = Linear(d_model, d_model)
+        self.kv = Linear(d_model, 2 * d_model)  # rows: k, v
+        self.out = Linear(d_model, d_model)
 
     def forward(
         self, x: Tensor, memory: Tensor, memory_padding_mask: Tensor | None = None
@@ -171,10 +172,10 @@ class FeedForward(nn.Module):
         super().__init__()
         if activation not in ("relu", "gelu"):
             raise ValueError(f"unknown activation {activation!r} (expected relu or gelu)")
-        self.fc1 = nn.Linear(d_model, d_ff)
+        self.fc1 = Linear(d_model, d_ff)
         self.act = nn.ReLU() if activation == "relu" else nn.GELU()
         self.drop = nn.Dropout(act_dropout)
-        self.fc2 = nn.Linear(d_ff, d_model)
+        self.fc2 = Linear(d_ff, d_model)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.fc2(self.drop(self.act(self.fc1(x))))

@@ -24,6 +24,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from sublayer_search.models.linear import matmul_t
+
 __all__ = ["CHUNK_BYTES", "chunk_rows", "fusable", "linear_cross_entropy"]
 
 CHUNK_BYTES = 8 << 20
@@ -45,6 +47,23 @@ def fusable(h: Tensor, weight: Tensor) -> bool:
         and not torch.is_autocast_enabled(h.device.type)
         and not torch.compiler.is_compiling()
     )
+
+
+def _product(hc: Tensor, weight: Tensor, *, out: Tensor) -> None:
+    """``out[:] = hc @ weight.T`` (``out`` in the accumulation dtype)."""
+    if hc.dtype == out.dtype and weight.dtype == out.dtype:
+        matmul_t(hc, weight, out=out)
+    else:
+        out.copy_(hc @ weight.t())
+
+
+def _grad_rows(probs: Tensor, w_acc: Tensor, cc: Tensor, *, out: Tensor) -> None:
+    """``out[:] = (probs @ w) · c`` per row: the chunk's gradient of the hidden states."""
+    if out.dtype == probs.dtype:
+        matmul_t(probs, w_acc.t(), out=out)
+        out.mul_(cc[:, None])
+    else:
+        out.copy_(((probs @ w_acc) * cc[:, None]).to(out.dtype))
 
 
 class _LinearCrossEntropy(torch.autograd.Function):
@@ -70,23 +89,28 @@ class _LinearCrossEntropy(torch.autograd.Function):
         coef = coef.to(acc)
         w_acc = weight.to(acc)
         grad_h = torch.empty_like(h) if want_h else None
-        grad_w = torch.zeros(weight.shape, dtype=acc, device=weight.device) if want_w else None
+        grad_w = None
+        if want_w:  # the first chunk writes it (below): zeros only without rows
+            grad_w = (torch.empty if n else torch.zeros)(weight.shape, dtype=acc, device=weight.device)
         losses = torch.empty(n, dtype=acc, device=h.device) if want_c else None
         row_sum = torch.zeros(h.shape[1], dtype=acc, device=h.device)  # Σ cᵢ hᵢ
         total = torch.zeros((), dtype=acc, device=h.device)
+        # one logits buffer for every chunk, overwritten by its softmax in place: no
+        # fresh (rows, V) allocation per chunk (on CPU each would be page-faulted in)
+        buf = torch.empty(min(rows, n), vocab, dtype=acc, device=h.device)
         for start in range(0, n, rows):
             hc, tc, cc = (
                 h[start : start + rows],
                 targets[start : start + rows],
                 coef[start : start + rows],
             )
-            logits = (hc @ weight.t()).to(acc)
+            logits = buf[: len(tc)]
+            _product(hc, weight, out=logits)  # (rows, V)
             picked = logits.gather(1, tc[:, None]).squeeze(1)
             if smoothing:  # ℓ = lse − (1 − ε)·x_t − ε·mean(x)
                 picked = (1.0 - smoothing) * picked + smoothing * logits.mean(1)
             top = logits.amax(1)
-            probs = torch.softmax(logits, 1)
-            del logits
+            probs = torch.softmax(logits, 1, out=logits)
             loss = top - probs.amax(1).log() - picked  # lse − picked
             total += (cc * loss).sum()
             if losses is not None:
@@ -96,10 +120,13 @@ class _LinearCrossEntropy(torch.autograd.Function):
             # ∂ℓ/∂logits = softmax − (1 − ε)·one-hot − ε/V; the −ε/V part is rank one
             probs[torch.arange(len(tc), device=tc.device), tc] -= 1.0 - smoothing
             if grad_h is not None:
-                grad_h[start : start + rows] = ((probs @ w_acc) * cc[:, None]).to(h.dtype)
+                _grad_rows(probs, w_acc, cc, out=grad_h[start : start + rows])
             if grad_w is not None:
                 scaled = hc.to(acc) * cc[:, None]
-                grad_w.addmm_(probs.t(), scaled)
+                if start == 0:  # the first chunk writes, the others add: no zero fill
+                    torch.mm(probs.t(), scaled, out=grad_w)
+                else:
+                    grad_w.addmm_(probs.t(), scaled)
                 if smoothing:
                     row_sum += scaled.sum(0)
         if smoothing:

@@ -1,0 +1,131 @@
+"""``y = x Wᵀ + b`` on the faster of the CPU's two float32 GEMM libraries.
+
+PyTorch's CPU ``F.linear`` runs float32 matrix products through BLAS (MKL in the
+x86 wheels). oneDNN, which the same wheels carry for bf16 and for ``torch.compile``,
+has float32 kernels of its own; on the AMD EPYC (Zen 4) CPU that CI runs on they are
+10-20 % faster for the model's shapes (``benchmarks/profile_lm.py --gemm``):
+x (2048, 256) times W (1024, 256) takes 12.1 ms through MKL and 10.2 ms through
+oneDNN on one thread. Same float32 arithmetic (no reduced precision), another order
+of summation: results agree to rounding.
+
+:func:`linear` sends a training or evaluation product through oneDNN when every
+operand is a float32 CPU tensor outside autocast and outside a ``torch.compile``
+trace; everything else (CUDA, bf16 autocast, float64, compiled graphs, a build
+without oneDNN) takes ``F.linear`` unchanged. The backward computes the input
+gradient through oneDNN as well (``g W`` is ``linear(g, Wᵀ)``) and the weight
+gradient ``gᵀ x`` through BLAS, which is the faster of the two for that product.
+
+``SUBLAYER_CPU_GEMM=blas`` (or :func:`set_cpu_gemm`) keeps every product on BLAS.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = ["Linear", "cpu_gemm", "linear", "matmul_t", "set_cpu_gemm"]
+
+_GEMMS = ("onednn", "blas")
+
+
+def _onednn_op() -> Any:
+    """oneDNN's dense float32 linear, or None where this build has none."""
+    if not torch.backends.mkldnn.is_available():
+        return None
+    try:
+        return torch.ops.mkldnn._linear_pointwise.default
+    except (AttributeError, RuntimeError):
+        return None
+
+
+_OP = _onednn_op()
+_choice = os.environ.get("SUBLAYER_CPU_GEMM", "onednn").strip().lower() or "onednn"
+
+
+def set_cpu_gemm(name: str) -> None:
+    """Choose the float32 CPU GEMM: ``"onednn"`` (the default) or ``"blas"``."""
+    global _choice
+    if name not in _GEMMS:
+        raise ValueError(f"cpu gemm {name!r}: expected one of {', '.join(_GEMMS)}")
+    _choice = name
+
+
+def cpu_gemm() -> str:
+    """The float32 CPU GEMM in use: ``"onednn"`` where chosen and available, else ``"blas"``."""
+    return "onednn" if _choice == "onednn" and _OP is not None else "blas"
+
+
+def _onednn(*tensors: Tensor | None) -> bool:
+    """Whether these operands take oneDNN (see the module docstring)."""
+    if _OP is None or _choice != "onednn" or torch.compiler.is_compiling():
+        return False
+    if torch.is_autocast_enabled("cpu"):
+        return False
+    return all(
+        t is None or (t.device.type == "cpu" and t.dtype == torch.float32) for t in tensors
+    )
+
+
+def _dnn(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    assert _OP is not None
+    out: Tensor = _OP(x, weight, bias, "none", [], "")
+    return out
+
+
+def matmul_t(x: Tensor, weight: Tensor, *, out: Tensor | None = None) -> Tensor:
+    """``x @ weight.T`` for 2-D ``x`` (N, k) and ``weight`` (m, k), without autograd (the
+    fused loss's chunk products; ``weight`` may be a transposed view), into ``out``
+    (N, m) when given."""
+    if _onednn(x, weight) and x.dim() == 2:
+        y = _dnn(x, weight, None)
+        return y if out is None else out.copy_(y)
+    if out is None:
+        return x @ weight.t()
+    return torch.mm(x, weight.t(), out=out)
+
+
+class _Linear(torch.autograd.Function):
+    """oneDNN forward and input gradient, BLAS weight gradient, 2-D ``x``."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        return _dnn(x, weight, bias)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        x, weight = ctx.saved_tensors
+        grad_x = grad_w = grad_b = None
+        if ctx.needs_input_grad[0]:
+            grad_x = _dnn(grad, weight.t(), None)  # (N, out) · (out, in)
+        if ctx.needs_input_grad[1]:
+            grad_w = grad.t().mm(x)  # (out, N) · (N, in)
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            grad_b = grad.sum(0)
+        return grad_x, grad_w, grad_b
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``F.linear(x, weight, bias)`` for ``x`` (…, in), ``weight`` (out, in): oneDNN on
+    float32 CPU tensors (forward and backward), ``F.linear`` otherwise."""
+    if x.dim() < 2 or not _onednn(x, weight, bias):
+        return F.linear(x, weight, bias)
+    lead = x.shape[:-1]
+    x2 = x.reshape(-1, x.shape[-1])
+    wants_grad = torch.is_grad_enabled() and any(
+        t is not None and t.requires_grad for t in (x, weight, bias))
+    y: Tensor = _Linear.apply(x2, weight, bias) if wants_grad else _dnn(x2, weight, bias)
+    return y if x.dim() == 2 else y.view(*lead, weight.shape[0])
+
+
+class Linear(nn.Linear):
+    """``nn.Linear`` (same parameters, initialisation and state dict) computed by
+    :func:`linear`."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return linear(x, self.weight, self.bias)
