@@ -118,7 +118,9 @@ class SelfAttention(nn.Module):
     def forward(self, x: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
         b, t, d = x.shape  # (B, T, d)
         qkv = self._project(x).view(b, t, 3, self.n_heads, d // self.n_heads)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, H, T, dh)
+        # each (B, H, T, dh); unbinding dim 2 lets the backward stack the three gradients
+        # straight into the (B, T, 3, H, dh) layout: one copy instead of two
+        q, k, v = (part.transpose(1, 2) for part in qkv.unbind(2))
         y = attend(
             q,
             k,
@@ -151,7 +153,8 @@ class CrossAttention(nn.Module):
         s = memory.shape[1]
         dh = d // self.n_heads
         q = self.q(x).view(b, t, self.n_heads, dh).transpose(1, 2)  # (B, H, T, dh)
-        k, v = self.kv(memory).view(b, s, 2, self.n_heads, dh).permute(2, 0, 3, 1, 4).unbind(0)
+        kv = self.kv(memory).view(b, s, 2, self.n_heads, dh)
+        k, v = (part.transpose(1, 2) for part in kv.unbind(2))  # (B, H, S, dh) each
         y = attend(
             q,
             k,
