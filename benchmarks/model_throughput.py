@@ -74,6 +74,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cpu-gemm", choices=("onednn", "blas", "both"), default="onednn",
                    help="float32 CPU GEMM of OrderedLM (models.linear); both: also time "
                         "'ordered-blas', the same model on BLAS, in the same rounds")
+    p.add_argument("--adamw", choices=("plain", "fused"), default="plain",
+                   help="AdamW of every model: torch's default (plain) or fused=True, as "
+                        "the sweep trainer and Hugging Face's Trainer use it")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print one JSON object instead")
     return p.parse_args(argv)
@@ -136,7 +139,8 @@ def make_step(model: torch.nn.Module, kind: str, args: argparse.Namespace,
     """One training step; ``gemm`` sets the CPU GEMM of :mod:`models.linear` around it."""
     device = torch.device(args.device)
     model.to(device).train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4,
+                            fused=True if args.adamw == "fused" else None)
     run = torch.compile(model) if args.compile else model
     autocast = (
         torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
@@ -222,6 +226,7 @@ def main(argv: list[str] | None = None) -> dict:
         "threads": args.threads,
         "torch": torch.__version__,
         "cpu_gemm": ours_gemm if args.device == "cpu" else None,
+        "adamw": args.adamw,
         "shape": {
             k: getattr(args, k)
             for k in ("d_model", "n_heads", "layers", "vocab", "context", "batch")
@@ -250,7 +255,8 @@ def main(argv: list[str] | None = None) -> dict:
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"device {result['device']}, threads {args.threads}, shape {result['shape']}")
+        print(f"device {result['device']}, threads {args.threads}, shape {result['shape']}, "
+              f"AdamW {args.adamw}")
         width = max(12, *(len(k) + 10 for k in steps))
         print(
             f"{'model':<{width}} {'params':>12} {'tokens/s':>10} {'best':>10} {'tok/cpu-s':>10}"
