@@ -38,6 +38,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--adamw", choices=("plain", "fused"), default="plain")
+    p.add_argument("--cpu-gemm", choices=("onednn", "blas"), default="onednn",
+                   help="float32 CPU GEMM of OrderedLM (models.linear)")
     args = p.parse_args(argv)
     args.device, args.compile = "cpu", False
     return args
@@ -73,7 +76,8 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     result: dict[str, object] = {"torch": torch.__version__, "threads": args.threads}
     for name in names:
         model, kind = models[name]
-        ops = top_ops(make_step(model, kind, args), args)
+        gemm = args.cpu_gemm if kind == "ours" else None
+        ops = top_ops(make_step(model, kind, args, gemm), args)
         result[name] = ops
         if not args.json:
             print(f"\n{name}: top {args.top} by self CPU time, per step")
