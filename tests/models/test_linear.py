@@ -3,6 +3,9 @@ exactly where it should be."""
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -134,3 +137,18 @@ def test_the_lm_trains_alike_on_onednn_and_blas():
     torch.testing.assert_close(loss_dnn, loss_blas, **TOL)
     for a, e in zip(grads_dnn, grads_blas, strict=True):
         torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-5)
+
+
+def test_the_gemm_benchmark_times_every_product_both_ways():
+    spec = importlib.util.spec_from_file_location(
+        "cpu_gemm", Path(__file__).resolve().parents[2] / "benchmarks" / "cpu_gemm.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = bench.main(["--rows", "64", "--d-model", "16", "--d-ff", "32", "--vocab", "64",
+                      "--chunk", "16", "--repeat", "1", "--json"])
+    rows = out["products"]
+    # four linears (forward, input and weight gradient) and the head's two chunk products
+    assert len(rows) == 4 * 3 + 2
+    assert {r["product"] for r in rows} >= {"qkv", "ffn out", "head logits (chunk)"}
+    assert all(r["blas_ms"] > 0 and r["onednn_ms"] > 0 and r["speedup"] > 0 for r in rows)
