@@ -110,7 +110,9 @@ class _LinearCrossEntropy(torch.autograd.Function):
             if smoothing:  # ℓ = lse − (1 − ε)·x_t − ε·mean(x)
                 picked = (1.0 - smoothing) * picked + smoothing * logits.mean(1)
             top = logits.amax(1)
-            probs = torch.softmax(logits, 1, out=logits)
+            # in place on the CPU (no second buffer); elsewhere as before (untested there)
+            probs = (torch.softmax(logits, 1, out=logits) if logits.device.type == "cpu"
+                     else torch.softmax(logits, 1))
             loss = top - probs.amax(1).log() - picked  # lse − picked
             total += (cc * loss).sum()
             if losses is not None:
