@@ -33,12 +33,23 @@ _GEMMS = ("onednn", "blas")
 
 
 def _onednn_op() -> Any:
-    """oneDNN's dense float32 linear, or None where this build has none."""
+    """oneDNN's dense float32 linear, or None where this build has none or where it does
+    not answer a small product as ``F.linear`` does (the op is the one ``torch.compile``'s
+    CPU backend calls, not a public API: it is probed, never trusted)."""
     if not torch.backends.mkldnn.is_available():
         return None
     try:
-        return torch.ops.mkldnn._linear_pointwise.default
-    except (AttributeError, RuntimeError):
+        op = torch.ops.mkldnn._linear_pointwise.default
+        x = torch.linspace(-1.0, 1.0, 15).view(3, 5)
+        w = torch.linspace(0.5, -0.5, 20).view(4, 5)
+        b = torch.linspace(0.0, 1.0, 4)
+        g = torch.linspace(-2.0, 2.0, 12).view(3, 4)  # and a transposed weight view
+        for got, want in ((op(x, w, b, "none", [], ""), F.linear(x, w, b)),
+                          (op(g, w.t(), None, "none", [], ""), F.linear(g, w.t()))):
+            if got.shape != want.shape or not torch.allclose(got, want, atol=1e-5):
+                return None
+        return op
+    except (AttributeError, RuntimeError, TypeError):
         return None
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -152,3 +153,12 @@ def test_the_gemm_benchmark_times_every_product_both_ways():
     assert len(rows) == 4 * 3 + 2
     assert {r["product"] for r in rows} >= {"qkv", "ffn out", "head logits (chunk)"}
     assert all(r["blas_ms"] > 0 and r["onednn_ms"] > 0 and r["speedup"] > 0 for r in rows)
+
+
+def test_the_op_is_probed_before_it_is_trusted(monkeypatch):
+    assert lin._onednn_op() is not None  # this build's op answers as F.linear does
+    wrong = SimpleNamespace(default=lambda x, w, b, *rest: torch.zeros(x.shape[0], w.shape[0]))
+    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", wrong)
+    assert lin._onednn_op() is None  # a product that disagrees: BLAS everywhere
+    monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
+    assert lin._onednn_op() is None
