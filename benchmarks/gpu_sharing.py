@@ -156,6 +156,11 @@ class TimedLM(LMFamily):
         self.timed_steps = int(info["step"]) - self.warmup
 
 
+def _device_name(cuda: bool) -> str:
+    """The GPU's name on CUDA; the CPU's (or the machine's) on the mirror."""
+    return torch.cuda.get_device_name() if cuda else platform.processor() or platform.machine()
+
+
 def run_trial(spec: TrialSpec, barrier: Any, warmup: int) -> dict[str, Any]:
     """One share: train ``spec`` through the loop; what it saw and how fast it went."""
     import ray
@@ -172,8 +177,7 @@ def run_trial(spec: TrialSpec, barrier: Any, warmup: int) -> dict[str, Any]:
         "pid": os.getpid(), "status": result.status,
         "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-        "device_name": torch.cuda.get_device_name() if family.cuda else platform.processor()
-        or platform.machine(),
+        "device_name": _device_name(family.cuda),
         "start": family.start, "end": family.end, "seconds": seconds,
         "timed_steps": family.timed_steps, "tokens": family.tokens,
         "tokens_per_s": family.tokens / seconds,
@@ -241,8 +245,7 @@ def measure(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
     cuda = args.device == "cuda"
     return {
         "device": args.device,
-        "device_name": torch.cuda.get_device_name() if cuda else platform.processor()
-        or platform.machine(),
+        "device_name": _device_name(cuda),
         "fake_gpu": not cuda, "ray_gpus": gpus, "cpu_count": os.cpu_count(),
         "torch": torch.__version__, "cuda": torch.version.cuda, "ray": ray.__version__,
         "python": platform.python_version(),

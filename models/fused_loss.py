@@ -63,7 +63,7 @@ def _grad_rows(probs: Tensor, w_acc: Tensor, cc: Tensor, *, out: Tensor) -> None
         matmul_t(probs, w_acc.t(), out=out)
         out.mul_(cc[:, None])
     else:
-        out.copy_(((probs @ w_acc) * cc[:, None]).to(out.dtype))
+        out.copy_((probs @ w_acc) * cc[:, None])  # copy_ converts to out's dtype
 
 
 class _LinearCrossEntropy(torch.autograd.Function):
@@ -91,7 +91,8 @@ class _LinearCrossEntropy(torch.autograd.Function):
         grad_h = torch.empty_like(h) if want_h else None
         grad_w = None
         if want_w:  # the first chunk writes it (below): zeros only without rows
-            grad_w = (torch.empty if n else torch.zeros)(weight.shape, dtype=acc, device=weight.device)
+            make = torch.empty if n else torch.zeros
+            grad_w = make(weight.shape, dtype=acc, device=weight.device)
         losses = torch.empty(n, dtype=acc, device=h.device) if want_c else None
         row_sum = torch.zeros(h.shape[1], dtype=acc, device=h.device)  # Σ cᵢ hᵢ
         total = torch.zeros((), dtype=acc, device=h.device)

@@ -3,7 +3,7 @@
 PyTorch's CPU ``F.linear`` runs float32 matrix products through BLAS (MKL in the
 x86 wheels). oneDNN, which the same wheels carry for bf16 and for ``torch.compile``,
 has float32 kernels of its own; on the AMD EPYC (Zen 4) CPU that CI runs on they are
-10-20 % faster for the model's shapes (``benchmarks/profile_lm.py --gemm``):
+10-20 % faster for the model's shapes (``benchmarks/cpu_gemm.py``):
 x (2048, 256) times W (1024, 256) takes 12.1 ms through MKL and 10.2 ms through
 oneDNN on one thread. Same float32 arithmetic (no reduced precision), another order
 of summation: results agree to rounding.
@@ -21,6 +21,7 @@ gradient ``gᵀ x`` through BLAS, which is the faster of the two for that produc
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any
 
 import torch
@@ -53,8 +54,17 @@ def _onednn_op() -> Any:
         return None
 
 
+def _env_choice() -> str:
+    """``$SUBLAYER_CPU_GEMM``; an unknown value is named in a warning and ignored."""
+    value = os.environ.get("SUBLAYER_CPU_GEMM", "").strip().lower()
+    if value and value not in _GEMMS:
+        warnings.warn(f"SUBLAYER_CPU_GEMM={value!r} is not one of {', '.join(_GEMMS)}: "
+                      "using onednn", stacklevel=2)
+    return value if value in _GEMMS else "onednn"
+
+
 _OP = _onednn_op()
-_choice = os.environ.get("SUBLAYER_CPU_GEMM", "onednn").strip().lower() or "onednn"
+_choice = _env_choice()
 
 
 def set_cpu_gemm(name: str) -> None:

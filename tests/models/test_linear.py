@@ -81,7 +81,7 @@ def test_a_weight_changed_in_place_is_read_again():
     torch.testing.assert_close(lin.linear(x, w), -2.0 * before, **TOL)
 
 
-def test_other_dtypes_autocast_and_blas_take_f_linear(blas):
+def test_blas_takes_f_linear(blas):
     x = torch.randn(5, 8, requires_grad=True)
     w = torch.randn(4, 8, requires_grad=True)
     assert lin.cpu_gemm() == "blas"
@@ -162,3 +162,11 @@ def test_the_op_is_probed_before_it_is_trusted(monkeypatch):
     assert lin._onednn_op() is None  # a product that disagrees: BLAS everywhere
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
     assert lin._onednn_op() is None
+
+
+def test_an_unknown_gemm_in_the_environment_is_named_and_ignored(monkeypatch):
+    monkeypatch.setenv("SUBLAYER_CPU_GEMM", "MKL")
+    with pytest.warns(UserWarning, match=r"SUBLAYER_CPU_GEMM='mkl'.*onednn, blas"):
+        assert lin._env_choice() == "onednn"
+    monkeypatch.setenv("SUBLAYER_CPU_GEMM", " BLAS ")
+    assert lin._env_choice() == "blas"
