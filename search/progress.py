@@ -1,6 +1,6 @@
 """Live sweep progress on the terminal: a Ray Tune callback in the driver.
 
-One line: trials finished / running / pending / failed of the total, the best result so
+One line: trials finished / stopped / running / pending / failed of the total, the best result so
 far with its trial name and order, the elapsed time and an ETA. On a TTY the line is
 redrawn in place (at most every ``tty_every`` seconds); otherwise (a log file, CI) a
 line is printed when a trial ends and at most every ``line_every`` seconds in between.
@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 from ray.tune import Callback
 
-from sublayer_search.spaces.records import FAILED_STATUSES
+from sublayer_search.spaces.records import FAILED_STATUSES, TrialStatus, ended_status
 
 __all__ = ["Snapshot", "render", "snapshot", "SweepProgress", "format_duration"]
 
@@ -31,6 +31,8 @@ class Snapshot:
 
     total: int
     finished: int = 0
+    stopped: int = 0
+    """Ended short of their steps: by the scheduler, or by an interrupted sweep."""
     running: int = 0
     failed: int = 0
     elapsed: float = 0.0
@@ -41,7 +43,7 @@ class Snapshot:
 
     @property
     def ended(self) -> int:
-        return self.finished + self.failed
+        return self.finished + self.stopped + self.failed
 
     @property
     def pending(self) -> int:
@@ -69,7 +71,8 @@ def format_duration(seconds: float | None) -> str:
 
 def render(snap: Snapshot, width: int | None = None) -> str:
     """The progress line; cut to ``width`` characters when given."""
-    parts = [f"sweep {snap.ended}/{snap.total} done: {snap.finished} finished, "
+    stopped = f"{snap.stopped} stopped, " if snap.stopped else ""
+    parts = [f"sweep {snap.ended}/{snap.total} done: {snap.finished} finished, {stopped}"
              f"{snap.running} running, {snap.pending} pending, {snap.failed} failed"]
     if snap.best_value is not None:
         parts.append(f"best {snap.metric} {snap.best_value:.4g} {snap.best_name} "
@@ -92,9 +95,10 @@ def _value(result: dict[str, Any] | None, metric: str) -> float | None:
 
 
 def snapshot(trials: Sequence[Any], *, total: int, metric: str, mode: str,
-             elapsed: float) -> Snapshot:
-    """A :class:`Snapshot` of Ray Tune trials (``status``, ``config``, ``last_result``)."""
-    finished = running = failed = 0
+             elapsed: float, steps: int | None = None) -> Snapshot:
+    """A :class:`Snapshot` of Ray Tune trials (``status``, ``config``, ``last_result``);
+    with the planned ``steps``, an ended trial that last reported short of them is stopped."""
+    finished = stopped = running = failed = 0
     best: tuple[float, str | None, str | None] | None = None
     for t in trials:
         result = getattr(t, "last_result", None) or {}
@@ -103,7 +107,10 @@ def snapshot(trials: Sequence[Any], *, total: int, metric: str, mode: str,
                                  FAILED_STATUSES):
             failed += 1
         elif status == "TERMINATED":
-            finished += 1
+            if steps is not None and ended_status(result, steps) == TrialStatus.STOPPED:
+                stopped += 1
+            else:
+                finished += 1
         elif status in ("RUNNING", "PAUSED"):
             running += 1
         if result.get("status") in FAILED_STATUSES:
@@ -114,7 +121,8 @@ def snapshot(trials: Sequence[Any], *, total: int, metric: str, mode: str,
         spec = (getattr(t, "config", None) or {}).get("trial", {}) or {}
         if best is None or (v < best[0] if mode == "min" else v > best[0]):
             best = (v, spec.get("name"), spec.get("order"))
-    return Snapshot(total=max(total, len(trials)), finished=finished, running=running,
+    return Snapshot(total=max(total, len(trials)), finished=finished, stopped=stopped,
+                    running=running,
                     failed=failed, elapsed=elapsed, metric=metric,
                     best_value=None if best is None else best[0],
                     best_name=None if best is None else best[1],
@@ -124,10 +132,10 @@ def snapshot(trials: Sequence[Any], *, total: int, metric: str, mode: str,
 class SweepProgress(Callback):
     """Ray Tune callback printing :func:`render` lines to ``stream`` (stderr)."""
 
-    def __init__(self, *, total: int, metric: str, mode: str = "min",
+    def __init__(self, *, total: int, metric: str, mode: str = "min", steps: int | None = None,
                  stream: TextIO | None = None, tty: bool | None = None,
                  tty_every: float = 0.5, line_every: float = 30.0) -> None:
-        self.total, self.metric, self.mode = total, metric, mode
+        self.total, self.metric, self.mode, self.steps = total, metric, mode, steps
         self.stream = stream if stream is not None else sys.stderr
         self.tty = self.stream.isatty() if tty is None else tty
         self.every = tty_every if self.tty else line_every
@@ -159,7 +167,7 @@ class SweepProgress(Callback):
         if not force and now - self.last < self.every:
             return
         snap = snapshot(trials, total=self.total, metric=self.metric, mode=self.mode,
-                        elapsed=now - self.start)
+                        elapsed=now - self.start, steps=self.steps)
         text = render(snap, self._width())
         if not self.tty and text == self.last_text and not final:
             return

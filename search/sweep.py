@@ -132,7 +132,7 @@ def _tuner(plan: SweepPlan, ray_run: str, callback: MlflowTracking) -> tune.Tune
         run_config=tune.RunConfig(
             name=ray_run, storage_path=exp.storage_path(),
             callbacks=[callback, SweepProgress(total=num_samples, metric=plan.metric,
-                                               mode=plan.mode)],
+                                               mode=plan.mode, steps=exp.train.steps)],
             failure_config=tune.FailureConfig(max_failures=exp.failure.retries),
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
             verbose=0,

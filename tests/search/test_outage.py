@@ -29,7 +29,10 @@ from postgres_helpers import tracking_server
 pytestmark = pytest.mark.slow
 
 ORDERS = ["sfsf", "ssff", "fsfs"]
-TRAIN = {"steps": 160, "batch_size": 8, "eval_every": 20, "eval_batches": 2}
+# long enough that no trial can finish inside the first outage (limit 3 s; the driver gives
+# up about 6 s after the stop): at 160 steps every trial finished in it once the models got
+# faster, and the resumed sweep had nothing left to train when the test stopped the server
+TRAIN = {"steps": 2400, "batch_size": 8, "eval_every": 120, "eval_batches": 2}
 NAME = "outage"
 
 
@@ -96,6 +99,7 @@ def test_mlflow_outage_is_buffered_and_resume_completes_training_and_logging(
         first = log1.read_text(errors="replace")
         assert driver.returncode == 75, first[-4000:]
         assert "outage_limit_s" in first and "--resume" in first, first[-4000:]
+        assert " stopped, " in first, first[-4000:]  # the progress line: not "finished"
         ray_run = (tmp_path / "ray" / f"{NAME}.latest").read_text().strip()
         backlog = tmp_path / "ray" / ray_run / "tracking_backlog.jsonl"
         assert backlog.is_file() and backlog.read_text().strip(), "no backlog was kept"

@@ -61,6 +61,20 @@ def test_snapshot_counts_trials_and_picks_the_best_reported_value() -> None:
     assert best_max.best_name == "sandwich4_1@seed0"
 
 
+def test_a_trial_ended_short_of_its_steps_counts_as_stopped_not_finished() -> None:
+    """An interrupted sweep (or a scheduler) ends trials that last reported ``running``
+    short of the planned steps: the line says stopped, never finished."""
+    trials = [_trial("TERMINATED", "a@seed0", "sfsf", val_bpc=3.0, status="running", step=40),
+              _trial("TERMINATED", "b@seed0", "ssff", val_bpc=2.0, status="running", step=160),
+              _trial("TERMINATED", "c@seed0", "fsfs", val_bpc=2.5, status="finished", step=160)]
+    snap = snapshot(trials, total=3, metric="val_bpc", mode="min", elapsed=1.0, steps=160)
+    assert (snap.finished, snap.stopped, snap.ended) == (2, 1, 3)
+    assert render(snap).startswith("sweep 3/3 done: 2 finished, 1 stopped, 0 running")
+    unplanned = snapshot(trials, total=3, metric="val_bpc", mode="min", elapsed=1.0)
+    assert (unplanned.finished, unplanned.stopped) == (3, 0)
+    assert "stopped" not in render(unplanned)
+
+
 def test_callback_redraws_in_place_on_a_tty() -> None:
     out = io.StringIO()
     cb = SweepProgress(total=6, metric="val_bpc", stream=out, tty=True, tty_every=0.0)
