@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from sublayer_search.spaces.records import direction
+
 from .oneshot_checks import supernet_config, supernet_orders, top_k
 from .plan import SweepPlan, Trial
 
@@ -150,7 +152,11 @@ def dry_run_footer(plan: SweepPlan) -> str:
     adaptive searcher's budget, a one-shot search's two stages; the metric."""
     exp = plan.experiment
     algo, n = exp.search.algorithm, len(plan.trials)
-    tail = f"; metric {plan.metric}; nothing was run"
+    goal = f"metric {plan.metric}"
+    if exp.search.objectives:
+        named = ", ".join(f"{o} ({direction(o)})" for o in exp.search.objectives)
+        goal = f"objectives {named}: a Pareto front ({exp.search.sampler} sampler)"
+    tail = f"; {goal}; nothing was run"
     if algo == "grid":
         return f"{n} trial(s){tail}"
     if algo != "oneshot":

@@ -106,6 +106,27 @@ def test_pareto_front_of_a_frame() -> None:
 
 
 @pytest.mark.slow
+def test_dry_run_names_every_objective_with_its_direction(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sublayer_search.search.cli import main
+
+    path = tmp_path / "mo.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "mo", "space": SPACES, "seeds": [0], "baseline": {"enabled": False},
+        "model": {"preset": "debug"}, "data": {"name": "tinyshakespeare"},
+        "search": {"algorithm": "optuna", "num_samples": 4, "sampler": "nsga2",
+                   "objectives": ["val_bpc", "params"]},
+        "tracking": {"uri": f"sqlite:///{tmp_path}/mlflow.db"},
+        "ray": {"storage_path": str(tmp_path / "ray")},
+    }))
+    assert main(["sweep", str(path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert ("objectives val_bpc (min), params (min): a Pareto front (nsga2 sampler); "
+            "nothing was run") in out, out
+    assert not (tmp_path / "mlflow.db").exists()
+
+
 def test_real_multi_objective_sweep_then_warm_evolution(tmp_path: Path) -> None:
     import ray
     from mlflow.tracking import MlflowClient
