@@ -327,6 +327,7 @@ def run_sweep(plan: SweepPlan, *, resume: bool = False, address: str | None = No
         callback = tracker(tracking_uri=uri, experiment_id=exp_id, parent_run_id=parent_id,
                            plan=plan, match_names=restart)
         backlog = storage / ray_run / BACKLOG
+        callback.buffer.journal = backlog  # on disk through an outage: a killed driver keeps it
         if resume and callback.buffer.load(backlog):
             _write_backlog(callback, backlog, uri)  # what an outage left unwritten, first
         status = "FAILED"

@@ -6,6 +6,13 @@ connection refused, HTTP 5xx, "database is locked") it keeps that op and every l
 one, and retries with exponential backoff. An outage that outlasts ``limit_s`` or a
 backlog over ``max_ops`` makes :attr:`WriteBuffer.overdue` true: the sweep then stops
 and the backlog is saved to a file, which ``--resume`` replays before anything else.
+
+With a ``journal`` file the backlog is on disk for the whole outage, not only when the
+sweep gives up: the outage's first failure writes every queued op to it, each op queued
+while the outage lasts is appended (flushed and synced), and the file goes once every
+op is written (ops written in a short recovery that failed again stay in it). A driver killed mid-outage (SIGKILL, OOM, a lost head node with its disk kept)
+leaves the journal, and ``--resume`` replays it like a saved backlog. Ops are safe to
+apply twice, so a journal line whose op was written before the kill does no harm.
 """
 
 from __future__ import annotations
@@ -66,8 +73,11 @@ class WriteBuffer:
     """FIFO of ops applied by ``apply``; transient failures keep the op for a retry."""
 
     def __init__(self, apply: Callable[[dict[str, Any]], None], *, limit_s: float,
-                 max_ops: int, clock: Callable[[], float] = time.monotonic) -> None:
+                 max_ops: int, clock: Callable[[], float] = time.monotonic,
+                 journal: Path | None = None) -> None:
         self.apply = apply
+        self.journal = journal
+        """The backlog file kept up to date during an outage (see the module docstring)."""
         self.limit_s = limit_s
         self.max_ops = max_ops
         self.clock = clock
@@ -83,8 +93,14 @@ class WriteBuffer:
         return len(self.ops)
 
     def submit(self, op: dict[str, Any]) -> None:
-        """Queue ``op`` and write what can be written now (in order)."""
+        """Queue ``op`` and write what can be written now (in order); during an outage the
+        op is in the journal before this returns."""
         self.ops.append(op)
+        if self.outage_since is not None and self.journal is not None:
+            with self.journal.open("a", encoding="utf-8") as out:
+                out.write(json.dumps(op) + "\n")
+                out.flush()
+                os.fsync(out.fileno())
         self.pump()
 
     def pump(self, *, force: bool = False) -> bool:
@@ -104,6 +120,8 @@ class WriteBuffer:
         if self.outage_since is not None:
             log.warning("MLflow is back after %.0f s; the buffered writes are in",
                         self.clock() - self.outage_since)
+            if self.journal is not None:
+                self.journal.unlink(missing_ok=True)
         self.outage_since, self._backoff, self._next_try = None, BACKOFF_FIRST_S, 0.0
         return True
 
@@ -114,6 +132,8 @@ class WriteBuffer:
         if self.outage_since is None:
             self.outage_since = now
             log.warning("MLflow write failed (%s); buffering and retrying", self.last_error)
+            if self.journal is not None:  # the outage's backlog on disk; submit appends
+                self._write(self.journal)
         self._next_try = now + self._backoff
         self._backoff = min(self._backoff * 2, BACKOFF_MAX_S)
 
@@ -137,6 +157,10 @@ class WriteBuffer:
     # -- a backlog that survives the process -----------------------------------------
     def save(self, path: Path) -> None:
         """Write the queued ops to ``path`` (JSON lines, replaced atomically) and forget them."""
+        self._write(path)
+        self.ops.clear()
+
+    def _write(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         part = path.with_suffix(".part")
         with part.open("w", encoding="utf-8") as out:
@@ -145,7 +169,6 @@ class WriteBuffer:
             out.flush()
             os.fsync(out.fileno())
         part.replace(path)
-        self.ops.clear()
 
     def load(self, path: Path) -> int:
         """Queue the ops saved in ``path`` ahead of new ones; how many."""

@@ -11,10 +11,16 @@ A real ``mlflow server`` (SQLite store) tracks a three-trial sweep. The test sto
    driver rides this outage out and the sweep ends with exit 0.
 
 Afterwards every trial has one run, every evaluation once, and a final status.
+
+A second test SIGKILLs the driver during an outage: what it had buffered is in the
+backlog file already (a journal kept through the outage), and ``--resume`` writes it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -128,22 +134,82 @@ def test_mlflow_outage_is_buffered_and_resume_completes_training_and_logging(
         assert "buffering and retrying" in second and "MLflow is back" in second, second[-4000:]
         assert not backlog.exists(), "the backlog was written but not removed"
 
-        client = MlflowClient(server.url)
-        exp = client.get_experiment_by_name(NAME)
-        assert exp is not None
-        runs = client.search_runs([exp.experiment_id], max_results=100)
-        assert not [r.info.run_name for r in runs if r.info.status == "RUNNING"]
-        parents = [r for r in runs if r.data.tags.get("sublayer.role") == "sweep"]
-        assert len(parents) == 1 and parents[0].info.status == "FINISHED"
-        children = [r for r in runs if r.data.tags.get("sublayer.role") == "trial"]
-        assert sorted(r.info.run_name for r in children) == sorted(f"{o}@seed0" for o in ORDERS)
-        every = TRAIN["eval_every"]
-        for run in children:  # every evaluation once, a final status and final metric
-            assert run.info.status == "FINISHED", (run.info.run_name, run.data.tags)
-            assert run.data.tags["sublayer.status"] == "finished"
-            assert "final_val_bpc" in run.data.metrics
-            assert _points(server.url)[run.info.run_name] == list(
-                range(every, TRAIN["steps"] + 1, every)), run.info.run_name
+        _every_evaluation_once(server.url)
+
+
+def _every_evaluation_once(url: str) -> None:
+    """Every trial has one finished run holding each evaluation once; the sweep is closed."""
+    client = MlflowClient(url)
+    exp = client.get_experiment_by_name(NAME)
+    assert exp is not None
+    runs = client.search_runs([exp.experiment_id], max_results=100)
+    assert not [r.info.run_name for r in runs if r.info.status == "RUNNING"]
+    parents = [r for r in runs if r.data.tags.get("sublayer.role") == "sweep"]
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    children = [r for r in runs if r.data.tags.get("sublayer.role") == "trial"]
+    assert sorted(r.info.run_name for r in children) == sorted(f"{o}@seed0" for o in ORDERS)
+    every = TRAIN["eval_every"]
+    points = _points(url)
+    for run in children:  # every evaluation once, a final status and final metric
+        assert run.info.status == "FINISHED", (run.info.run_name, run.data.tags)
+        assert run.data.tags["sublayer.status"] == "finished"
+        assert "final_val_bpc" in run.data.metrics
+        assert points[run.info.run_name] == list(range(every, TRAIN["steps"] + 1, every)), \
+            run.info.run_name
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.is_file() else 0
+
+
+def test_a_driver_killed_mid_outage_keeps_its_backlog_on_disk_and_resume_writes_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGKILL to the driver while MLflow is down: the evaluations it had buffered are in
+    the journal (the backlog file), not lost with the process; ``--resume`` writes them and
+    finishes the sweep, each evaluation once. Without the journal the trials, restored from
+    checkpoints newer than those evaluations, would never report them again."""
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
+    with scratch("sublayer-home") as home, \
+            tracking_server(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "mlflow") as server:
+        path = write_experiment(tmp_path, NAME, orders=ORDERS, tracking_uri=server.url,
+                                train=TRAIN, max_concurrent=len(ORDERS),
+                                ray={"storage_path": str(tmp_path / "ray"),
+                                     "num_cpus": len(ORDERS)})
+        _set_limit(path, 120)
+        env = subprocess_env(home, TUNE_GLOBAL_CHECKPOINT_S="1")
+        for key in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT"):
+            env.pop(key)
+        log = tmp_path / "killed.log"
+        driver = _run(path, env, log)
+        try:
+            _wait("a trial evaluated", lambda: any(_points(server.url).values()), driver, log)
+            server.stop()
+            _wait("the driver buffered a write", lambda: "buffering and retrying" in
+                  log.read_text(errors="replace"), driver, log)
+            ray_run = (tmp_path / "ray" / f"{NAME}.latest").read_text().strip()
+            journal = tmp_path / "ray" / ray_run / "tracking_backlog.jsonl"
+            first = _lines(journal)
+            assert first > 0, "the outage's first failure wrote no journal"
+            _wait("evaluations made during the outage", lambda: _lines(journal) >= first + 3,
+                  driver, log, timeout=60)
+            time.sleep(1.5)  # Tune snapshots its state each second: it knows the checkpoints
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(driver.pid, signal.SIGKILL)  # the driver dies first, as on a crash
+            driver.wait()
+            stop(driver)  # then what it started (raylet, workers)
+        assert journal.is_file() and _lines(journal) >= first + 3, tail(log)
+
+        server.start()
+        resumed = _run(path, env, tmp_path / "resume.log", "--resume")
+        try:
+            resumed.wait(timeout=300)
+        finally:
+            stop(resumed)
+        assert resumed.returncode == 0, tail(tmp_path / "resume.log")
+        assert not journal.exists(), "the journal was replayed but not removed"
+        _every_evaluation_once(server.url)
 
 
 def test_closing_the_sweep_rides_out_an_outage(tmp_path: Path,

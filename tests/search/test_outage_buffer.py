@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +94,58 @@ def test_a_permanent_error_is_raised_not_buffered() -> None:
     assert not is_transient(ValueError("no"))
     assert is_transient(ConnectionRefusedError())
     assert is_transient(MlflowException("(sqlite3.OperationalError) database is locked"))
+
+
+def _journal(path: Path) -> list[int]:
+    return [json.loads(line)["n"] for line in path.read_text().splitlines()]
+
+
+def test_the_journal_holds_every_unwritten_op_while_the_outage_lasts(tmp_path: Path) -> None:
+    """A driver killed mid-outage loses nothing: the journal is the backlog at every moment
+    of the outage, a fresh buffer (the resumed sweep) replays it, and it goes once written."""
+    store, clock = Store(), Clock()
+    journal = tmp_path / "run" / "backlog.jsonl"
+    buf = WriteBuffer(store.apply, limit_s=60, max_ops=100, clock=clock, journal=journal)
+    buf.submit({"n": 0})
+    assert not journal.exists()  # no outage, no file
+    store.down = True
+    buf.submit({"n": 1})
+    assert _journal(journal) == [1]  # the first failure writes it
+    for n in (2, 3):
+        buf.submit({"n": n})  # queued while down: appended before submit returns
+        clock.now += 0.1
+    assert _journal(journal) == [1, 2, 3] and store.written == [0]
+
+    # "killed" here: the buffer is dropped; a resumed sweep loads the journal first
+    resumed = WriteBuffer(store.apply, limit_s=60, max_ops=100, clock=clock, journal=journal)
+    assert resumed.load(journal) == 3
+    store.down = False
+    assert resumed.drain(sleep=clock.sleep) is True
+    assert store.written == [0, 1, 2, 3]
+
+    # the original buffer recovering on its own removes the journal
+    clock.now += 60
+    assert buf.pump() is True and not journal.exists()
+
+
+def test_a_short_recovery_keeps_the_journal_until_every_op_is_written(tmp_path: Path) -> None:
+    store, clock = Store(), Clock()
+    journal = tmp_path / "backlog.jsonl"
+    buf = WriteBuffer(store.apply, limit_s=60, max_ops=100, clock=clock, journal=journal)
+    store.down = True
+    buf.submit({"n": 1})
+    buf.submit({"n": 2})
+    store.down = False
+    clock.now += 1
+
+    def up_for_one_write(op: dict[str, Any]) -> None:
+        store.apply(op)
+        store.down = True
+
+    buf.apply = up_for_one_write
+    assert buf.pump() is False  # op 1 written, op 2 failed: the outage goes on
+    assert store.written == [1] and len(buf) == 1
+    assert _journal(journal) == [1, 2]  # op 1 still listed: ops are safe to apply twice
+    buf.apply, store.down = store.apply, False
+    clock.now += 10
+    assert buf.pump() is True and store.written == [1, 2] and not journal.exists()
