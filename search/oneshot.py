@@ -10,6 +10,10 @@ tagged ``sublayer.oneshot_rank`` and ``sublayer.oneshot_estimate`` (:class:`OneS
 Resume: a supernet run that FINISHED with its ranking is read back, never trained again;
 one left RUNNING or KILLED by a kill trains again in the same run, from its checkpoint
 when the task can read it (already logged evaluations are not logged twice).
+
+The supernet run's writes ride out an MLflow outage like the trials' writes
+(:mod:`.oneshot_writes`): buffered, kept on disk during it, and past
+``tracking.outage_limit_s`` stage 1 stops with exit 75 for ``--resume``.
 """
 
 from __future__ import annotations
@@ -21,13 +25,12 @@ import signal
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import ray
-from mlflow.entities import Metric, Param, RunTag
+from mlflow.entities import Param
 from mlflow.tracking import MlflowClient
 
 from sublayer_search.spaces.records import Role, Tag, TrialStatus
@@ -35,8 +38,10 @@ from sublayer_search.spaces.records import Role, Tag, TrialStatus
 from .links import program
 from .oneshot_checks import supernet_config, top_k
 from .oneshot_plan import ESTIMATE_PARAM, RANK_PARAM, StageOne, rank_metric, stage_one, stage_two
+from .oneshot_writes import JOURNAL, SupernetWrites
 from .plan import SweepPlan, Trial
-from .tracking import _chunks, close_sweep, environment_tags, metrics_of
+from .tracking import _chunks, close_sweep, environment_tags
+from .tracking_buffer import TrackingOutage
 from .tracking_callback import MlflowTracking
 
 __all__ = ["OneShotError", "OneShotTracking", "RANKING_FILE", "SUPERNET_RUN", "run_stage_one"]
@@ -131,27 +136,6 @@ def _open_run(
     return run_id
 
 
-class _Curve:
-    """Writes the supernet's evaluations to its run (each step once, also after a resume)."""
-
-    def __init__(self, client: MlflowClient, run_id: str, total: int, metric: str) -> None:
-        self.client, self.run_id, self.total, self.metric = client, run_id, total, metric
-        history = client.get_metric_history(run_id, "val_loss")
-        self.logged = max((m.step for m in history), default=-1)
-
-    def write(self, row: dict[str, Any]) -> None:
-        step = int(row.get("step", 0))
-        if step <= self.logged:
-            return
-        now = int(time.time() * 1000)
-        metrics = [Metric(k, v, now, step) for k, v in metrics_of(row).items()]
-        self.client.log_batch(self.run_id, metrics=metrics)
-        self.logged = step
-        value = row.get(self.metric)
-        shown = f" {self.metric} {value:.4g}" if isinstance(value, float) else ""
-        _say(f"supernet step {step}/{self.total}{shown}")
-
-
 class _DeferredInterrupt:
     """Ctrl-C during stage 1 stops it at the next safe point, never inside an MLflow write
     (a SQLite transaction cut there kept the store locked for closing the runs)."""
@@ -178,7 +162,8 @@ class _DeferredInterrupt:
 
 
 def _train(
-    plan: SweepPlan, one: StageOne, curve: _Curve, checkpoint_dir: Path, stop: _DeferredInterrupt
+    plan: SweepPlan, one: StageOne, writes: SupernetWrites, checkpoint_dir: Path,
+    stop: _DeferredInterrupt,
 ) -> dict[str, Any]:
     """Run the supernet task with the trials' resources; stream its evaluations."""
     from ray.util.queue import Empty, Queue
@@ -195,12 +180,19 @@ def _train(
     )
     ref = task.remote(plan, list(one.orders), queue, str(checkpoint_dir))
 
+    metric = plan.metric
+
     def drain() -> None:
         while True:
             try:
-                curve.write(queue.get_nowait())
+                row = queue.get_nowait()
             except Empty:
+                writes.check()  # an outage past its limit stops stage 1 here
                 return
+            if writes.curve(row):
+                value = row.get(metric)
+                shown = f" {metric} {value:.4g}" if isinstance(value, float) else ""
+                _say(f"supernet step {row.get('step', 0)}/{one.steps}{shown}")
 
     try:
         done: list[Any] = []
@@ -210,6 +202,7 @@ def _train(
             stop.check()
         result: dict[str, Any] = ray.get(ref)
         drain()
+        writes.flush()  # the whole curve is in before the ranking
         return result
     except BaseException:
         ray.cancel(ref, force=True)
@@ -218,7 +211,7 @@ def _train(
         queue.shutdown()
 
 
-def _finish(client: MlflowClient, run_id: str, result: dict[str, Any]) -> list[dict[str, Any]]:
+def _finish(writes: SupernetWrites, result: dict[str, Any]) -> list[dict[str, Any]]:
     ranking = list(result["ranking"])
     placement = result.get("placement", {})
     tags = {f"ray.{k}": str(placement[k]) for k in ("node_id", "gpu_ids") if k in placement}
@@ -226,25 +219,19 @@ def _finish(client: MlflowClient, run_id: str, result: dict[str, Any]) -> list[d
     tags[Tag.STEPS] = str(result["steps"])
     if result["status"] != "finished" or not ranking:
         tags.update({Tag.STATUS: TrialStatus.DIVERGED.value, Tag.ERROR: "loss became NaN or inf"})
-        client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
-        client.set_terminated(run_id, status="FAILED")
+        writes.tags(tags)
+        writes.end("FAILED")
+        writes.flush()
         raise OneShotError(
             f"the supernet diverged at step {result['steps']} (MLflow run "
-            f"{run_id}): no ranking; lower train.lr or change search.supernet"
+            f"{writes.run_id}): no ranking; lower train.lr or change search.supernet"
         )
-    client.log_text(run_id, _ranking_csv(ranking), RANKING_FILE)
-    client.log_table(run_id, {c: [row[c] for row in ranking] for c in _COLUMNS}, "ranking.json")
+    writes.text(_ranking_csv(ranking), RANKING_FILE)
+    writes.table({c: [row[c] for row in ranking] for c in _COLUMNS}, "ranking.json")
     tags[Tag.STATUS] = TrialStatus.FINISHED.value
-    client.log_batch(
-        run_id,
-        tags=[RunTag(k, v) for k, v in tags.items()],
-        metrics=[
-            Metric(
-                "ranked_orders", float(len(ranking)), int(time.time() * 1000), int(result["steps"])
-            )
-        ],
-    )
-    client.set_terminated(run_id, status="FINISHED")
+    writes.tags(tags, {"ranked_orders": float(len(ranking))}, int(result["steps"]))
+    writes.end("FINISHED")
+    writes.flush()
     return ranking
 
 
@@ -276,9 +263,11 @@ def _ranking(
         f"training one supernet over {len(one.orders)} orders for {one.steps} steps "
         f"({one.trial_units:.3g} stand-alone trials; MLflow run {run_id})"
     )
-    curve = _Curve(client, run_id, one.steps, plan.metric)
+    track = plan.experiment.tracking
+    writes = SupernetWrites(client, run_id, limit_s=track.outage_limit_s,
+                            max_ops=track.max_buffered, journal=run_dir / JOURNAL)
     try:
-        result = _train(plan, one, curve, run_dir / CHECKPOINT_FOLDER, stop)
+        result = _train(plan, one, writes, run_dir / CHECKPOINT_FOLDER, stop)
     except ray.exceptions.RayError as exc:
         client.set_tag(run_id, Tag.STATUS, TrialStatus.FAILED.value)
         client.set_tag(run_id, Tag.ERROR, str(exc)[-5000:])
@@ -286,7 +275,7 @@ def _ranking(
         raise OneShotError(
             f"the supernet's task failed (MLflow run {run_id}): {str(exc).strip().splitlines()[-1]}"
         ) from exc
-    return _finish(client, run_id, result)
+    return _finish(writes, result)
 
 
 def run_stage_one(
@@ -297,6 +286,8 @@ def run_stage_one(
     try:
         with _DeferredInterrupt() as stop:
             ranking = _ranking(plan, client, exp_id, parent_id, run_dir, stop)
+    except TrackingOutage:
+        raise  # MLflow is down: --resume closes what is open and continues stage 1
     except BaseException as exc:
         killed = isinstance(exc, KeyboardInterrupt)
         close_sweep(client, exp_id, parent_id, "KILLED" if killed else "FAILED")

@@ -19,7 +19,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -294,3 +294,22 @@ def mlflow_server(folder: Path, *, timeout: float = 90.0) -> Iterator[MlflowServ
         yield MlflowServer(url=url, log=log, proc=proc)
     finally:
         stop(proc)
+
+
+def wait_while_running(what: str, ready: Callable[[], bool], proc: subprocess.Popen[bytes],
+                       log: Path, timeout: float = 180) -> None:
+    """Poll ``ready()`` until true; fail (with the log's tail) if ``proc`` ends first or
+    ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert proc.poll() is None, f"the sweep ended ({proc.returncode}) before {what}:\n" \
+                                    f"{tail(log)}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{tail(log)}"
+        time.sleep(0.5)
+
+
+def set_outage_limit(path: Path, seconds: float) -> None:
+    """Rewrite ``tracking.outage_limit_s`` of the experiment file at ``path``."""
+    doc = yaml.safe_load(path.read_text())
+    doc["tracking"]["outage_limit_s"] = seconds
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))

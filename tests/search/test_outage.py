@@ -23,12 +23,20 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import yaml
-from helpers import SUBLAYER, scratch, start, stop, subprocess_env, tail, write_experiment
+from helpers import (
+    SUBLAYER,
+    scratch,
+    set_outage_limit,
+    start,
+    stop,
+    subprocess_env,
+    tail,
+    wait_while_running,
+    write_experiment,
+)
 from mlflow.tracking import MlflowClient
 from postgres_helpers import tracking_server
 
@@ -57,22 +65,6 @@ def _points(url: str) -> dict[str, list[int]]:
         return {}
 
 
-def _wait(what: str, ready: Callable[[], bool], driver: subprocess.Popen[bytes], log: Path,
-          timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while not ready():
-        assert driver.poll() is None, f"the sweep ended ({driver.returncode}) before {what}:\n" \
-                                      f"{tail(log)}"
-        assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{tail(log)}"
-        time.sleep(0.5)
-
-
-def _set_limit(path: Path, seconds: float) -> None:
-    doc = yaml.safe_load(path.read_text())
-    doc["tracking"]["outage_limit_s"] = seconds
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-
-
 def _run(path: Path, env: dict[str, str], log: Path, *extra: str) -> subprocess.Popen[bytes]:
     return start([SUBLAYER, "sweep", str(path), *extra], env=env, log=log)
 
@@ -88,7 +80,7 @@ def test_mlflow_outage_is_buffered_and_resume_completes_training_and_logging(
                                 train=TRAIN, max_concurrent=len(ORDERS),
                                 ray={"storage_path": str(tmp_path / "ray"),
                                      "num_cpus": len(ORDERS)})
-        _set_limit(path, 3)
+        set_outage_limit(path, 3)
         env = subprocess_env(home, TUNE_GLOBAL_CHECKPOINT_S="1")
         for key in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT"):
             env.pop(key)
@@ -97,7 +89,7 @@ def test_mlflow_outage_is_buffered_and_resume_completes_training_and_logging(
         log1 = tmp_path / "first.log"
         driver = _run(path, env, log1)
         try:
-            _wait("a trial evaluated", lambda: any(_points(server.url).values()), driver, log1)
+            wait_while_running("a trial evaluated", lambda: any(_points(server.url).values()), driver, log1)
             server.stop()
             driver.wait(timeout=180)
         finally:
@@ -113,16 +105,16 @@ def test_mlflow_outage_is_buffered_and_resume_completes_training_and_logging(
         # 2. the server is back; --resume rides out a second, shorter outage
         server.start()
         before = _points(server.url)
-        _set_limit(path, 120)
+        set_outage_limit(path, 120)
         log2 = tmp_path / "resume.log"
         resumed = _run(path, env, log2, "--resume")
         try:
-            _wait("the resumed sweep logged more", lambda: sum(map(len, _points(
+            wait_while_running("the resumed sweep logged more", lambda: sum(map(len, _points(
                 server.url).values())) > sum(map(len, before.values())), resumed, log2)
             # down until the driver has met the outage (a write failed: it buffers), so the
             # test never depends on whether a write fell into a fixed pause (CI: none did)
             server.stop()
-            _wait("the driver buffered a write", lambda: "buffering and retrying" in
+            wait_while_running("the driver buffered a write", lambda: "buffering and retrying" in
                   log2.read_text(errors="replace"), resumed, log2)
             time.sleep(1.0)
             server.start()
@@ -176,22 +168,22 @@ def test_a_driver_killed_mid_outage_keeps_its_backlog_on_disk_and_resume_writes_
                                 train=TRAIN, max_concurrent=len(ORDERS),
                                 ray={"storage_path": str(tmp_path / "ray"),
                                      "num_cpus": len(ORDERS)})
-        _set_limit(path, 120)
+        set_outage_limit(path, 120)
         env = subprocess_env(home, TUNE_GLOBAL_CHECKPOINT_S="1")
         for key in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT"):
             env.pop(key)
         log = tmp_path / "killed.log"
         driver = _run(path, env, log)
         try:
-            _wait("a trial evaluated", lambda: any(_points(server.url).values()), driver, log)
+            wait_while_running("a trial evaluated", lambda: any(_points(server.url).values()), driver, log)
             server.stop()
-            _wait("the driver buffered a write", lambda: "buffering and retrying" in
+            wait_while_running("the driver buffered a write", lambda: "buffering and retrying" in
                   log.read_text(errors="replace"), driver, log)
             ray_run = (tmp_path / "ray" / f"{NAME}.latest").read_text().strip()
             journal = tmp_path / "ray" / ray_run / "tracking_backlog.jsonl"
             first = _lines(journal)
             assert first > 0, "the outage's first failure wrote no journal"
-            _wait("evaluations made during the outage", lambda: _lines(journal) >= first + 3,
+            wait_while_running("evaluations made during the outage", lambda: _lines(journal) >= first + 3,
                   driver, log, timeout=60)
             time.sleep(1.5)  # Tune snapshots its state each second: it knows the checkpoints
         finally:
