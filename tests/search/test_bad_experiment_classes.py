@@ -90,6 +90,17 @@ CASES = [
     Bad("address-unreachable", lambda cfg, tmp: _set("ray.address",
                                                      f"127.0.0.1:{_closed_port()}")(cfg, tmp),
         ("--address: got '127.0.0.1:", "expected a reachable Ray cluster (no answer within 5 s")),
+    Bad("tracking-server-unreachable", lambda cfg, tmp: _set(
+        "tracking.uri", f"http://127.0.0.1:{_closed_port()}")(cfg, tmp),
+        ("tracking.uri: got 'http://127.0.0.1:", "expected a reachable MLflow server (no answer "
+         "on 127.0.0.1:", "within 5 s: Connection refused)")),
+    Bad("tracking-database-unreachable", lambda cfg, tmp: _set(
+        "tracking.uri", f"postgresql://mlflow@127.0.0.1:{_closed_port()}/mlflow")(cfg, tmp),
+        ("tracking.uri: got 'postgresql://mlflow@127.0.0.1:", "expected a reachable database "
+         "server",)),
+    Bad("tracking-port-malformed", _set("tracking.uri", "http://127.0.0.1:99999"),
+        ("tracking.uri: got 'http://127.0.0.1:99999', expected SCHEME://HOST[:PORT]/… with a "
+         "port from 1 to 65535",)),
     Bad("address-malformed", _set("ray.address", "head-node"),
         ("--address: got 'head-node', expected HOST:PORT, ray://HOST:PORT or auto",)),
     # bad input that used to be accepted silently
