@@ -17,7 +17,7 @@ from .errors import AnalysisError
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow.tracking import MlflowClient
 
-__all__ = ["StoreError", "check_store", "open_store", "store_uri"]
+__all__ = ["StoreError", "check_store", "open_store", "server_problem", "store_uri"]
 
 
 class StoreError(AnalysisError):
@@ -33,6 +33,40 @@ class StoreError(AnalysisError):
 _SCHEMES = frozenset({"", "file", "sqlite", "http", "https", "postgresql", "mysql", "mssql",
                       "databricks", "databricks-uc", "uc"})
 _SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+SERVER_TIMEOUT_S = 5.0
+"""How long a tracking server or database gets to accept a connection before it counts as
+unreachable (``sublayer sweep`` before Ray starts, ``analyze``/``export``/``replay``)."""
+_DEFAULT_PORTS = {"http": 80, "https": 443, "postgresql": 5432, "mysql": 3306, "mssql": 1433}
+
+
+def server_problem(uri: str, timeout: float = SERVER_TIMEOUT_S) -> str | None:
+    """What a server URI (http(s), postgresql, mysql, mssql) should be when its server does not
+    accept a connection within ``timeout`` s; None when it does, or for any other URI. Not
+    checked through a proxy the environment names for it, nor on a Unix socket."""
+    import socket
+    import urllib.request
+
+    parts = urlparse(uri)
+    scheme = parts.scheme.split("+")[0].lower()
+    if scheme not in _DEFAULT_PORTS:
+        return None
+    try:
+        host, port = parts.hostname, parts.port or _DEFAULT_PORTS[scheme]
+    except ValueError:  # a port that is not a number or out of range
+        return "SCHEME://HOST[:PORT]/… with a port from 1 to 65535"
+    proxies = urllib.request.getproxies()
+    if not host or (scheme in proxies and not urllib.request.proxy_bypass(host)):
+        return None
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        what = "MLflow server" if scheme.startswith("http") else "database server"
+        return (f"a reachable {what} (no answer on {host}:{port} within {timeout:g} s: "
+                f"{reason})")
 
 
 def store_uri(tracking_uri: str | None) -> str:
@@ -77,7 +111,8 @@ def check_store(tracking_uri: str | None) -> str:
 
     MLflow makes a new, empty store at a database path or folder that does not exist (and
     adds its tables to any SQLite file), so that is checked first, reading only: nothing
-    is created for a wrong URI. Servers (http, databricks, …) are not contacted here.
+    is created for a wrong URI. A server (http(s), postgresql, …) must accept a connection
+    within a few seconds (:func:`server_problem`); databricks and plugins are not contacted.
     """
     from importlib.metadata import entry_points
 
@@ -97,6 +132,8 @@ def check_store(tracking_uri: str | None) -> str:
             "sqlite:///") else ""
         if path and path != ":memory:":
             problem = _sqlite_problem(path)
+    elif scheme in _DEFAULT_PORTS:
+        problem = server_problem(uri)
     elif scheme in ("", "file"):
         path = unquote(parsed.path) if scheme == "file" else uri
         if not Path(path).exists():

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import socket
-import urllib.request
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -20,8 +19,8 @@ TRACKING_SCHEMES = ("sqlite", "http", "https", "postgresql", "mysql", "mssql", "
                     "file")
 """MLflow store schemes a sweep accepts (``file`` only with ``MLFLOW_ALLOW_FILE_STORE``)."""
 ADDRESS_TIMEOUT_S = 5.0
-_DEFAULT_PORTS = {"http": 80, "https": 443, "postgresql": 5432, "mysql": 3306, "mssql": 1433}
-"""Schemes whose server must answer before a sweep starts, with their default ports."""
+_SERVERS = ("http", "https", "postgresql", "mysql", "mssql")
+"""Schemes whose server must answer before a sweep starts."""
 
 
 def _writable_folder(folder: Path) -> str | None:
@@ -49,7 +48,7 @@ def tracking_problems(uri: str, path: str = "tracking.uri") -> list[Problem]:
     if scheme == "file" and os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() != "true":
         return [Problem(path, uri, "sqlite:///… or a server (MLflow 3 refuses the file store "
                         "unless MLFLOW_ALLOW_FILE_STORE=true)")]
-    if scheme in _DEFAULT_PORTS:
+    if scheme in _SERVERS:
         return _server_problems(uri, path)
     if scheme == "sqlite":
         file = Path(uri.removeprefix("sqlite:///")).expanduser()
@@ -70,25 +69,11 @@ def tracking_problems(uri: str, path: str = "tracking.uri") -> list[Problem]:
 
 
 def _server_problems(uri: str, path: str) -> list[Problem]:
-    """A tracking server or database that accepts a connection within a few seconds (not
-    checked through a proxy the environment names for it, nor on a Unix socket)."""
-    parts = urlparse(uri)
-    try:
-        host, port = parts.hostname, parts.port or _DEFAULT_PORTS[parts.scheme]
-    except ValueError:  # a port that is not a number or out of range
-        return [Problem(path, uri, "SCHEME://HOST[:PORT]/… with a port from 1 to 65535")]
-    proxies = urllib.request.getproxies()
-    if not host or (parts.scheme in proxies and not urllib.request.proxy_bypass(host)):
-        return []
-    try:
-        with socket.create_connection((host, port), timeout=ADDRESS_TIMEOUT_S):
-            pass
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        what = "MLflow server" if parts.scheme.startswith("http") else "database server"
-        return [Problem(path, uri, f"a reachable {what} (no answer on {host}:{port} within "
-                        f"{ADDRESS_TIMEOUT_S:g} s: {reason})")]
-    return []
+    """A tracking server or database that accepts a connection within a few seconds."""
+    from sublayer_search.analysis.store import server_problem
+
+    expected = server_problem(uri)
+    return [Problem(path, uri, expected)] if expected else []
 
 
 def storage_problems(storage_path: str, name: str) -> list[Problem]:

@@ -351,3 +351,28 @@ def test_bad_input_and_interrupts_keep_their_status(log_dir: Path, untouched: Ch
     _bad(["spaces", "sample", "sandwich", "n=0"], capsys, "n: got 0, expected 1..512")
     assert not log_dir.exists()
     untouched(set())
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize("command", [
+    ["analyze", "--experiment", "X", "--out", "r"],
+    ["export", "X", "--out", "r"],
+    ["replay", "X"],
+], ids=["analyze", "export", "replay"])
+def test_an_unreachable_tracking_server_is_named_at_once(
+        command: list[str], tmp_path: Path, untouched: Check,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A server that refuses connections: exit 2 in seconds (MLflow's own retries took
+    minutes), naming --tracking-uri, the URI and why; nothing written."""
+    uri = f"http://127.0.0.1:{_closed_port()}"
+    _bad([*command, "--tracking-uri", uri], capsys,
+         f"--tracking-uri: got '{uri}', expected a reachable MLflow server (no answer on "
+         f"127.0.0.1:{uri.rsplit(':', 1)[1]} within 5 s: Connection refused)")
+    untouched(set())
