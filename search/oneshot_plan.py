@@ -149,7 +149,8 @@ def stage_one(plan: SweepPlan) -> StageOne:
 
 def dry_run_footer(plan: SweepPlan) -> str:
     """What ``sublayer sweep --dry-run`` prints under the trial table: the trial count, an
-    adaptive searcher's budget, a one-shot search's two stages; the metric."""
+    adaptive searcher's budget, a one-shot search's two stages; the metric, or every
+    objective of a multi-objective search with its direction."""
     exp = plan.experiment
     algo, n = exp.search.algorithm, len(plan.trials)
     goal = f"metric {plan.metric}"

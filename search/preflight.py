@@ -19,8 +19,6 @@ TRACKING_SCHEMES = ("sqlite", "http", "https", "postgresql", "mysql", "mssql", "
                     "file")
 """MLflow store schemes a sweep accepts (``file`` only with ``MLFLOW_ALLOW_FILE_STORE``)."""
 ADDRESS_TIMEOUT_S = 5.0
-_SERVERS = ("http", "https", "postgresql", "mysql", "mssql")
-"""Schemes whose server must answer before a sweep starts."""
 
 
 def _writable_folder(folder: Path) -> str | None:
@@ -48,8 +46,11 @@ def tracking_problems(uri: str, path: str = "tracking.uri") -> list[Problem]:
     if scheme == "file" and os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() != "true":
         return [Problem(path, uri, "sqlite:///… or a server (MLflow 3 refuses the file store "
                         "unless MLFLOW_ALLOW_FILE_STORE=true)")]
-    if scheme in _SERVERS:
-        return _server_problems(uri, path)
+    from sublayer_search.analysis.store import server_problem  # one rule with analyze & co.
+
+    unreachable = server_problem(uri)  # None unless a server (http(s), postgresql, …)
+    if unreachable:
+        return [Problem(path, uri, unreachable)]
     if scheme == "sqlite":
         file = Path(uri.removeprefix("sqlite:///")).expanduser()
         if file.is_dir():
@@ -66,14 +67,6 @@ def tracking_problems(uri: str, path: str = "tracking.uri") -> list[Problem]:
             if why:
                 return [Problem(path, uri, f"a SQLite file in a writable folder ({why})")]
     return []
-
-
-def _server_problems(uri: str, path: str) -> list[Problem]:
-    """A tracking server or database that accepts a connection within a few seconds."""
-    from sublayer_search.analysis.store import server_problem
-
-    expected = server_problem(uri)
-    return [Problem(path, uri, expected)] if expected else []
 
 
 def storage_problems(storage_path: str, name: str) -> list[Problem]:

@@ -1,7 +1,7 @@
 """Live sweep progress on the terminal: a Ray Tune callback in the driver.
 
-One line: trials finished / stopped / running / pending / failed of the total, the best result so
-far with its trial name and order, the elapsed time and an ETA. On a TTY the line is
+One line: trials finished / stopped / running / pending / failed of the total, the best
+result so far with its trial name and order, the elapsed time and an ETA. On a TTY the line is
 redrawn in place (at most every ``tty_every`` seconds); otherwise (a log file, CI) a
 line is printed when a trial ends and at most every ``line_every`` seconds in between.
 :func:`render` is the pure part: a :class:`Snapshot` in, the text out.
@@ -122,8 +122,7 @@ def snapshot(trials: Sequence[Any], *, total: int, metric: str, mode: str,
         if best is None or (v < best[0] if mode == "min" else v > best[0]):
             best = (v, spec.get("name"), spec.get("order"))
     return Snapshot(total=max(total, len(trials)), finished=finished, stopped=stopped,
-                    running=running,
-                    failed=failed, elapsed=elapsed, metric=metric,
+                    running=running, failed=failed, elapsed=elapsed, metric=metric,
                     best_value=None if best is None else best[0],
                     best_name=None if best is None else best[1],
                     best_order=None if best is None else best[2])

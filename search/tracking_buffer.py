@@ -10,8 +10,9 @@ and the backlog is saved to a file, which ``--resume`` replays before anything e
 With a ``journal`` file the backlog is on disk for the whole outage, not only when the
 sweep gives up: the outage's first failure writes every queued op to it, each op queued
 while the outage lasts is appended (flushed and synced), and the file goes once every
-op is written (ops written in a short recovery that failed again stay in it). A driver killed mid-outage (SIGKILL, OOM, a lost head node with its disk kept)
-leaves the journal, and ``--resume`` replays it like a saved backlog. Ops are safe to
+op is written (ops written in a short recovery that failed again stay in it). A driver
+killed mid-outage (SIGKILL, OOM, a lost head node with its disk kept) leaves the
+journal, and ``--resume`` replays it like a saved backlog. Ops are safe to
 apply twice, so a journal line whose op was written before the kill does no harm.
 """
 

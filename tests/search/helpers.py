@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -313,3 +314,21 @@ def set_outage_limit(path: Path, seconds: float) -> None:
     doc = yaml.safe_load(path.read_text())
     doc["tracking"]["outage_limit_s"] = seconds
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+_FAIL_FAST_READS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}
+
+
+def fail_fast_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This test's own MLflow reads fail fast while the server is down."""
+    for key, value in _FAIL_FAST_READS.items():
+        monkeypatch.setenv(key, value)
+
+
+def outage_env(home: Path) -> dict[str, str]:
+    """A sweep driver's environment in an outage test: Tune saves its state every second,
+    and MLflow's HTTP settings are the driver's own (not the test's fail-fast reads)."""
+    env = subprocess_env(home, TUNE_GLOBAL_CHECKPOINT_S="1")
+    for key in _FAIL_FAST_READS:
+        env.pop(key, None)
+    return env

@@ -28,11 +28,12 @@ from pathlib import Path
 import pytest
 from helpers import (
     SUBLAYER,
+    fail_fast_reads,
+    outage_env,
     scratch,
     set_outage_limit,
     start,
     stop,
-    subprocess_env,
     tail,
     wait_while_running,
     write_experiment,
@@ -65,31 +66,33 @@ def _points(url: str) -> dict[str, list[int]]:
         return {}
 
 
+def _experiment(folder: Path, url: str, *, outage_limit_s: float) -> Path:
+    """The three-trial sweep tracked by the server at ``url``."""
+    path = write_experiment(folder, NAME, orders=ORDERS, tracking_uri=url, train=TRAIN,
+                            max_concurrent=len(ORDERS),
+                            ray={"storage_path": str(folder / "ray"), "num_cpus": len(ORDERS)})
+    set_outage_limit(path, outage_limit_s)
+    return path
+
+
 def _run(path: Path, env: dict[str, str], log: Path, *extra: str) -> subprocess.Popen[bytes]:
     return start([SUBLAYER, "sweep", str(path), *extra], env=env, log=log)
 
 
 def test_mlflow_outage_is_buffered_and_resume_completes_training_and_logging(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # this test's own reads fail fast while the server is down (the driver keeps its defaults)
-    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
-    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
+    fail_fast_reads(monkeypatch)  # the driver keeps MLflow's defaults (outage_env)
     with scratch("sublayer-home") as home, \
             tracking_server(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "mlflow") as server:
-        path = write_experiment(tmp_path, NAME, orders=ORDERS, tracking_uri=server.url,
-                                train=TRAIN, max_concurrent=len(ORDERS),
-                                ray={"storage_path": str(tmp_path / "ray"),
-                                     "num_cpus": len(ORDERS)})
-        set_outage_limit(path, 3)
-        env = subprocess_env(home, TUNE_GLOBAL_CHECKPOINT_S="1")
-        for key in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT"):
-            env.pop(key)
+        path = _experiment(tmp_path, server.url, outage_limit_s=3)
+        env = outage_env(home)
 
         # 1. an outage past the limit: the sweep stops, exit 75, the backlog is kept
         log1 = tmp_path / "first.log"
         driver = _run(path, env, log1)
         try:
-            wait_while_running("a trial evaluated", lambda: any(_points(server.url).values()), driver, log1)
+            wait_while_running("a trial evaluated", lambda: any(_points(server.url).values()),
+                               driver, log1)
             server.stop()
             driver.wait(timeout=180)
         finally:
@@ -115,7 +118,7 @@ def test_mlflow_outage_is_buffered_and_resume_completes_training_and_logging(
             # test never depends on whether a write fell into a fixed pause (CI: none did)
             server.stop()
             wait_while_running("the driver buffered a write", lambda: "buffering and retrying" in
-                  log2.read_text(errors="replace"), resumed, log2)
+                               log2.read_text(errors="replace"), resumed, log2)
             time.sleep(1.0)
             server.start()
             resumed.wait(timeout=240)
@@ -160,31 +163,25 @@ def test_a_driver_killed_mid_outage_keeps_its_backlog_on_disk_and_resume_writes_
     the journal (the backlog file), not lost with the process; ``--resume`` writes them and
     finishes the sweep, each evaluation once. Without the journal the trials, restored from
     checkpoints newer than those evaluations, would never report them again."""
-    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
-    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
+    fail_fast_reads(monkeypatch)
     with scratch("sublayer-home") as home, \
             tracking_server(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "mlflow") as server:
-        path = write_experiment(tmp_path, NAME, orders=ORDERS, tracking_uri=server.url,
-                                train=TRAIN, max_concurrent=len(ORDERS),
-                                ray={"storage_path": str(tmp_path / "ray"),
-                                     "num_cpus": len(ORDERS)})
-        set_outage_limit(path, 120)
-        env = subprocess_env(home, TUNE_GLOBAL_CHECKPOINT_S="1")
-        for key in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT"):
-            env.pop(key)
+        path = _experiment(tmp_path, server.url, outage_limit_s=120)
+        env = outage_env(home)
         log = tmp_path / "killed.log"
         driver = _run(path, env, log)
         try:
-            wait_while_running("a trial evaluated", lambda: any(_points(server.url).values()), driver, log)
+            wait_while_running("a trial evaluated", lambda: any(_points(server.url).values()),
+                               driver, log)
             server.stop()
             wait_while_running("the driver buffered a write", lambda: "buffering and retrying" in
-                  log.read_text(errors="replace"), driver, log)
+                               log.read_text(errors="replace"), driver, log)
             ray_run = (tmp_path / "ray" / f"{NAME}.latest").read_text().strip()
             journal = tmp_path / "ray" / ray_run / "tracking_backlog.jsonl"
             first = _lines(journal)
             assert first > 0, "the outage's first failure wrote no journal"
-            wait_while_running("evaluations made during the outage", lambda: _lines(journal) >= first + 3,
-                  driver, log, timeout=60)
+            wait_while_running("evaluations made during the outage",
+                               lambda: _lines(journal) >= first + 3, driver, log, timeout=60)
             time.sleep(1.5)  # Tune snapshots its state each second: it knows the checkpoints
         finally:
             with contextlib.suppress(ProcessLookupError):
@@ -213,8 +210,7 @@ def test_closing_the_sweep_rides_out_an_outage(tmp_path: Path,
     from sublayer_search.search.sweep import _close
     from sublayer_search.search.tracking_buffer import TrackingOutage
 
-    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
-    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
+    fail_fast_reads(monkeypatch)
     with tracking_server(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "mlflow") as server:
         client = MlflowClient(server.url)
         exp_id = client.create_experiment("closing")

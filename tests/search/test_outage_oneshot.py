@@ -16,11 +16,12 @@ from pathlib import Path
 import pytest
 from helpers import (
     SUBLAYER,
+    fail_fast_reads,
+    outage_env,
     scratch,
     set_outage_limit,
     start,
     stop,
-    subprocess_env,
     tail,
     wait_while_running,
     write_experiment,
@@ -53,8 +54,7 @@ def _supernet(url: str) -> tuple[str, list[int]] | None:
 
 def test_an_outage_in_stage_one_stops_it_and_resume_loses_no_evaluation(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
-    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
+    fail_fast_reads(monkeypatch)
     with scratch("sublayer-home") as home, \
             tracking_server(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "mlflow") as server:
         path = write_experiment(
@@ -64,16 +64,14 @@ def test_an_outage_in_stage_one_stops_it_and_resume_loses_no_evaluation(
                     "supernet": {"steps": STEPS, "eval_batches": 2}},
             ray={"storage_path": str(tmp_path / "ray"), "num_cpus": 2})
         set_outage_limit(path, 3)
-        env = subprocess_env(home, TUNE_GLOBAL_CHECKPOINT_S="1")
-        for key in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT"):
-            env.pop(key)
+        env = outage_env(home)
 
         # 1. the server stops while the supernet trains: exit 75, the backlog is kept
         log1 = tmp_path / "first.log"
         driver = start([SUBLAYER, "sweep", str(path)], env=env, log=log1)
         try:
-            wait_while_running("the supernet evaluated", lambda: bool((_supernet(server.url) or ("", []))[1]),
-                  driver, log1)
+            wait_while_running("the supernet evaluated",
+                               lambda: bool((_supernet(server.url) or ("", []))[1]), driver, log1)
             server.stop()
             driver.wait(timeout=180)
         finally:
