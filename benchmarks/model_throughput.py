@@ -21,6 +21,14 @@ On the CPU, OrderedLM's float32 products run on oneDNN (:mod:`models.linear`;
 ``--cpu-gemm blas`` for BLAS as ``F.linear`` runs them, ``--cpu-gemm both`` times the
 model both ways in the same rounds, ``ordered-blas``); GPT-2 runs as Hugging Face ships it.
 
+``faults/step`` is the minor page faults of a step (median round): a fresh buffer of a few
+MB costs one fault per 4 KiB page, about 2 µs each on this project's machine. Hugging
+Face's head makes fresh (B·T, V) logits buffers every step; glibc maps buffers that large
+anew and unmaps them when freed, so much of the ratio on the CPU is those faults. Where
+glibc keeps freed memory (``MALLOC_MMAP_THRESHOLD_=4294967296
+MALLOC_TRIM_THRESHOLD_=17179869184`` in the environment, for both models alike) both
+models fault close to never and the ratio is far smaller (README, Speed).
+
 Needs ``transformers`` (the ``bench`` extra). On CUDA the steps run under bf16 autocast
 and the MFU is ``tokens/s · 3 · flops_per_token / peak`` (forward + 2× for backward).
 """
@@ -171,16 +179,25 @@ def make_step(model: torch.nn.Module, kind: str, args: argparse.Namespace,
     return step
 
 
-def timed(step: Callable[[], float], n: int, device: str) -> tuple[float, float]:
-    """Wall-clock and process CPU seconds of ``n`` steps."""
+def _minor_faults() -> int:
+    """Minor page faults of this process so far (0 where ``resource`` is missing)."""
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return 0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def timed(step: Callable[[], float], n: int, device: str) -> tuple[float, float, int]:
+    """Wall-clock and process CPU seconds of ``n`` steps, and their minor page faults."""
     if device.startswith("cuda"):
         torch.cuda.synchronize()
-    start, cpu = time.perf_counter(), time.process_time()
+    start, cpu, faults = time.perf_counter(), time.process_time(), _minor_faults()
     for _ in range(n):
         step()  # float(loss) synchronises every step on CUDA
     if device.startswith("cuda"):
         torch.cuda.synchronize()
-    return time.perf_counter() - start, time.process_time() - cpu
+    return time.perf_counter() - start, time.process_time() - cpu, _minor_faults() - faults
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -206,12 +223,14 @@ def main(argv: list[str] | None = None) -> dict:
             step()
     wall: dict[str, list[float]] = {name: [] for name in steps}
     cpu: dict[str, list[float]] = {name: [] for name in steps}
+    faults: dict[str, list[int]] = {name: [] for name in steps}
     names = list(steps)
     for r in range(args.rounds):  # alternate who goes first
         for name in names if r % 2 == 0 else names[::-1]:
-            seconds, cpu_seconds = timed(steps[name], args.steps, args.device)
+            seconds, cpu_seconds, n_faults = timed(steps[name], args.steps, args.device)
             wall[name].append(seconds)
             cpu[name].append(cpu_seconds)
+            faults[name].append(n_faults)
     tokens = args.batch * args.context * args.steps  # per round
     tps = {name: tokens / statistics.median(s) for name, s in wall.items()}
     best = {name: tokens / min(s) for name, s in wall.items()}
@@ -241,6 +260,9 @@ def main(argv: list[str] | None = None) -> dict:
         # tokens per process-CPU-second: robust when other jobs share the cores
         "tokens_per_cpu_s": {k: round(v, 1) for k, v in per_cpu.items()},
         "cpu_ratio": round(per_cpu["ordered"] / per_cpu["gpt2"], 3),
+        # fresh pages touched per step (median round): what a fresh large buffer costs
+        "page_faults_per_step": {k: round(statistics.median(v) / args.steps)
+                                 for k, v in faults.items()},
         "guidance_ratio": {k: round(tps[k] / tps["ordered"], 3) for k in steps
                            if k not in ("ordered", "gpt2", "ordered-blas")},
         "guidance_cpu_ratio": {k: round(per_cpu[k] / per_cpu["ordered"], 3) for k in steps
@@ -260,13 +282,13 @@ def main(argv: list[str] | None = None) -> dict:
         width = max(12, *(len(k) + 10 for k in steps))
         print(
             f"{'model':<{width}} {'params':>12} {'tokens/s':>10} {'best':>10} {'tok/cpu-s':>10}"
-            + ("    MFU" if "mfu" in result else "")
+            + f" {'faults/step':>12}" + ("    MFU" if "mfu" in result else "")
         )
         for k in steps:
             mfu = f" {result['mfu'][k]:6.1%}" if "mfu" in result else ""
             print(
                 f"{k:<{width}} {params[k]:>12,} {tps[k]:>10,.0f} {best[k]:>10,.0f} "
-                f"{per_cpu[k]:>10,.0f}{mfu}"
+                f"{per_cpu[k]:>10,.0f} {result['page_faults_per_step'][k]:>12,}{mfu}"
             )
         print(
             f"{'ratio':<{width}} {'':>12} {result['ratio']:>10.3f} {result['best_ratio']:>10.3f} "
