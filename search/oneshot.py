@@ -269,12 +269,13 @@ def _ranking(
     try:
         result = _train(plan, one, writes, run_dir / CHECKPOINT_FOLDER, stop)
     except ray.exceptions.RayError as exc:
-        client.set_tag(run_id, Tag.STATUS, TrialStatus.FAILED.value)
-        client.set_tag(run_id, Tag.ERROR, str(exc)[-5000:])
-        client.set_terminated(run_id, status="FAILED")
-        raise OneShotError(
-            f"the supernet's task failed (MLflow run {run_id}): {str(exc).strip().splitlines()[-1]}"
-        ) from exc
+        why = str(exc).strip().splitlines()[-1]
+        _say(f"the supernet's task failed: {why}")  # said before MLflow may turn out down
+        # after the curve, through the same buffer: an outage now stops with exit 75
+        writes.tags({Tag.STATUS: TrialStatus.FAILED.value, Tag.ERROR: str(exc)[-5000:]})
+        writes.end("FAILED")
+        writes.flush()
+        raise OneShotError(f"the supernet's task failed (MLflow run {run_id}): {why}") from exc
     return _finish(writes, result)
 
 

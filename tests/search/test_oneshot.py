@@ -326,3 +326,31 @@ def test_two_stage_sweep_resumes_in_each_stage(
     assert trials["sfsf"].data.tags["sublayer.baseline"] == "true"
     (parent,) = _runs(client, "sweep")
     assert parent.info.status == "FINISHED" and parent.info.run_id == outcome.parent_run_id
+
+
+@pytest.mark.slow
+def test_a_failed_supernet_task_fails_its_run_and_the_sweep_with_exit_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mlflow.tracking import MlflowClient
+
+    from sublayer_search.search.trainable import FAIL_ENV
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv(FAIL_ENV, "supernet")  # the stage-1 task raises before training
+    monkeypatch.chdir(tmp_path)
+    path = _write(tmp_path, _doc(tmp_path, ray={"storage_path": str(tmp_path / "ray"),
+                                                "num_cpus": 2}))
+    assert main(["sweep", str(path)]) == 1
+    out, err = capsys.readouterr()
+    assert "stage 1: the supernet's task failed" in out
+    assert "the supernet's task failed (MLflow run" in err and "failed on purpose" in err
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    (supernet,) = _runs(client, "supernet")
+    assert supernet.info.status == "FAILED"
+    assert supernet.data.tags["sublayer.status"] == "failed"
+    assert "failed on purpose" in supernet.data.tags["sublayer.error"]
+    assert not _runs(client, "trial")  # stage 2 never started
+    (parent,) = _runs(client, "sweep")
+    assert parent.info.status == "FAILED"
+    assert not list((tmp_path / "ray").rglob("supernet_backlog.jsonl"))  # all written
