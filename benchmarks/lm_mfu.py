@@ -105,12 +105,15 @@ def main(argv: list[str] | None = None) -> dict:
     x = torch.randint(0, vocab, (args.batch, args.context), generator=gen).to(device)
     y = x.roll(-1, dims=1)
 
+    losses: list[torch.Tensor] = []  # detached, read after the timing (no sync per step)
+
     def step() -> None:
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=not args.no_autocast):
             loss = run(x, y).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        losses.append(loss.detach())
 
     def sync() -> None:
         if device.type == "cuda":
@@ -151,6 +154,9 @@ def main(argv: list[str] | None = None) -> dict:
         "tokens_per_s": round(tps, 1),
         "achieved_tflops": round(achieved, 4),
         "mfu": None if args.peak_tflops is None else round(achieved / args.peak_tflops, 4),
+        # the same batch every step: the loss must be finite and fall
+        "loss_first": round(float(losses[0]), 4),
+        "loss_last": round(float(losses[-1]), 4),
     }
     if device.type == "cuda":
         result["peak_memory_gb"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
