@@ -43,8 +43,9 @@ _DEFAULT_PORTS = {"http": 80, "https": 443, "postgresql": 5432, "mysql": 3306, "
 
 def server_problem(uri: str, timeout: float = SERVER_TIMEOUT_S) -> str | None:
     """What a server URI (http(s), postgresql, mysql, mssql) should be when its server does not
-    accept a connection within ``timeout`` s; None when it does, or for any other URI. Not
-    checked through a proxy the environment names for it, nor on a Unix socket."""
+    accept a connection within ``timeout`` s, or (http(s)) does not answer MLflow's REST API;
+    None when it does, or for any other URI. The connection is not tried through a proxy the
+    environment names for the host, nor on a Unix socket."""
     import socket
     import urllib.request
 
@@ -61,12 +62,58 @@ def server_problem(uri: str, timeout: float = SERVER_TIMEOUT_S) -> str | None:
         return None
     try:
         with socket.create_connection((host, port), timeout=timeout):
-            return None
+            pass
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         what = "MLflow server" if scheme.startswith("http") else "database server"
         return (f"a reachable {what} (no answer on {host}:{port} within {timeout:g} s: "
                 f"{reason})")
+    return _api_problem(uri, timeout) if scheme.startswith("http") else None
+
+
+def _api_problem(uri: str, timeout: float) -> str | None:
+    """What an http(s) URI should be when the server on it does not answer MLflow's REST API
+    (one experiment search, no retries, ``timeout`` s): another web server, a wrong path
+    prefix, missing credentials, a broken store behind it. MLflow's own client makes the
+    request, so its credentials and TLS settings from the environment apply."""
+    import os
+    import re
+
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    quick = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
+             "MLFLOW_HTTP_REQUEST_TIMEOUT": str(max(1, round(timeout)))}
+    saved = {name: os.environ.get(name) for name in quick}
+    os.environ.update(quick)
+    status: int | None = None
+    try:
+        MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+        return None
+    except MlflowException as exc:
+        text = " ".join(str(exc.message).split())
+        found = re.search(r"error code (\d{3})", text)  # a reply that is not MLflow's JSON
+        if found:
+            status = int(found.group(1))
+        elif type(exc).__name__ == "RestException":  # MLflow's JSON error: its own code
+            status = exc.get_http_status_code()
+    except Exception as exc:  # requests' connection errors and timeouts, a bad TLS setup …
+        text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    if status in (401, 403):
+        return (f"an MLflow server that accepts this client (it answered HTTP {status}: set "
+                "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, or MLFLOW_TRACKING_TOKEN)")
+    if status is None:
+        return f"an MLflow tracking server that answers (MLflow says: {text[:300]})"
+    head, _, body = text.partition(" Response body: ")
+    if body.lstrip("'\"").startswith("<"):  # a web page, not MLflow's JSON error
+        text = f"{head} (a web page: not MLflow's API at this URI)"
+    return f"an MLflow tracking server (it answered HTTP {status} to MLflow's REST API: {text[:300]})"
 
 
 def store_uri(tracking_uri: str | None) -> str:

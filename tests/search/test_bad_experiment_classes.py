@@ -8,7 +8,9 @@ what was expected, no traceback, nothing created and no Ray started (``untouched
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -211,3 +213,56 @@ def test_relative_data_paths_are_relative_to_the_experiment_file(
     plan = plan_sweep(exp, check_resources=False)
     spec = plan.spec_for(plan.trials[0])
     assert spec.data.path == str(folder / "input.txt")
+
+
+# -- a server on the tracking URI that is not MLflow's REST API ---------------------------
+SITES = {  # status, content type, body of every reply
+    "not-mlflow": (404, "text/html", b"<!DOCTYPE html><html><body>Not Found</body></html>"),
+    "needs-login": (401, "text/plain", b"You are not authenticated."),
+}
+
+
+@pytest.fixture
+def site(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A real HTTP server on 127.0.0.1 answering every request as ``SITES[param]``."""
+    status, kind, body = SITES[request.param]
+
+    class Reply(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Reply)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@pytest.mark.parametrize(("site", "expect"), [
+    ("not-mlflow", "expected an MLflow tracking server (it answered HTTP 404 to MLflow's REST "
+                   "API: API request to endpoint /api/2.0/mlflow/experiments/search failed with "
+                   "error code 404 != 200. (a web page: not MLflow's API at this URI))"),
+    ("needs-login", "expected an MLflow server that accepts this client (it answered HTTP 401: "
+                    "set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, or "
+                    "MLFLOW_TRACKING_TOKEN)"),
+], indirect=["site"])
+def test_a_tracking_uri_that_answers_but_not_as_mlflow_exits_2(
+        site: str, expect: str, tmp_path: Path, untouched,  # noqa: F811
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The port accepts connections, so only asking MLflow's API finds out (this used to
+    start Ray and end in an internal error, exit 1)."""
+    path = _write(tmp_path, _set("tracking.uri", site))
+    check_bad_sweep(path, tmp_path, (f"tracking.uri: got '{site}', {expect}",), capsys, untouched)
