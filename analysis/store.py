@@ -10,22 +10,37 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote, urlparse, urlsplit, urlunsplit
 
 from .errors import AnalysisError
 
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow.tracking import MlflowClient
 
-__all__ = ["StoreError", "check_store", "open_store", "server_problem", "store_uri"]
+__all__ = ["StoreError", "check_store", "open_store", "redact_uri", "server_problem", "store_uri"]
+
+
+def redact_uri(uri: str) -> str:
+    """``uri`` as it may be shown or logged: the password of ``scheme://user:password@host``
+    replaced by ``***`` (anything else unchanged)."""
+    try:
+        parts = urlsplit(uri)
+        if parts.password is None:
+            return uri
+    except ValueError:  # not a URL urllib can take apart: shown whole only without an '@'
+        return uri if "@" not in uri else "<a URI with credentials>"
+    user = parts.netloc.rpartition("@")[0].partition(":")[0]
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
 class StoreError(AnalysisError):
-    """A tracking URI that names no MLflow store (a missing or foreign database, folder …)."""
+    """A tracking URI that names no MLflow store (a missing or foreign database, folder …);
+    ``uri`` is the URI as it may be shown (:func:`redact_uri`)."""
 
     def __init__(self, uri: str, expected: str) -> None:
-        super().__init__(f"tracking URI: got {uri!r}, expected {expected}")
-        self.uri = uri
+        self.uri = redact_uri(uri)
+        super().__init__(f"tracking URI: got {self.uri!r}, expected {expected}")
         self.expected = expected
 
 

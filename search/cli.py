@@ -120,7 +120,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         return 75
     _print_table(outcome.trials, ["name", "family", "seed", "status", "steps", plan.metric,
                                   f"best_{plan.metric}"])
-    uri = args.tracking_uri or exp.tracking.uri
+    from sublayer_search.analysis.store import redact_uri
+
+    uri = redact_uri(args.tracking_uri or exp.tracking.uri)  # shown: no password
     if outcome.reused:
         print(f"{outcome.reused} trial(s) reused from earlier runs (reuse: true)")
     print(f"{len(outcome.trials)} trial(s) tracked in MLflow experiment "

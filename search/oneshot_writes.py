@@ -21,6 +21,8 @@ from typing import Any
 from mlflow.entities import Metric, RunTag
 from mlflow.tracking import MlflowClient
 
+from sublayer_search.analysis.store import redact_uri
+
 from .tracking import metrics_of
 from .tracking_buffer import TrackingOutage, WriteBuffer, short_http_retries
 
@@ -101,7 +103,8 @@ class SupernetWrites:
         buf, held = self.buffer, len(self.buffer)
         buf.save(self.journal)
         return TrackingOutage(
-            f"MLflow at {self.client.tracking_uri} was unreachable for {buf.outage_s:.0f} s "
+            f"MLflow at {redact_uri(self.client.tracking_uri)} was unreachable for "
+            f"{buf.outage_s:.0f} s "
             f"(tracking.outage_limit_s = {buf.limit_s:g}; last error: {buf.last_error}); "
             f"stage 1 stopped (its supernet checkpoint is kept) and kept {held} unwritten "
             f"MLflow write(s) of its run in {self.journal}", self.journal)

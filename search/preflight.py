@@ -37,35 +37,38 @@ def _writable_folder(folder: Path) -> str | None:
 
 def tracking_problems(uri: str, path: str = "tracking.uri") -> list[Problem]:
     """An MLflow tracking URI a sweep can write to (a server's: one that answers)."""
+    # one rule with analyze & co.; a password in the URI is never shown
+    from sublayer_search.analysis.store import redact_uri, server_problem
+
+    shown = redact_uri(uri)
     if not uri:
-        return [Problem(path, uri, "an MLflow tracking URI such as sqlite:///mlflow.db")]
+        return [Problem(path, shown, "an MLflow tracking URI such as sqlite:///mlflow.db")]
     scheme = urlparse(uri).scheme
     if scheme not in TRACKING_SCHEMES:
-        return [Problem(path, uri, "an MLflow tracking URI with one of the schemes "
+        return [Problem(path, shown, "an MLflow tracking URI with one of the schemes "
                         + ", ".join(f"{s}://" for s in TRACKING_SCHEMES))]
     if scheme == "file" and os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() != "true":
-        return [Problem(path, uri, "sqlite:///… or a server (MLflow 3 refuses the file store "
+        return [Problem(path, shown, "sqlite:///… or a server (MLflow 3 refuses the file store "
                         "unless MLFLOW_ALLOW_FILE_STORE=true)")]
-    from sublayer_search.analysis.store import server_problem  # one rule with analyze & co.
 
     unreachable = server_problem(uri)  # None unless a server (http(s), postgresql, …)
     if unreachable:
-        return [Problem(path, uri, unreachable)]
+        return [Problem(path, shown, unreachable)]
     if scheme == "sqlite":
         file = Path(uri.removeprefix("sqlite:///")).expanduser()
         if file.is_dir():
-            return [Problem(path, uri, "a SQLite file, not a folder")]
+            return [Problem(path, shown, "a SQLite file, not a folder")]
         if file.is_file():
             with open(file, "rb") as handle:
                 head = handle.read(16)
             if head and head != b"SQLite format 3\x00":
-                return [Problem(path, uri, "a SQLite database (this file is something else)")]
+                return [Problem(path, shown, "a SQLite database (this file is something else)")]
             if not os.access(file, os.W_OK):
-                return [Problem(path, uri, "a writable SQLite file")]
+                return [Problem(path, shown, "a writable SQLite file")]
         else:
             why = _writable_folder(file.resolve().parent)
             if why:
-                return [Problem(path, uri, f"a SQLite file in a writable folder ({why})")]
+                return [Problem(path, shown, f"a SQLite file in a writable folder ({why})")]
     return []
 
 

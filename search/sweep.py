@@ -26,6 +26,7 @@ from ray import tune
 from ray.tune.schedulers import FIFOScheduler
 from ray.tune.search import ConcurrencyLimiter
 
+from sublayer_search.analysis.store import redact_uri
 from sublayer_search.spaces.records import ended_status
 
 from .checkpoints import fill_checkpoint_gaps
@@ -255,7 +256,8 @@ def _write_backlog(callback: MlflowTracking, backlog: Path, uri: str) -> None:
     held = len(buffer)
     buffer.save(backlog)
     raise TrackingOutage(
-        f"MLflow at {uri} was unreachable for {buffer.outage_s:.0f} s (tracking.outage_limit_s "
+        f"MLflow at {redact_uri(uri)} was unreachable for {buffer.outage_s:.0f} s "
+        f"(tracking.outage_limit_s "
         f"= {buffer.limit_s:g}; last error: {buffer.last_error}); the sweep stopped and kept "
         f"{held} unwritten MLflow write(s) in {backlog}", backlog)
 
@@ -299,6 +301,9 @@ def run_sweep(plan: SweepPlan, *, resume: bool = False, address: str | None = No
         ray_run = f"{exp.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no table, no TensorBoard hint
+    # MLflow prints a "View run" link per closed run, with the URI's password if it has one;
+    # the sweep prints its own links (without it) at the end
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     if not resume:  # before Ray starts: an unknown experiment name is bad input (exit 2)
         plan = with_warm_start(plan, uri)
     started = connect(plan, address)
@@ -320,8 +325,11 @@ def run_sweep(plan: SweepPlan, *, resume: bool = False, address: str | None = No
         if exp.reuse and not resume:
             plan, reused = _reuse(client, exp_id, parent_id, plan)
         if not resume or restart:
-            client.log_text(parent_id, Path(plan.source).read_text() if Path(plan.source).is_file()
-                            else json.dumps(exp.model_dump(), indent=2, default=str),
+            source = (Path(plan.source).read_text() if Path(plan.source).is_file()
+                      else json.dumps(exp.model_dump(), indent=2, default=str))
+            # the file as written, but a password in its tracking URI is not logged
+            client.log_text(parent_id, source.replace(exp.tracking.uri,
+                                                      redact_uri(exp.tracking.uri)),
                             "experiment.yaml")
             client.log_text(parent_id, _table_csv(plan), "trials.csv")
         callback = tracker(tracking_uri=uri, experiment_id=exp_id, parent_run_id=parent_id,

@@ -12,6 +12,8 @@ import sys
 import threading
 from typing import Any
 
+from sublayer_search.analysis.store import redact_uri
+
 __all__ = ["server_command", "serve", "is_loopback", "exposure_warning"]
 
 
@@ -33,7 +35,7 @@ def exposure_warning(host: str, port: int, tracking_uri: str) -> str | None:
         return None
     return (f"sublayer: WARNING: the MLflow UI on {host}:{port} has NO authentication and is "
             f"reachable from the network: anyone who can reach this host can read, change and "
-            f"delete every run in {tracking_uri}. Prefer the default --host 127.0.0.1 (with an "
+            f"delete every run in {redact_uri(tracking_uri)}. Prefer the default --host 127.0.0.1 (with an "
             f"SSH tunnel for remote access) or an authenticating proxy in front of it.")
 
 
@@ -51,7 +53,8 @@ def serve(*, tracking_uri: str, host: str = "127.0.0.1", port: int = 5000) -> in
     warning = exposure_warning(host, port, tracking_uri)
     if warning:
         print(warning, file=sys.stderr, flush=True)
-    print(f"MLflow UI on http://{host}:{port} (store {tracking_uri}); Ctrl-C stops it", flush=True)
+    print(f"MLflow UI on http://{host}:{port} (store {redact_uri(tracking_uri)}); Ctrl-C stops it",
+          flush=True)
     return run_until_signal(cmd, env=env)
 
 

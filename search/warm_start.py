@@ -17,6 +17,7 @@ from typing import Any
 
 from mlflow.tracking import MlflowClient
 
+from sublayer_search.analysis.store import redact_uri
 from sublayer_search.spaces.records import Tag, TrialStatus, final
 
 from .config import STATIC_OBJECTIVES
@@ -48,7 +49,7 @@ def _scope(client: MlflowClient, plan: SweepPlan, uri: str) -> list[str]:
         raise ExperimentError(
             plan.source,
             [
-                Problem("search.warm_start", name, f"the name of an MLflow experiment in {uri}")
+                Problem("search.warm_start", name, f"the name of an MLflow experiment in {redact_uri(uri)}")
                 for name in missing
             ],
         )
@@ -135,7 +136,7 @@ def with_warm_start(plan: SweepPlan, uri: str) -> SweepPlan:
                 Problem(
                     "search.warm_start",
                     name,
-                    f"the name of an MLflow experiment in {uri} (the store does not exist yet)",
+                    f"the name of an MLflow experiment in {redact_uri(uri)} (the store does not exist yet)",
                 )
                 for name in names
             ],

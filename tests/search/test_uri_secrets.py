@@ -1,0 +1,82 @@
+"""A password in a tracking URI (``postgresql://user:password@host/db``,
+``http://user:password@host``) is never shown or logged: not in bad-input messages, not in
+what a sweep prints, not in the copy of the experiment file logged to MLflow."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+from helpers import mlflow_server, run_cli, scratch, subprocess_env, write_experiment
+
+from sublayer_search.analysis.store import redact_uri
+from sublayer_search.search.cli import main
+
+SECRET = "s3cret-Pa55"
+
+
+@pytest.mark.parametrize(("uri", "shown"), [
+    (f"postgresql://mlflow:{SECRET}@db.example:5432/mlflow",
+     "postgresql://mlflow:***@db.example:5432/mlflow"),
+    (f"postgresql+psycopg2://mlflow:{SECRET}@10.0.0.5/mlflow?sslmode=require",
+     "postgresql+psycopg2://mlflow:***@10.0.0.5/mlflow?sslmode=require"),
+    (f"https://alice:{SECRET}@mlflow.example/prefix", "https://alice:***@mlflow.example/prefix"),
+    ("mysql://u:p%40ss%3Aw@[::1]:3306/db", "mysql://u:***@[::1]:3306/db"),  # '@', ':' encoded
+    ("http://alice@mlflow.example", "http://alice@mlflow.example"),  # no password
+    ("http://127.0.0.1:5000", "http://127.0.0.1:5000"),
+    ("sqlite:///runs/mlflow.db", "sqlite:///runs/mlflow.db"),
+    ("", ""),
+])
+def test_redact_uri_hides_only_the_password(uri: str, shown: str) -> None:
+    assert redact_uri(uri) == shown
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_bad_input_messages_do_not_show_the_password(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    port = _closed_port()
+    path = write_experiment(tmp_path, "secrets", orders=["sfsf"],
+                            tracking_uri=f"postgresql://mlflow:{SECRET}@127.0.0.1:{port}/mlflow")
+    assert main(["sweep", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert f"tracking.uri: got 'postgresql://mlflow:***@127.0.0.1:{port}/mlflow'" in err
+    assert SECRET not in out + err
+
+    uri = f"http://alice:{SECRET}@127.0.0.1:{port}"
+    assert main(["analyze", "--experiment", "X", "--out", str(tmp_path / "r"),
+                 "--tracking-uri", uri]) == 2
+    out, err = capsys.readouterr()
+    assert f"--tracking-uri: got 'http://alice:***@127.0.0.1:{port}'" in err
+    assert SECRET not in out + err
+
+
+@pytest.mark.slow
+def test_a_sweep_neither_prints_nor_logs_the_password(tmp_path: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    with mlflow_server(tmp_path) as server, scratch("sublayer-home") as home:
+        # the server has no login: it ignores the basic-auth header the client sends
+        uri = server.url.replace("http://", f"http://alice:{SECRET}@")
+        exp_file = write_experiment(tmp_path, "secrets", orders=["sfsf"], tracking_uri=uri)
+        done = run_cli(["sweep", str(exp_file)], env=subprocess_env(home),
+                       log=tmp_path / "sweep.log", timeout=150)
+        assert done.returncode == 0, done.stdout[-4000:]
+        assert SECRET not in done.stdout
+        assert "http://alice:***@127.0.0.1:" in done.stdout  # where the runs are
+
+        client = MlflowClient(server.url)
+        exp = client.get_experiment_by_name("secrets")
+        (parent,) = client.search_runs([exp.experiment_id],
+                                       filter_string="tags.`sublayer.role` = 'sweep'")
+        logged = Path(client.download_artifacts(parent.info.run_id, "experiment.yaml",
+                                                str(tmp_path))).read_text()
+        assert "uri: http://alice:***@127.0.0.1:" in logged and "name: secrets" in logged
+        assert SECRET not in logged
