@@ -83,7 +83,32 @@ def server_problem(uri: str, timeout: float = SERVER_TIMEOUT_S) -> str | None:
         what = "MLflow server" if scheme.startswith("http") else "database server"
         return (f"a reachable {what} (no answer on {host}:{port} within {timeout:g} s: "
                 f"{reason})")
-    return _api_problem(uri, timeout) if scheme.startswith("http") else None
+    return _api_problem(uri, timeout) if scheme.startswith("http") else _database_problem(uri)
+
+
+def _database_problem(uri: str) -> str | None:
+    """What a database URI should be when this client cannot log in to it: a missing
+    driver, a database that does not exist, a refused user or password (the server's own
+    words; drivers do not repeat the password). Connects through SQLAlchemy, as MLflow
+    does, and creates nothing."""
+    import sqlalchemy
+    from sqlalchemy.pool import NullPool
+
+    engine = None
+    try:
+        engine = sqlalchemy.create_engine(uri, poolclass=NullPool)
+        with engine.connect():
+            return None
+    except ImportError as exc:  # the dialect's driver (psycopg, PyMySQL, pyodbc …)
+        return f"a database whose driver is installed ({exc})"
+    except sqlalchemy.exc.DBAPIError as exc:
+        said = " ".join(str(exc.orig).split())
+        return f"a database this client can log in to (the server says: {said[:300]})"
+    except sqlalchemy.exc.SQLAlchemyError as exc:
+        return f"a database URI SQLAlchemy can open ({' '.join(str(exc).split())[:300]})"
+    finally:
+        if engine is not None:
+            engine.dispose()
 
 
 def _api_problem(uri: str, timeout: float) -> str | None:

@@ -95,3 +95,33 @@ def test_eight_concurrent_trials_on_the_default_sqlite_store(tmp_path: Path) -> 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     log = _sweep(tmp_path, "sqlite_eight", uri)
     _check_runs(MlflowClient(uri), "sqlite_eight", log)
+
+
+def test_a_database_this_client_cannot_open_is_bad_input(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The server accepts connections, so only logging in finds out: a database that does
+    not exist or a user the server refuses is named before Ray starts (exit 2), as
+    ``analyze`` names it; the real database passes the same check."""
+    from sublayer_search.search.cli import main
+    from sublayer_search.search.preflight import tracking_problems
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with postgres_server() as pg:
+        assert tracking_problems(pg.uri) == []
+        base = pg.uri.rsplit("/", 1)[0]  # postgresql://USER@127.0.0.1:PORT
+        nope = f"{base}/nope"
+        path = write_experiment(tmp_path, "pg_bad", orders=["sfsf"], tracking_uri=nope)
+        assert main(["sweep", str(path)]) == 2
+        out, err = capsys.readouterr()
+        assert (f"tracking.uri: got '{nope}', expected a database this client can log in to "
+                f"(the server says: ") in err and 'database "nope" does not exist' in err
+        assert out == "" and not (tmp_path / "ray_results").exists()
+
+        stranger = f"postgresql://stranger@127.0.0.1:{pg.port}/mlflow"
+        assert main(["analyze", "--experiment", "X", "--out", str(tmp_path / "r"),
+                     "--tracking-uri", stranger]) == 2
+        err = capsys.readouterr().err
+        assert f"--tracking-uri: got '{stranger}', expected a database this client" in err
+        assert 'role "stranger" does not exist' in err
+        assert not (tmp_path / "r").exists()
