@@ -4,13 +4,15 @@
 Shapes are those of ``model_throughput.py``'s default LM (d 256, d_ff 1024, batch 8 ×
 context 256 = 2048 rows, vocabulary 8192; the fused loss's chunks of 256 rows): each
 linear's forward ``x Wᵀ``, input gradient ``g W`` and weight gradient ``gᵀ x``, and the
-head's chunk products. Median of ``--repeat`` timings after warm-up, one thread:
+head's chunk products, each written into a buffer as the fused loss does (BLAS in place,
+oneDNN plus a copy). Median of ``--repeat`` timings after warm-up, one thread:
 
     .venv/bin/python benchmarks/cpu_gemm.py
     .venv/bin/python benchmarks/cpu_gemm.py --rows 4096 --json
 
 :func:`models.linear.linear` runs forwards and input gradients on oneDNN and weight
-gradients on BLAS; this benchmark shows why on the machine at hand.
+gradients on BLAS, and :mod:`models.fused_loss` its chunk products on BLAS; this
+benchmark shows why on the machine at hand.
 """
 
 from __future__ import annotations
@@ -82,8 +84,10 @@ def timed_product(name: str, n: int, d_in: int, d_out: int,
         "grad input": (lambda: g.mm(w), lambda: dnn(g, w.t(), None, "none", [], "")),
         "grad weight": (lambda: g.t().mm(x), lambda: dnn(g.t(), x.t(), None, "none", [], "")),
     }
-    if name.startswith("head"):
-        ops = {"forward": ops["forward"]}
+    if name.startswith("head"):  # the fused loss writes each chunk into one buffer
+        buf = torch.empty(n, d_out)
+        ops = {"into buffer": (lambda: torch.mm(x, w.t(), out=buf),
+                               lambda: buf.copy_(dnn(x, w, None, "none", [], "")))}
     rows: list[dict[str, object]] = []
     for op, (blas, onednn) in ops.items():
         b_ms, o_ms = median_ms(blas, args.repeat), median_ms(onednn, args.repeat)

@@ -10,9 +10,11 @@ chunk it computes the logits, the loss, and — since the loss is the end of the
 the gradient of the loss with respect to the chunk's hidden states and to the
 projection at once (softmax − smoothed one-hot). ``backward`` only scales those by the
 incoming gradient. Same FLOPs as the plain head (one forward and two backward
-matmuls), no N·V buffer, and per chunk only three passes over the logits besides the
-matmuls: one fused softmax and two reductions (``lse = max − log max softmax``, exact
-since the largest probability is at least 1/V). Row weights (the mean's 1/N, zero at
+matmuls), no N·V buffer, and on the CPU one pass over the logits besides the matmuls:
+the softmax, in place. The log-sum-exp comes from the target's own probability
+(``lse = x_t − log p_t``, two gathers); a row whose ``p_t`` underflows takes it at its
+most probable class instead (exact, since that probability is at least 1/V). Other
+devices keep two reductions (``lse = max − log max softmax``) and no host sync. Row weights (the mean's 1/N, zero at
 ignored targets, IOT's per-sentence path weights) scale the (rows, d) matmul operands
 and results, never the logits; label smoothing's uniform part is a rank-one term.
 """
@@ -23,8 +25,6 @@ from typing import Any
 
 import torch
 from torch import Tensor
-
-from sublayer_search.models.linear import matmul_t
 
 __all__ = ["CHUNK_BYTES", "chunk_rows", "fusable", "linear_cross_entropy"]
 
@@ -50,9 +50,10 @@ def fusable(h: Tensor, weight: Tensor) -> bool:
 
 
 def _product(hc: Tensor, weight: Tensor, *, out: Tensor) -> None:
-    """``out[:] = hc @ weight.T`` (``out`` in the accumulation dtype)."""
+    """``out[:] = hc @ weight.T`` (``out`` in the accumulation dtype). BLAS writes into
+    ``out`` directly: on the CPU that beats oneDNN's faster product plus a copy."""
     if hc.dtype == out.dtype and weight.dtype == out.dtype:
-        matmul_t(hc, weight, out=out)
+        torch.mm(hc, weight.t(), out=out)
     else:
         out.copy_(hc @ weight.t())
 
@@ -60,10 +61,28 @@ def _product(hc: Tensor, weight: Tensor, *, out: Tensor) -> None:
 def _grad_rows(probs: Tensor, w_acc: Tensor, cc: Tensor, *, out: Tensor) -> None:
     """``out[:] = (probs @ w) · c`` per row: the chunk's gradient of the hidden states."""
     if out.dtype == probs.dtype:
-        matmul_t(probs, w_acc.t(), out=out)
+        torch.mm(probs, w_acc, out=out)
         out.mul_(cc[:, None])
     else:
         out.copy_((probs @ w_acc) * cc[:, None])  # copy_ converts to out's dtype
+
+
+def _lse_from_target(probs: Tensor, target: Tensor, tc: Tensor, hc: Tensor,
+                     w_acc: Tensor) -> Tensor:
+    """``log Σ exp(logits)`` per row from the softmax: ``x_t − log p_t`` with the target's
+    logit and probability (no pass over the row). A row whose ``p_t`` is too small to
+    trust (below ``2²⁴ ×`` the smallest normal float: the target some 69 nats below the
+    top in float32) takes ``x_m − log p_m`` at its most probable class m instead, whose
+    probability is at least 1/V and whose logit is recomputed as one dot product."""
+    p_t = probs.gather(1, tc[:, None]).squeeze(1)
+    lse = target - p_t.log()
+    low = p_t < torch.finfo(probs.dtype).tiny * 2.0**24
+    if bool(low.any()):  # rare: one host-side check per chunk (CPU only, see the caller)
+        rows = low.nonzero().squeeze(1)
+        p_m, m = probs[rows].max(1)
+        x_m = (hc[rows].to(w_acc.dtype) * w_acc[m]).sum(1)
+        lse[rows] = x_m - p_m.log()
+    return lse
 
 
 class _LinearCrossEntropy(torch.autograd.Function):
@@ -107,14 +126,18 @@ class _LinearCrossEntropy(torch.autograd.Function):
             )
             logits = buf[: len(tc)]
             _product(hc, weight, out=logits)  # (rows, V)
-            picked = logits.gather(1, tc[:, None]).squeeze(1)
+            target = logits.gather(1, tc[:, None]).squeeze(1)  # x_t
+            picked = target
             if smoothing:  # ℓ = lse − (1 − ε)·x_t − ε·mean(x)
-                picked = (1.0 - smoothing) * picked + smoothing * logits.mean(1)
-            top = logits.amax(1)
-            # in place on the CPU (no second buffer); elsewhere as before (untested there)
-            probs = (torch.softmax(logits, 1, out=logits) if logits.device.type == "cpu"
-                     else torch.softmax(logits, 1))
-            loss = top - probs.amax(1).log() - picked  # lse − picked
+                picked = (1.0 - smoothing) * target + smoothing * logits.mean(1)
+            if logits.device.type == "cpu":  # softmax in place: no second buffer
+                probs = torch.softmax(logits, 1, out=logits)
+                lse = _lse_from_target(probs, target, tc, hc, w_acc)
+            else:  # as before (untested there): no host sync per chunk
+                top = logits.amax(1)
+                probs = torch.softmax(logits, 1)
+                lse = top - probs.amax(1).log()
+            loss = lse - picked
             total += (cc * loss).sum()
             if losses is not None:
                 losses[start : start + rows] = loss
@@ -145,6 +168,8 @@ class _LinearCrossEntropy(torch.autograd.Function):
     def backward(ctx: Any, grad_out: Tensor) -> tuple[Tensor | None, ...]:
         grad_h, grad_w, losses = ctx.grads
         ctx.grads = None
+        if grad_out.device.type == "cpu" and bool(grad_out == 1):
+            return grad_h, grad_w, None, losses, None, None, None  # the plain mean: as is
         # the buffers are this function's own and used once: scaled in place, no copies
         return (
             None if grad_h is None else grad_h.mul_(grad_out.to(grad_h.dtype)),

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["Linear", "cpu_gemm", "linear", "matmul_t", "set_cpu_gemm"]
+__all__ = ["Linear", "cpu_gemm", "linear", "set_cpu_gemm"]
 
 _GEMMS = ("onednn", "blas")
 
@@ -95,18 +95,6 @@ def _dnn(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     assert _OP is not None
     out: Tensor = _OP(x, weight, bias, "none", [], "")
     return out
-
-
-def matmul_t(x: Tensor, weight: Tensor, *, out: Tensor | None = None) -> Tensor:
-    """``x @ weight.T`` for 2-D ``x`` (N, k) and ``weight`` (m, k), without autograd (the
-    fused loss's chunk products; ``weight`` may be a transposed view), into ``out``
-    (N, m) when given."""
-    if _onednn(x, weight) and x.dim() == 2:
-        y = _dnn(x, weight, None)
-        return y if out is None else out.copy_(y)
-    if out is None:
-        return x @ weight.t()
-    return torch.mm(x, weight.t(), out=out)
 
 
 class _Linear(torch.autograd.Function):

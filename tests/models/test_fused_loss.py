@@ -66,7 +66,7 @@ def test_smoothing_padding_and_row_weights_match_cross_entropy(n, v, rows, smoot
 
 
 def test_float32_loss_is_exact_for_confident_rows():
-    """lse = max − log(max softmax) stays exact when the target's probability underflows."""
+    """The loss stays exact when the target's probability underflows (most probable class)."""
     h = torch.tensor([[30.0, 0.0], [0.0, 1.0]], requires_grad=True)
     w = torch.tensor([[4.0, 0.0], [-4.0, 0.0], [0.0, 1.0]], requires_grad=True)
     t = torch.tensor([1, 2])  # row 0: target logit −120 against 120, p ≈ e^−240
@@ -124,3 +124,26 @@ def test_a_training_step_of_the_lm_equals_the_plain_head():
     assert fused_grads.keys() == plain_grads.keys()
     for key in plain_grads:
         torch.testing.assert_close(fused_grads[key], plain_grads[key], rtol=1e-4, atol=1e-6)
+
+
+def test_rows_whose_target_probability_underflows_mix_with_ordinary_rows():
+    """float32: the loss comes from the target's probability; rows where it underflows (a
+    target 100+ nats below the top) take the most probable class instead, in any chunk,
+    with label smoothing and row weights too."""
+    g = torch.Generator().manual_seed(3)
+    h = torch.randn(11, 6, generator=g)
+    h[[2, 7, 8]] *= 60.0  # confident rows: some targets fall far below the top
+    w = torch.randn(9, 6, generator=g)
+    t = torch.randint(0, 9, (11,), generator=g)
+    logits = (h @ w.t()).double()
+    gap = logits.max(1).values - logits.gather(1, t[:, None]).squeeze(1)
+    assert (gap > 104).any() and (gap < 5).any()  # both kinds of row are there
+    r = torch.rand(11, generator=g)
+    for smoothing in (0.0, 0.2):
+        want = (r.double() * F.cross_entropy(logits, t, reduction="none",
+                                             label_smoothing=smoothing)).sum()
+        for rows in (1, 3, 11):
+            got = linear_cross_entropy(h, w, t, rows=rows, label_smoothing=smoothing,
+                                       row_weights=r)
+            assert torch.isfinite(got)
+            torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-3)
