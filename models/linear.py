@@ -2,10 +2,11 @@
 
 PyTorch's CPU ``F.linear`` runs float32 matrix products through BLAS (MKL in the
 x86 wheels). oneDNN, which the same wheels carry for bf16 and for ``torch.compile``,
-has float32 kernels of its own; on the AMD EPYC (Zen 4) CPU that CI runs on they are
-10-20 % faster for the model's shapes (``benchmarks/cpu_gemm.py``):
+has float32 kernels of its own; on the AMD EPYC (Zen 4) CPU of earlier CI machines they
+are 10-20 % faster for the model's shapes (``benchmarks/cpu_gemm.py``):
 x (2048, 256) times W (1024, 256) takes 12.1 ms through MKL and 10.2 ms through
-oneDNN on one thread. Same float32 arithmetic (no reduced precision), another order
+oneDNN on one thread. On an Intel Xeon (family 6, model 207) the two are within a few
+per cent (MKL ahead on most forwards, oneDNN on some input gradients; README, Speed). Same float32 arithmetic (no reduced precision), another order
 of summation: results agree to rounding.
 
 :func:`linear` sends a training or evaluation product through oneDNN when every
