@@ -44,7 +44,7 @@ from .tracking import (
     finished_trials,
     open_sweep_run,
 )
-from .tracking_buffer import TrackingOutage, WriteBuffer
+from .tracking_buffer import TrackingOutage, ride_out, short_http_retries
 from .tracking_callback import MlflowTracking
 from .trainable import train_trial
 from .warm_start import with_warm_start
@@ -267,18 +267,24 @@ def _close(client: Any, exp_id: str, parent_id: str, status: str, limit_s: float
     """Close the sweep's parent run (and children left RUNNING), riding out an MLflow outage
     like any buffered write; past ``limit_s`` raise :class:`TrackingOutage` (``--resume``
     closes it) unless another exception is already on its way out."""
-    closer = WriteBuffer(lambda op: close_sweep(client, exp_id, parent_id, op["status"]),
-                         limit_s=limit_s, max_ops=1)
-    closer.ops.append({"status": status})
-    if closer.drain():
-        return
-    message = (f"MLflow was unreachable for {closer.outage_s:.0f} s while the sweep's run was "
-               f"closed (tracking.outage_limit_s = {limit_s:g}; last error: "
-               f"{closer.last_error}); sublayer sweep --resume closes it")
-    if sys.exc_info()[0] is not None:
-        log.warning(message)
-        return
-    raise TrackingOutage(message, backlog)
+    unwinding = sys.exc_info()[0] is not None
+    try:
+        ride_out("the sweep's run was closed",
+                 lambda retry: close_sweep(client, exp_id, parent_id, status),
+                 limit_s=limit_s, backlog=backlog, then="sublayer sweep --resume closes it")
+    except TrackingOutage as exc:
+        if not unwinding:
+            raise
+        log.warning("%s", exc)
+
+
+def _open(uri: str, plan: SweepPlan, ray_run: str, *, resume: bool) -> tuple[Any, str, str]:
+    """(client, experiment id, parent run id) of the sweep, its experiment labelled; with
+    ``resume`` the parent run is found again (a retry finds what a failed attempt made)."""
+    client = ensure_store(uri)
+    exp_id, parent_id = open_sweep_run(client, plan, ray_run, resume=resume)
+    label_experiment(client, exp_id, plan)
+    return client, exp_id, parent_id
 
 
 def run_sweep(plan: SweepPlan, *, resume: bool = False, address: str | None = None,
@@ -309,12 +315,15 @@ def run_sweep(plan: SweepPlan, *, resume: bool = False, address: str | None = No
     started = connect(plan, address)
     try:
         check_cluster(plan)
-        client = ensure_store(uri)
-        if not resume:  # before any MLflow run exists: --resume after a kill finds this run
+        if not resume:  # before any MLflow call: --resume after a kill or outage finds it
             storage.mkdir(parents=True, exist_ok=True)
             _pointer(plan).write_text(ray_run)
-        exp_id, parent_id = open_sweep_run(client, plan, ray_run, resume=resume)
-        label_experiment(client, exp_id, plan)
+        short_http_retries()  # each request fails fast: ride_out and the buffer wait instead
+        limit_s, backlog = exp.tracking.outage_limit_s, storage / ray_run / BACKLOG
+        client, exp_id, parent_id = ride_out(
+            "the sweep's MLflow run was opened",
+            lambda retry: _open(uri, plan, ray_run, resume=resume or retry),
+            limit_s=limit_s, backlog=backlog)
         tracker = MlflowTracking
         if exp.search.algorithm == "oneshot":  # stage 1: a supernet ranks the space's orders
             from .oneshot import OneShotTracking, run_stage_one
@@ -328,13 +337,15 @@ def run_sweep(plan: SweepPlan, *, resume: bool = False, address: str | None = No
             source = (Path(plan.source).read_text() if Path(plan.source).is_file()
                       else json.dumps(exp.model_dump(), indent=2, default=str))
             # the file as written, but a password in its tracking URI is not logged
-            client.log_text(parent_id, source.replace(exp.tracking.uri,
-                                                      redact_uri(exp.tracking.uri)),
-                            "experiment.yaml")
-            client.log_text(parent_id, _table_csv(plan), "trials.csv")
+            texts = {"experiment.yaml": source.replace(exp.tracking.uri,
+                                                       redact_uri(exp.tracking.uri)),
+                     "trials.csv": _table_csv(plan)}
+            ride_out("the sweep's experiment.yaml and trials.csv were logged",
+                     lambda retry: [client.log_text(parent_id, text, name)
+                                    for name, text in texts.items()],
+                     limit_s=limit_s, backlog=backlog)
         callback = tracker(tracking_uri=uri, experiment_id=exp_id, parent_run_id=parent_id,
                            plan=plan, match_names=restart)
-        backlog = storage / ray_run / BACKLOG
         callback.buffer.journal = backlog  # on disk through an outage: a killed driver keeps it
         if resume and callback.buffer.load(backlog):
             _write_backlog(callback, backlog, uri)  # what an outage left unwritten, first

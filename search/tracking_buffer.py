@@ -25,11 +25,13 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from mlflow.exceptions import MlflowException
 
-__all__ = ["WriteBuffer", "TrackingOutage", "is_transient", "short_http_retries"]
+__all__ = ["WriteBuffer", "TrackingOutage", "is_transient", "ride_out", "short_http_retries"]
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -179,3 +181,27 @@ class WriteBuffer:
                  if line.strip()]
         self.ops.extendleft(reversed(saved))
         return len(saved)
+
+
+def ride_out(what: str, write: Callable[[bool], T], *, limit_s: float, backlog: Path,
+             then: str = "") -> T:
+    """``write(retry)``, riding out an MLflow outage as a buffered trial write does: a
+    transient failure is retried with backoff for up to ``limit_s`` (``retry`` is True from
+    the second attempt on, so that a write can find what a failed attempt left), then
+    :class:`TrackingOutage` names ``what`` (and ``then``, what to do next)."""
+    done: list[T] = []
+
+    def apply(op: dict[str, Any]) -> None:
+        try:
+            done.append(write(op["retry"]))
+        finally:
+            op["retry"] = True
+
+    buffer = WriteBuffer(apply, limit_s=limit_s, max_ops=1)
+    buffer.ops.append({"retry": False})
+    if buffer.drain():
+        return done[0]
+    raise TrackingOutage(
+        f"MLflow was unreachable for {buffer.outage_s:.0f} s while {what} "
+        f"(tracking.outage_limit_s = {limit_s:g}; last error: {buffer.last_error})"
+        + (f"; {then}" if then else ""), backlog)

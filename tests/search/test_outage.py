@@ -233,3 +233,47 @@ def test_closing_the_sweep_rides_out_an_outage(tmp_path: Path,
         assert client.get_run(parent).info.status == "KILLED"  # a child was left RUNNING
         assert client.get_run(child).info.status == "KILLED"
         assert client.get_run(child).data.tags["sublayer.status"] == "killed"
+
+
+def test_opening_the_sweep_rides_out_an_outage(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """MLflow went away between the preflight and the sweep's first writes: opening the
+    sweep's run waits for the server and then makes one parent run (a retry finds what a
+    failed attempt made); an outage past the limit raises TrackingOutage."""
+    import threading
+
+    from sublayer_search.search.config import load_experiment
+    from sublayer_search.search.plan import plan_sweep
+    from sublayer_search.search.sweep import _open
+    from sublayer_search.search.tracking_buffer import TrackingOutage, ride_out
+    from sublayer_search.spaces.records import Tag
+
+    fail_fast_reads(monkeypatch)
+    with tracking_server(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "mlflow") as server:
+        path = write_experiment(tmp_path, "opening", orders=["sfsf"], tracking_uri=server.url)
+        plan = plan_sweep(load_experiment(path), str(path), check_resources=False)
+        backlog = tmp_path / "backlog.jsonl"
+        attempts: list[bool] = []
+
+        def opened(retry: bool):
+            attempts.append(retry)
+            return _open(server.url, plan, "opening-run", resume=retry)
+
+        server.stop()
+        with pytest.raises(TrackingOutage, match="the sweep's MLflow run was opened"):
+            ride_out("the sweep's MLflow run was opened", opened, limit_s=1.0, backlog=backlog)
+        assert attempts[0] is False and all(attempts[1:]) and len(attempts) >= 2
+
+        got: list = []
+        opener = threading.Thread(target=lambda: got.append(ride_out(
+            "the sweep's MLflow run was opened", opened, limit_s=120.0, backlog=backlog)))
+        opener.start()
+        time.sleep(2.0)
+        assert opener.is_alive(), "the sweep's run was opened while the server was down"
+        server.start()
+        opener.join(timeout=120)
+        assert not opener.is_alive() and got
+        client, exp_id, parent_id = got[0]
+        runs = MlflowClient(server.url).search_runs([exp_id])
+        assert [r.info.run_id for r in runs] == [parent_id]  # one parent run, not one a try
+        assert runs[0].data.tags[Tag.RAY_RUN] == "opening-run"
