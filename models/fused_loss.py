@@ -114,6 +114,8 @@ class _LinearCrossEntropy(torch.autograd.Function):
             grad_w = make(weight.shape, dtype=acc, device=weight.device)
         losses = torch.empty(n, dtype=acc, device=h.device) if want_c else None
         row_sum = torch.zeros(h.shape[1], dtype=acc, device=h.device)  # Σ cᵢ hᵢ
+        # smoothing's mean logit of a row is h·w̄: a matrix-vector product, no logits pass
+        w_sum = w_acc.sum(0) if smoothing else None
         total = torch.zeros((), dtype=acc, device=h.device)
         # one logits buffer for every chunk, overwritten by its softmax in place: no
         # fresh (rows, V) allocation per chunk (on CPU each would be page-faulted in)
@@ -128,8 +130,8 @@ class _LinearCrossEntropy(torch.autograd.Function):
             _product(hc, weight, out=logits)  # (rows, V)
             target = logits.gather(1, tc[:, None]).squeeze(1)  # x_t
             picked = target
-            if smoothing:  # ℓ = lse − (1 − ε)·x_t − ε·mean(x)
-                picked = (1.0 - smoothing) * target + smoothing * logits.mean(1)
+            if w_sum is not None:  # ℓ = lse − (1 − ε)·x_t − ε·mean(x), mean(x) = h·Σw / V
+                picked = (1.0 - smoothing) * target + (smoothing / vocab) * (hc.to(acc) @ w_sum)
             if logits.device.type == "cpu":  # softmax in place: no second buffer
                 probs = torch.softmax(logits, 1, out=logits)
                 lse = _lse_from_target(probs, target, tc, hc, w_acc)
@@ -155,9 +157,9 @@ class _LinearCrossEntropy(torch.autograd.Function):
                     grad_w.addmm_(probs.t(), scaled)
                 if smoothing:
                     row_sum += scaled.sum(0)
-        if smoothing:
+        if w_sum is not None:
             if grad_h is not None:
-                grad_h -= (smoothing / vocab * coef[:, None] * w_acc.sum(0)).to(h.dtype)
+                grad_h -= (smoothing / vocab * coef[:, None] * w_sum).to(h.dtype)
             if grad_w is not None:
                 grad_w -= smoothing / vocab * row_sum
         # the gradients are results of this forward, not inputs: kept on ctx as they are
