@@ -14,9 +14,10 @@ matmuls), no N·V buffer, and on the CPU one pass over the logits besides the ma
 the softmax, in place. The log-sum-exp comes from the target's own probability
 (``lse = x_t − log p_t``, two gathers); a row whose ``p_t`` underflows takes it at its
 most probable class instead (exact, since that probability is at least 1/V). Other
-devices keep two reductions (``lse = max − log max softmax``) and no host sync. Row weights (the mean's 1/N, zero at
-ignored targets, IOT's per-sentence path weights) scale the (rows, d) matmul operands
-and results, never the logits; label smoothing's uniform part is a rank-one term.
+devices keep two reductions (``lse = max − log max softmax``) and no host sync. Row
+weights (the mean's 1/N, zero at ignored targets, IOT's per-sentence path weights) scale
+the (rows, d) matmul operands and results, never the logits; label smoothing's uniform
+part is a rank-one term, and its mean logit of a row is ``h·Σw / V``.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ def fusable(h: Tensor, weight: Tensor) -> bool:
 
 def _product(hc: Tensor, weight: Tensor, *, out: Tensor) -> None:
     """``out[:] = hc @ weight.T`` (``out`` in the accumulation dtype). BLAS writes into
-    ``out`` directly: on the CPU that beats oneDNN's faster product plus a copy."""
+    ``out`` directly; oneDNN's op has no ``out`` and its product plus the copy was the
+    slower of the two on the CPU (``benchmarks/cpu_gemm.py``, head rows)."""
     if hc.dtype == out.dtype and weight.dtype == out.dtype:
         torch.mm(hc, weight.t(), out=out)
     else:
