@@ -100,23 +100,31 @@ def _chunks(items: list[Any], size: int = _BATCH) -> Iterable[list[Any]]:
 
 def open_sweep_run(client: MlflowClient, plan: SweepPlan, ray_run: str,
                    *, resume: bool) -> tuple[str, str]:
-    """(experiment id, parent run id): reused on ``--resume``, created otherwise."""
+    """(experiment id, parent run id): reused on ``--resume``, created otherwise.
+
+    A reused run gets whichever of the sweep's params it lacks: an attempt that created
+    the run and then failed before logging them (an outage between the two requests)
+    leaves a run that the retry finds."""
     exp = plan.experiment
     found = client.get_experiment_by_name(exp.experiment_name)
     exp_id = found.experiment_id if found else client.create_experiment(exp.experiment_name)
+    params = [Param("source", plan.source), Param("search", exp.search.algorithm),
+              Param("scheduler", exp.scheduler.type), Param("trials_planned", str(len(plan.trials))),
+              Param("config_hash", plan.config_hash)]
     if resume:
         runs = client.search_runs([exp_id], filter_string=f"tags.`{STORAGE}` = '{ray_run}' and "
                                   f"tags.`{ROLE}` = '{Role.SWEEP}'", max_results=1)
         if runs:
-            client.update_run(runs[0].info.run_id, status="RUNNING")
-            return exp_id, runs[0].info.run_id
+            run_id = runs[0].info.run_id
+            missing = [p for p in params if p.key not in runs[0].data.params]
+            if missing:
+                client.log_batch(run_id, params=missing)
+            client.update_run(run_id, status="RUNNING")
+            return exp_id, run_id
     tags = {ROLE: Role.SWEEP.value, STORAGE: ray_run, Tag.NOTE: exp.description,
             Tag.SEARCH: exp.search.algorithm, Tag.METRIC: plan.metric,
             **environment_tags()}
     run = client.create_run(exp_id, run_name=exp.name, tags=tags)
-    params = [Param("source", plan.source), Param("search", exp.search.algorithm),
-              Param("scheduler", exp.scheduler.type), Param("trials_planned", str(len(plan.trials))),
-              Param("config_hash", plan.config_hash)]
     client.log_batch(run.info.run_id, params=params)
     return exp_id, run.info.run_id
 
