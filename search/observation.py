@@ -20,6 +20,9 @@ class Observation:
     seed: int
     value: float
     """The final value of the sweep's metric (``final_<metric>``)."""
+    guidance: str = "none"
+    """The earlier trial's cross-layer guidance label (``hg-kq+ffn``; ``none`` unguided):
+    a guided run is a variant of its order of its own, never told as the unguided one."""
     name: str = "warm"
     """The earlier trial's candidate name (evolution names its children's parent by it)."""
     params: dict[str, Any] = field(default_factory=dict)

@@ -36,6 +36,7 @@ from scipy.stats import norm
 from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.features import feature_matrix
 
+from .guidance_axis import label_of, variant_key
 from .observation import Observation
 from .plan import Trial
 from .searcher_base import Stateful, score
@@ -93,8 +94,7 @@ def expected_improvement(mean: np.ndarray, sd: np.ndarray, best: float) -> np.nd
 
 def _key(cand: Candidate) -> str:
     """What is trained once per seed: the order, and its guidance label when guided."""
-    label = str(cand.params.get("guidance") or "none")
-    return cand.order if label == "none" else f"{cand.order}+{label}"
+    return variant_key(cand.order, label_of(cand.params))
 
 
 class SurrogateSearcher(Stateful):
@@ -146,7 +146,7 @@ class SurrogateSearcher(Stateful):
     def warm_start(self, observations: Sequence[Observation]) -> None:
         """Results of earlier sweeps: in the model before the first suggestion, never retrained."""
         for obs in observations:
-            self.mark_taken(obs.order, obs.seed)
+            self.mark_taken(variant_key(obs.order, obs.guidance), obs.seed)
             loss = score({"v": obs.value}, "v", self.mode)
             if loss is not None:
                 self.seen.append((self._features(obs.order), loss))

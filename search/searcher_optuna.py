@@ -14,6 +14,7 @@ from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.records import direction
 
 from .config import STATIC_OBJECTIVES
+from .guidance_axis import label_of, variant_key
 from .observation import Observation
 from .plan import Trial
 from .searcher_base import Stateful
@@ -23,7 +24,7 @@ __all__ = ["OptunaTrials", "objective_mode", "optuna_searcher"]
 
 def _guidance(cand: Candidate) -> str:
     """A candidate's cross-layer guidance label (``none`` unless guided)."""
-    return str(cand.params.get("guidance") or "none")
+    return label_of(cand.params)
 
 
 def _base(cand: Candidate) -> str:
@@ -34,8 +35,7 @@ def _base(cand: Candidate) -> str:
 
 def _key(cand: Candidate) -> str:
     """What must not be trained twice with one seed: the order, and its guidance."""
-    label = _guidance(cand)
-    return cand.order if label == "none" else f"{cand.order}+{label}"
+    return variant_key(cand.order, _guidance(cand))
 
 
 class _CandidateSpace:
@@ -79,7 +79,9 @@ class OptunaTrials(Stateful):
     order); otherwise a categorical over candidate names. A candidate proposed again
     is trained with the next seed of ``seeds`` (a replicate), so no (order, seed)
     pair is ever trained twice. With several ``objectives`` (the metric first; a trial's
-    ``params`` / ``flops_per_token`` come from ``statics``, by order) the study is
+    ``params`` / ``flops_per_token`` come from ``statics``, keyed by
+    :func:`~.guidance_axis.variant_key`: a hard-guided variant has fewer parameters than
+    its order unguided) the study is
     multi-objective: ``sampler`` ``tpe`` (multi-objective TPE) or ``nsga2`` (NSGA-II).
     """
 
@@ -136,8 +138,9 @@ class OptunaTrials(Stateful):
         """Another searcher trains (order, seed): propose the order with another seed."""
         self.taken.add((order, seed))
 
-    def _values(self, order: str, result: dict[str, Any] | None) -> list[float] | None:
-        merged = {**self.statics.get(order, {}), **(result or {})}
+    def _values(self, key: str, result: dict[str, Any] | None) -> list[float] | None:
+        """The objectives' values of the variant ``key`` (:func:`_key`) given its result."""
+        merged = {**self.statics.get(key, {}), **(result or {})}
         values = [merged.get(name) for name in self.objectives]
         if any(v is None or not math.isfinite(float(v)) for v in values):
             return None
@@ -147,18 +150,17 @@ class OptunaTrials(Stateful):
         """Earlier results of orders in the pool become finished trials of the study."""
         name, dist = self.space.distribution()
         for obs in observations:
-            self.mark_taken(obs.order, obs.seed)
+            key = variant_key(obs.order, obs.guidance)
+            self.mark_taken(key, obs.seed)
             cand = self.by_order.get(obs.order)
-            values = self._values(obs.order, {self.metric: obs.value, **obs.extra})
-            if cand is None or values is None:
+            values = self._values(key, {self.metric: obs.value, **obs.extra})
+            if cand is None or values is None or obs.guidance not in self.space.labels:
                 continue  # a flat categorical cannot place an order outside the pool
             value = int(cand.params["k"]) if name == "k" else _base(cand)
             params: dict[str, Any] = {name: value}
             dists: dict[str, Any] = {name: dist}
-            if len(self.space.labels) > 1:  # an earlier (unguided) run is the "none" choice
-                if "none" not in self.space.labels:
-                    continue
-                params["guidance"] = "none"
+            if len(self.space.labels) > 1:  # the earlier run's guidance is its choice
+                params["guidance"] = obs.guidance
                 dists["guidance"] = optuna.distributions.CategoricalDistribution(self.space.labels)
             self.study.add_trial(
                 optuna.trial.create_trial(params=params, distributions=dists, values=values)
@@ -178,7 +180,7 @@ class OptunaTrials(Stateful):
         )
         self.mark_taken(_key(cand), seed)
         self.suggested += 1
-        self.live[trial_id] = (trial.number, cand.order)
+        self.live[trial_id] = (trial.number, _key(cand))
         return {"trial": Trial.of(cand, seed).to_config()}
 
     def on_trial_complete(
@@ -187,8 +189,8 @@ class OptunaTrials(Stateful):
         got = self.live.pop(trial_id, None)
         if got is None:
             return
-        number, order = got
-        values = None if error else self._values(order, result)
+        number, key = got
+        values = None if error else self._values(key, result)
         if values is None:
             self.study.tell(number, state=optuna.trial.TrialState.FAIL)
         else:

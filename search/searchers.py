@@ -34,6 +34,7 @@ from sublayer_search.spaces.features import feature_matrix
 from sublayer_search.spaces.mutations import moves
 
 from .config import STATIC_OBJECTIVES
+from .guidance_axis import label_of, variant_key
 from .observation import Observation
 from .order_search import SurrogateSearcher
 from .plan import Trial
@@ -237,13 +238,15 @@ def _unit_costs(plan: Any) -> tuple[float, float]:
 
 
 def _statics(plan: Any, objectives: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Static objectives of every candidate, keyed by variant (order and guidance label)."""
     wanted = [o for o in objectives if o in STATIC_OBJECTIVES]
     if not wanted:
         return {}
     out = {}
     for cand in plan.candidates:
         row = plan.row(Trial.of(cand, 0))
-        out[cand.order] = {k: float(row[k]) for k in wanted if row.get(k) is not None}
+        key = variant_key(cand.order, label_of(cand.params))
+        out[key] = {k: float(row[k]) for k in wanted if row.get(k) is not None}
     return out
 
 

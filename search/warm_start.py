@@ -21,6 +21,7 @@ from sublayer_search.analysis.store import redact_uri
 from sublayer_search.spaces.records import Tag, TrialStatus, final
 
 from .config import STATIC_OBJECTIVES
+from .guidance_axis import label_of
 from .observation import Observation
 from .plan import SweepPlan
 from .problems import ExperimentError, Problem
@@ -66,7 +67,7 @@ def _number(value: Any) -> float | None:
 
 def warm_observations(client: MlflowClient, plan: SweepPlan, uri: str) -> tuple[Observation, ...]:
     """Finished trials of the experiments ``search.warm_start`` names that share this
-    sweep's content key (newest first, one per order and seed)."""
+    sweep's content key (newest first, one per order, seed and guidance label)."""
     scope = _scope(client, plan, uri)
     if not scope:
         return ()
@@ -83,7 +84,7 @@ def warm_observations(client: MlflowClient, plan: SweepPlan, uri: str) -> tuple[
         for c in plan.candidates
     }
     objectives = plan.experiment.search.objectives or []
-    out: dict[tuple[str, int], Observation] = {}
+    out: dict[tuple[str, int, str], Observation] = {}
     for run in runs:
         params, metrics = run.data.params, run.data.metrics
         ident = plan.task.identity(SimpleNamespace(params=params))
@@ -100,12 +101,14 @@ def warm_observations(client: MlflowClient, plan: SweepPlan, uri: str) -> tuple[
             )
             if got is not None:
                 extra[name] = got
-        key = (params["order"], int(seed))
+        label = label_of(params)
+        key = (params["order"], int(seed), label)
         out.setdefault(
             key,
             Observation(
                 order=key[0],
                 seed=key[1],
+                guidance=label,
                 value=value,
                 name=params.get("candidate", "warm"),
                 params=dict(inherit[ident]),
