@@ -12,7 +12,8 @@ from another — on permutations or budgeted draws it behaves like random search
 features (:mod:`spaces.features`: ``s`` share per quarter of the budget, counts per
 half, depth, cost) are what the paper found to matter (attention low, feedforward high)
 and are defined for any order, so results carry over between orders, spaces and
-sweeps (warm start). With tens of trials a GP (isotropic Matérn 5/2 on standardised
+sweeps (warm start). With ``model.guidance`` as a sweep axis each guidance label of the
+pool adds an indicator feature: a guided variant is a point of its own. With tens of trials a GP (isotropic Matérn 5/2 on standardised
 features, length scale and noise by marginal likelihood, :func:`gp_predict`, numpy) is
 cheap and gives the uncertainty that expected improvement needs; a random forest's
 variance is poor at that size.
@@ -121,9 +122,11 @@ class SurrogateSearcher(Stateful):
         self.units = (f_units, c_units)
         self.rng = random.Random(seed)
         self.seed = seed
+        self.labels = sorted({label_of(c.params) for c in self.candidates} - {"none"})
+        """Guidance labels of the pool (``model.guidance`` as an axis): one indicator
+        feature each, so the GP tells a guided variant from its order unguided."""
         raw = np.array(
-            feature_matrix([c.order for c in self.candidates], f_units=f_units, c_units=c_units),
-            dtype=float,
+            [self._raw(c.order, label_of(c.params)) for c in self.candidates], dtype=float
         ).reshape(len(self.candidates), -1)
         self._mean = raw.mean(axis=0) if len(raw) else np.zeros(raw.shape[1])
         sd = raw.std(axis=0) if len(raw) else np.ones(raw.shape[1])
@@ -135,8 +138,13 @@ class SurrogateSearcher(Stateful):
         self.live: dict[str, tuple[str, list[float]]] = {}
         self.suggested = 0
 
-    def _features(self, order: str) -> list[float]:
-        raw = np.array(feature_matrix([order], f_units=self.units[0], c_units=self.units[1])[0])
+    def _raw(self, order: str, label: str) -> list[float]:
+        """The order's features, then one indicator per guidance label of the pool."""
+        base = feature_matrix([order], f_units=self.units[0], c_units=self.units[1])[0]
+        return [*base, *(float(label == other) for other in getattr(self, "labels", []))]
+
+    def _features(self, order: str, label: str = "none") -> list[float]:
+        raw = np.array(self._raw(order, label))
         return list((raw - self._mean) / self._sd)
 
     def mark_taken(self, order: str, seed: int) -> None:
@@ -149,7 +157,7 @@ class SurrogateSearcher(Stateful):
             self.mark_taken(variant_key(obs.order, obs.guidance), obs.seed)
             loss = score({"v": obs.value}, "v", self.mode)
             if loss is not None:
-                self.seen.append((self._features(obs.order), loss))
+                self.seen.append((self._features(obs.order, obs.guidance), loss))
 
     def _free_seed(self, key: str) -> int | None:
         return next((s for s in self.seeds if (key, s) not in self.taken), None)

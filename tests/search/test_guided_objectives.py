@@ -8,6 +8,7 @@ study, real MLflow runs in a SQLite store.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,15 +16,18 @@ import pytest
 from mlflow.entities import Metric, Param, RunTag
 
 from sublayer_search.search.config import parse_experiment
-from sublayer_search.search.guidance_axis import variant_key
+from sublayer_search.search.guidance_axis import cross, label_of, variant_key
 from sublayer_search.search.observation import Observation
+from sublayer_search.search.order_search import SurrogateSearcher
 from sublayer_search.search.plan import SweepPlan, Trial, plan_sweep
 from sublayer_search.search.searchers import OptunaTrials, make_searcher
 from sublayer_search.search.tracking import ensure_store
 from sublayer_search.search.warm_start import warm_observations
 from sublayer_search.spaces.records import Role, Tag, TrialStatus, final
+from sublayer_search.spaces.registry import expand
 
 HARD = "hg-kq+ffn"
+ORDERS = ["sfsf", "ssff", "sffs", "fssf", "fsfs", "sfsfsf", "ssfsff", "sssfff"]
 
 
 def _plan(tmp_path: Path, **search: Any) -> SweepPlan:
@@ -111,3 +115,28 @@ def test_warm_start_reads_the_guidance_of_earlier_runs(tmp_path: Path, algorithm
     inner = getattr(searcher, "searcher", searcher)
     inner.warm_start(observations)
     assert {("ssfsff", 0), (f"ssfsff+{HARD}", 0)} <= inner.taken
+
+
+def test_the_surrogate_tells_a_guided_variant_from_its_order_unguided(tmp_path: Path) -> None:
+    """Earlier runs say hard guidance is worth 0.5 on every order: the GP's first pick is
+    a guided variant (without the label feature both variants of an order are one point)."""
+    plan = _plan(tmp_path, algorithm="surrogate", objectives=None, num_samples=4)
+    plan = replace(plan, candidates=cross(expand("explicit", {"orders": ORDERS}), ["none", HARD]))
+    searcher = make_searcher(plan)
+    inner = getattr(searcher, "searcher", searcher)
+    assert isinstance(inner, SurrogateSearcher)
+    rows = {(c.order, label_of(c.params)): tuple(x) for c, x in zip(inner.candidates, inner.x,
+                                                                     strict=True)}
+    assert rows[("sfsf", "none")] != rows[("sfsf", HARD)]
+    warm = [Observation(order=o, seed=0, guidance=label, value=2.0 + 0.1 * i
+                        - (0.5 if label == HARD else 0.0))
+            for i, o in enumerate(ORDERS[:4]) for label in ("none", HARD)]
+    inner.warm_start(warm)
+    assert len(inner.seen) == 8
+    picks = []
+    for i in range(2):
+        got = searcher.suggest(f"t{i}")
+        assert isinstance(got, dict)
+        picks.append(label_of(got["trial"]["params"]))
+        searcher.on_trial_complete(f"t{i}", result={"val_bpc": 1.0})
+    assert picks == [HARD, HARD]
