@@ -20,7 +20,7 @@ from sublayer_search.spaces.candidate import Candidate
 from .problems import Problem
 
 __all__ = ["GUIDANCE_PARAM", "check_guided", "cross", "guidance_settings", "label_of",
-           "variant_key", "with_guidance"]
+           "with_guidance"]
 
 GUIDANCE_PARAM = "guidance"
 """The candidate/trial param holding the guidance label."""
@@ -29,13 +29,6 @@ GUIDANCE_PARAM = "guidance"
 def label_of(params: Any) -> str:
     """The guidance label of a candidate's, trial's or run's params (``none`` if absent)."""
     return str(params.get(GUIDANCE_PARAM) or "none")
-
-
-def variant_key(order: str, label: str) -> str:
-    """What one seed trains once: the order, with its guidance label when guided
-    (``ssfsff+hg-kq``). Searchers mark (key, seed) taken and keep a variant's static
-    objectives (a hard-guided model has fewer parameters) under it."""
-    return order if label == "none" else f"{order}+{label}"
 
 
 def _rebase(field: str, prefix: str) -> str:

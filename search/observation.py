@@ -20,6 +20,10 @@ class Observation:
     seed: int
     value: float
     """The final value of the sweep's metric (``final_<metric>``)."""
+    identity: str = "decoder"
+    """The earlier trial's identity in its task (:meth:`~.tasks.base.Task.identity`: an
+    IOT subset ``decoder:146``, a guided model ``decoder+hg-kq``): with the order, which
+    model of the pool it is (:func:`~.variant.variant_key`)."""
     guidance: str = "none"
     """The earlier trial's cross-layer guidance label (``hg-kq+ffn``; ``none`` unguided):
     a guided run is a variant of its order of its own, never told as the unguided one."""

@@ -13,7 +13,10 @@ features (:mod:`spaces.features`: ``s`` share per quarter of the budget, counts 
 half, depth, cost) are what the paper found to matter (attention low, feedforward high)
 and are defined for any order, so results carry over between orders, spaces and
 sweeps (warm start). With ``model.guidance`` as a sweep axis each guidance label of the
-pool adds an indicator feature: a guided variant is a point of its own. With tens of trials a GP (isotropic Matérn 5/2 on standardised
+pool adds an indicator feature: a guided variant is a point of its own. An IOT subset
+(``iot_subsets``) is a set of orders: its features are their mean, one indicator per
+block code of the pool and the subset's size (the order features of the short IOT
+blocks take only two values). With tens of trials a GP (isotropic Matérn 5/2 on standardised
 features, length scale and noise by marginal likelihood, :func:`gp_predict`, numpy) is
 cheap and gives the uncertainty that expected improvement needs; a random forest's
 variance is poor at that size.
@@ -37,10 +40,11 @@ from scipy.stats import norm
 from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.features import feature_matrix
 
-from .guidance_axis import label_of, variant_key
+from .guidance_axis import label_of
 from .observation import Observation
 from .plan import Trial
 from .searcher_base import Stateful, score
+from .variant import Identity, default_identity, variant_key
 
 __all__ = ["SurrogateSearcher", "expected_improvement", "gp_predict"]
 
@@ -93,9 +97,9 @@ def expected_improvement(mean: np.ndarray, sd: np.ndarray, best: float) -> np.nd
     return np.asarray((best - mean) * norm.cdf(z) + sd * norm.pdf(z))
 
 
-def _key(cand: Candidate) -> str:
-    """What is trained once per seed: the order, and its guidance label when guided."""
-    return variant_key(cand.order, label_of(cand.params))
+def _orders(cand: Candidate) -> list[str]:
+    """The orders one model of the pool trains: an IOT subset's all, else its one."""
+    return [str(o) for o in cand.params.get("orders") or [cand.order]]
 
 
 class SurrogateSearcher(Stateful):
@@ -113,9 +117,12 @@ class SurrogateSearcher(Stateful):
         n_initial: int = 3,
         f_units: float = 2.0,
         c_units: float = 1.0,
+        identity: Identity = default_identity,
     ) -> None:
         super().__init__(metric=metric, mode=mode)
         self.candidates = list(candidates)
+        self.keys = [variant_key(c.order, identity(c)) for c in self.candidates]
+        """Each candidate's variant key (:mod:`.variant`): what one seed trains once."""
         self.num_samples = num_samples
         self.seeds = list(seeds) or [0]
         self.n_initial = n_initial
@@ -125,8 +132,12 @@ class SurrogateSearcher(Stateful):
         self.labels = sorted({label_of(c.params) for c in self.candidates} - {"none"})
         """Guidance labels of the pool (``model.guidance`` as an axis): one indicator
         feature each, so the GP tells a guided variant from its order unguided."""
+        self.codes = sorted({int(code) for c in self.candidates for code in c.params.get("codes", ())})
+        """Block codes of the pool's IOT subsets: one indicator feature each, and the
+        subset's size (order features alone are too coarse to tell the blocks apart)."""
         raw = np.array(
-            [self._raw(c.order, label_of(c.params)) for c in self.candidates], dtype=float
+            [self._raw(_orders(c), label_of(c.params), c.params.get("codes", ()))
+             for c in self.candidates], dtype=float
         ).reshape(len(self.candidates), -1)
         self._mean = raw.mean(axis=0) if len(raw) else np.zeros(raw.shape[1])
         sd = raw.std(axis=0) if len(raw) else np.ones(raw.shape[1])
@@ -138,13 +149,19 @@ class SurrogateSearcher(Stateful):
         self.live: dict[str, tuple[str, list[float]]] = {}
         self.suggested = 0
 
-    def _raw(self, order: str, label: str) -> list[float]:
-        """The order's features, then one indicator per guidance label of the pool."""
-        base = feature_matrix([order], f_units=self.units[0], c_units=self.units[1])[0]
-        return [*base, *(float(label == other) for other in getattr(self, "labels", []))]
+    def _raw(self, orders: Sequence[str], label: str, codes: Sequence[int] = ()) -> list[float]:
+        """The orders' mean features; in a pool of IOT subsets one indicator per block
+        code and the number of orders; one indicator per guidance label of the pool."""
+        rows = np.array(feature_matrix(list(orders), f_units=self.units[0],
+                                       c_units=self.units[1]), dtype=float)
+        pool_codes = getattr(self, "codes", [])
+        held = {int(c) for c in codes}
+        sets = [*(float(c in held) for c in pool_codes), float(len(orders))] if pool_codes else []
+        labels = [float(label == other) for other in getattr(self, "labels", [])]
+        return [*rows.mean(axis=0), *sets, *labels]
 
     def _features(self, order: str, label: str = "none") -> list[float]:
-        raw = np.array(self._raw(order, label))
+        raw = np.array(self._raw([order], label))
         return list((raw - self._mean) / self._sd)
 
     def mark_taken(self, order: str, seed: int) -> None:
@@ -153,10 +170,17 @@ class SurrogateSearcher(Stateful):
 
     def warm_start(self, observations: Sequence[Observation]) -> None:
         """Results of earlier sweeps: in the model before the first suggestion, never retrained."""
+        index = {key: i for i, key in reversed(list(enumerate(self.keys)))}
         for obs in observations:
-            self.mark_taken(variant_key(obs.order, obs.guidance), obs.seed)
+            key = variant_key(obs.order, obs.identity)
+            self.mark_taken(key, obs.seed)
             loss = score({"v": obs.value}, "v", self.mode)
-            if loss is not None:
+            if loss is None:
+                continue
+            at = index.get(key)  # a model of the pool: its own features (an IOT subset's)
+            if at is not None:
+                self.seen.append((list(self.x[at]), loss))
+            elif not getattr(self, "codes", []):  # a subset outside the pool has no place
                 self.seen.append((self._features(obs.order, obs.guidance), loss))
 
     def _free_seed(self, key: str) -> int | None:
@@ -176,14 +200,14 @@ class SurrogateSearcher(Stateful):
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:  # type: ignore[override]  # Ray returns Searcher.FINISHED, a str
         if self.suggested >= self.num_samples:
             return Searcher.FINISHED
-        open_ = [i for i, c in enumerate(self.candidates) if self._free_seed(_key(c)) is not None]
+        open_ = [i for i, key in enumerate(self.keys) if self._free_seed(key) is not None]
         if not open_:
             return Searcher.FINISHED
         index = self._pick(open_)
         cand = self.candidates[index]
-        seed = self._free_seed(_key(cand))
+        seed = self._free_seed(self.keys[index])
         assert seed is not None
-        self.mark_taken(_key(cand), seed)
+        self.mark_taken(self.keys[index], seed)
         self.suggested += 1
         self.live[trial_id] = (cand.order, list(self.x[index]))
         return {"trial": Trial.of(cand, seed).to_config()}

@@ -14,10 +14,11 @@ from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.records import direction
 
 from .config import STATIC_OBJECTIVES
-from .guidance_axis import label_of, variant_key
+from .guidance_axis import label_of
 from .observation import Observation
 from .plan import Trial
 from .searcher_base import Stateful
+from .variant import Identity, default_identity, variant_key
 
 __all__ = ["OptunaTrials", "objective_mode", "optuna_searcher"]
 
@@ -32,10 +33,6 @@ def _base(cand: Candidate) -> str:
     label = _guidance(cand)
     return cand.name if label == "none" else cand.name.removesuffix(f"+{label}")
 
-
-def _key(cand: Candidate) -> str:
-    """What must not be trained twice with one seed: the order, and its guidance."""
-    return variant_key(cand.order, _guidance(cand))
 
 
 class _CandidateSpace:
@@ -80,8 +77,8 @@ class OptunaTrials(Stateful):
     is trained with the next seed of ``seeds`` (a replicate), so no (order, seed)
     pair is ever trained twice. With several ``objectives`` (the metric first; a trial's
     ``params`` / ``flops_per_token`` come from ``statics``, keyed by
-    :func:`~.guidance_axis.variant_key`: a hard-guided variant has fewer parameters than
-    its order unguided) the study is
+    :func:`~.variant.variant_key`: a hard-guided variant has fewer parameters than its
+    order unguided) the study is
     multi-objective: ``sampler`` ``tpe`` (multi-objective TPE) or ``nsga2`` (NSGA-II).
     """
 
@@ -97,13 +94,16 @@ class OptunaTrials(Stateful):
         objectives: Sequence[str] | None = None,
         statics: dict[str, dict[str, float]] | None = None,
         sampler: str = "tpe",
+        identity: Identity = default_identity,
     ) -> None:
         super().__init__(metric=metric, mode=mode)
+        self.identity = identity
+        """The task's identity of a candidate: with its order, what one seed trains once."""
         labels = list(dict.fromkeys(_guidance(c) for c in candidates)) or ["none"]
         self.variants = {(_base(c), _guidance(c)): c for c in candidates}
+        self.by_key = {self._key(c): c for c in reversed(list(candidates))}
         candidates = [c for c in candidates if _guidance(c) == labels[0]]  # one per order
         self.by_name = {_base(c): c for c in candidates}
-        self.by_order = {c.order: c for c in reversed(list(candidates))}
         ks = [c.params.get("k") for c in candidates]
         self.by_k = (
             {int(c.params["k"]): c for c in candidates}
@@ -134,6 +134,10 @@ class OptunaTrials(Stateful):
     ) -> bool:
         return True  # metric and mode were given to the study itself
 
+    def _key(self, cand: Any) -> str:
+        """What must not be trained twice with one seed (:func:`~.variant.variant_key`)."""
+        return variant_key(cand.order, self.identity(cand))
+
     def mark_taken(self, order: str, seed: int) -> None:
         """Another searcher trains (order, seed): propose the order with another seed."""
         self.taken.add((order, seed))
@@ -150,17 +154,17 @@ class OptunaTrials(Stateful):
         """Earlier results of orders in the pool become finished trials of the study."""
         name, dist = self.space.distribution()
         for obs in observations:
-            key = variant_key(obs.order, obs.guidance)
+            key = variant_key(obs.order, obs.identity)
             self.mark_taken(key, obs.seed)
-            cand = self.by_order.get(obs.order)
+            cand = self.by_key.get(key)
             values = self._values(key, {self.metric: obs.value, **obs.extra})
-            if cand is None or values is None or obs.guidance not in self.space.labels:
-                continue  # a flat categorical cannot place an order outside the pool
+            if cand is None or values is None:
+                continue  # a flat categorical cannot place a model outside the pool
             value = int(cand.params["k"]) if name == "k" else _base(cand)
             params: dict[str, Any] = {name: value}
             dists: dict[str, Any] = {name: dist}
             if len(self.space.labels) > 1:  # the earlier run's guidance is its choice
-                params["guidance"] = obs.guidance
+                params["guidance"] = _guidance(cand)
                 dists["guidance"] = optuna.distributions.CategoricalDistribution(self.space.labels)
             self.study.add_trial(
                 optuna.trial.create_trial(params=params, distributions=dists, values=values)
@@ -176,11 +180,11 @@ class OptunaTrials(Stateful):
         seed = next(
             s
             for s in itertools.chain(self.seeds, itertools.count(max(self.seeds) + 1))
-            if (_key(cand), s) not in self.taken
+            if (self._key(cand), s) not in self.taken
         )
-        self.mark_taken(_key(cand), seed)
+        self.mark_taken(self._key(cand), seed)
         self.suggested += 1
-        self.live[trial_id] = (trial.number, _key(cand))
+        self.live[trial_id] = (trial.number, self._key(cand))
         return {"trial": Trial.of(cand, seed).to_config()}
 
     def on_trial_complete(

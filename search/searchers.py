@@ -34,13 +34,13 @@ from sublayer_search.spaces.features import feature_matrix
 from sublayer_search.spaces.mutations import moves
 
 from .config import STATIC_OBJECTIVES
-from .guidance_axis import label_of, variant_key
 from .observation import Observation
 from .order_search import SurrogateSearcher
 from .plan import Trial
 from .searcher_base import Stateful as _Stateful
 from .searcher_base import score as _score
 from .searcher_optuna import OptunaTrials, objective_mode, optuna_searcher
+from .variant import Identity, default_identity, variant_key
 
 __all__ = ["GridSearcher", "EvolutionSearcher", "WithBaseline", "OptunaTrials", "optuna_searcher",
            "make_searcher", "objective_mode"]
@@ -70,14 +70,15 @@ class GridSearcher(_Stateful):
 class WithBaseline(_Stateful):
     """Run ``baseline`` trials first, then hand over to ``inner`` (which never sees them)."""
 
-    def __init__(self, inner: Searcher, baseline: Sequence[Trial]) -> None:
+    def __init__(self, inner: Searcher, baseline: Sequence[Trial], *,
+                 identity: Identity = default_identity) -> None:
         super().__init__(metric=inner.metric, mode=inner.mode)
         self.inner = inner
         self._baseline = deque(t.to_config() for t in baseline)
         mark = getattr(inner, "mark_taken", None)
-        for t in baseline:  # the baseline order may lie in the space: never train it twice
+        for t in baseline:  # the baseline model may lie in the space: never train it twice
             if mark is not None:
-                mark(t.order, t.seed)
+                mark(variant_key(t.order, identity(t)), t.seed)
         self._mine: set[str] = set()
 
     def set_search_properties(self, metric: str | None, mode: str | None, config: dict,
@@ -238,14 +239,15 @@ def _unit_costs(plan: Any) -> tuple[float, float]:
 
 
 def _statics(plan: Any, objectives: Sequence[str]) -> dict[str, dict[str, float]]:
-    """Static objectives of every candidate, keyed by variant (order and guidance label)."""
+    """Static objectives of every candidate, keyed by variant (:mod:`.variant`: order and
+    identity; a hard-guided model has fewer parameters than its order unguided)."""
     wanted = [o for o in objectives if o in STATIC_OBJECTIVES]
     if not wanted:
         return {}
     out = {}
     for cand in plan.candidates:
         row = plan.row(Trial.of(cand, 0))
-        key = variant_key(cand.order, label_of(cand.params))
+        key = variant_key(cand.order, plan.task.identity(cand))
         out[key] = {k: float(row[k]) for k in wanted if row.get(k) is not None}
     return out
 
@@ -265,11 +267,13 @@ def make_searcher(plan: Any) -> Searcher:
         inner = OptunaTrials(plan.candidates, num_samples=exp.search.num_samples,
                              seeds=seeds, metric=plan.metric, mode=plan.mode,
                              seed=exp.search.seed, objectives=objectives,
-                             statics=_statics(plan, objectives), sampler=exp.search.sampler)
+                             statics=_statics(plan, objectives), sampler=exp.search.sampler,
+                             identity=plan.task.identity)
     elif algo == "surrogate":
         inner = SurrogateSearcher(plan.candidates, num_samples=exp.search.num_samples,
                                   seeds=seeds, metric=plan.metric, mode=plan.mode,
-                                  seed=exp.search.seed, f_units=f_units, c_units=c_units)
+                                  seed=exp.search.seed, f_units=f_units, c_units=c_units,
+                                  identity=plan.task.identity)
     else:
         inner = EvolutionSearcher(plan.candidates, num_samples=exp.search.num_samples,
                                   population=exp.search.population,
@@ -279,4 +283,4 @@ def make_searcher(plan: Any) -> Searcher:
     warm = getattr(plan, "warm", ())
     if warm:
         inner.warm_start(warm)
-    return WithBaseline(inner, plan.trials) if plan.trials else inner
+    return WithBaseline(inner, plan.trials, identity=plan.task.identity) if plan.trials else inner

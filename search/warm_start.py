@@ -67,7 +67,8 @@ def _number(value: Any) -> float | None:
 
 def warm_observations(client: MlflowClient, plan: SweepPlan, uri: str) -> tuple[Observation, ...]:
     """Finished trials of the experiments ``search.warm_start`` names that share this
-    sweep's content key (newest first, one per order, seed and guidance label)."""
+    sweep's content key (newest first, one per order, seed and identity: an IOT subset
+    and a guided model are models of their own)."""
     scope = _scope(client, plan, uri)
     if not scope:
         return ()
@@ -84,7 +85,7 @@ def warm_observations(client: MlflowClient, plan: SweepPlan, uri: str) -> tuple[
         for c in plan.candidates
     }
     objectives = plan.experiment.search.objectives or []
-    out: dict[tuple[str, int, str], Observation] = {}
+    out: dict[tuple[str, int, str], Observation] = {}  # (order, seed, identity)
     for run in runs:
         params, metrics = run.data.params, run.data.metrics
         ident = plan.task.identity(SimpleNamespace(params=params))
@@ -101,14 +102,14 @@ def warm_observations(client: MlflowClient, plan: SweepPlan, uri: str) -> tuple[
             )
             if got is not None:
                 extra[name] = got
-        label = label_of(params)
-        key = (params["order"], int(seed), label)
+        key = (params["order"], int(seed), ident)
         out.setdefault(
             key,
             Observation(
                 order=key[0],
                 seed=key[1],
-                guidance=label,
+                identity=ident,
+                guidance=label_of(params),
                 value=value,
                 name=params.get("candidate", "warm"),
                 params=dict(inherit[ident]),

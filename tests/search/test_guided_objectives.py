@@ -10,23 +10,26 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from mlflow.entities import Metric, Param, RunTag
 
 from sublayer_search.search.config import parse_experiment
-from sublayer_search.search.guidance_axis import cross, label_of, variant_key
+from sublayer_search.search.guidance_axis import cross, label_of
 from sublayer_search.search.observation import Observation
 from sublayer_search.search.order_search import SurrogateSearcher
 from sublayer_search.search.plan import SweepPlan, Trial, plan_sweep
 from sublayer_search.search.searchers import OptunaTrials, make_searcher
 from sublayer_search.search.tracking import ensure_store
+from sublayer_search.search.variant import variant_key
 from sublayer_search.search.warm_start import warm_observations
 from sublayer_search.spaces.records import Role, Tag, TrialStatus, final
 from sublayer_search.spaces.registry import expand
 
 HARD = "hg-kq+ffn"
+GUIDED = f"decoder+{HARD}"  # the LM task's identity of a hard-guided model
 ORDERS = ["sfsf", "ssff", "sffs", "fssf", "fsfs", "sfsfsf", "ssfsff", "sssfff"]
 
 
@@ -45,14 +48,14 @@ def _plan(tmp_path: Path, **search: Any) -> SweepPlan:
 
 def _params_of(plan: SweepPlan) -> dict[str, float]:
     """variant key → the exact parameter count of its model (the trial table's)."""
-    return {variant_key(c.order, str(c.params.get("guidance") or "none")):
+    return {variant_key(c.order, plan.task.identity(c)):
             float(plan.row(Trial.of(c, 0))["params"]) for c in plan.candidates}
 
 
 def test_each_guided_variant_is_told_its_own_parameter_count(tmp_path: Path) -> None:
     plan = _plan(tmp_path)
     exact = _params_of(plan)
-    assert exact["ssfsff"] > exact[f"ssfsff+{HARD}"]  # hard guidance shares matrices
+    assert exact["ssfsff"] > exact[f"ssfsff|{GUIDED}"]  # hard guidance shares matrices
     searcher = make_searcher(plan)
     inner = getattr(searcher, "searcher", searcher)
     assert isinstance(inner, OptunaTrials)
@@ -61,7 +64,7 @@ def test_each_guided_variant_is_told_its_own_parameter_count(tmp_path: Path) -> 
         got = searcher.suggest(f"t{i}")
         assert isinstance(got, dict), got
         trial = got["trial"]
-        key = variant_key(trial["order"], str(trial["params"].get("guidance") or "none"))
+        key = variant_key(trial["order"], plan.task.identity(SimpleNamespace(**trial)))
         assert (key, trial["seed"]) not in seen
         seen.add((key, trial["seed"]))
         searcher.on_trial_complete(f"t{i}", result={"val_bpc": 3.0 - i / 100})
@@ -70,7 +73,8 @@ def test_each_guided_variant_is_told_its_own_parameter_count(tmp_path: Path) -> 
     assert inner.by_k is not None  # one sandwich space: the study's parameter is k
     for t in done:
         order = inner.by_k[t.params["k"]].order
-        assert t.values[1] == exact[variant_key(order, t.params["guidance"])]
+        ident = "decoder" if t.params["guidance"] == "none" else f"decoder+{t.params['guidance']}"
+        assert t.values[1] == exact[variant_key(order, ident)]
     assert {t.values[1] for t in done} == set(exact.values())  # both counts, not one of them
 
 
@@ -80,11 +84,12 @@ def test_a_guided_earlier_run_is_told_as_its_own_variant(tmp_path: Path) -> None
     searcher = make_searcher(plan)
     inner = getattr(searcher, "searcher", searcher)
     assert isinstance(inner, OptunaTrials)
-    inner.warm_start([Observation(order="ssfsff", seed=0, guidance=HARD, value=2.5),
+    inner.warm_start([Observation(order="ssfsff", seed=0, identity=GUIDED, guidance=HARD,
+                                  value=2.5),
                       Observation(order="sssfff", seed=0, value=2.7)])
     told = {(t.params["guidance"], t.values[1]) for t in inner.study.trials}
-    assert told == {(HARD, exact[f"ssfsff+{HARD}"]), ("none", exact["sssfff"])}
-    assert inner.taken == {(f"ssfsff+{HARD}", 0), ("sssfff", 0)}  # unguided ssfsff is free
+    assert told == {(HARD, exact[f"ssfsff|{GUIDED}"]), ("none", exact["sssfff"])}
+    assert inner.taken == {(f"ssfsff|{GUIDED}", 0), ("sssfff", 0)}  # unguided ssfsff is free
 
 
 @pytest.mark.parametrize("algorithm", ["optuna", "surrogate"])
@@ -101,7 +106,7 @@ def test_warm_start_reads_the_guidance_of_earlier_runs(tmp_path: Path, algorithm
                                               Tag.ROLE: Role.TRIAL.value})
         params = {"order": "ssfsff", "seed": "0", "config_hash": plan.config_hash,
                   "candidate": "sandwich3_1", "params": str(int(_params_of(plan)[
-                      variant_key("ssfsff", label)]))}
+                      variant_key("ssfsff", "decoder" if label == "none" else GUIDED)]))}
         if label != "none":
             params["guidance"] = label
         client.log_batch(run.info.run_id, params=[Param(k, v) for k, v in params.items()],
@@ -109,12 +114,12 @@ def test_warm_start_reads_the_guidance_of_earlier_runs(tmp_path: Path, algorithm
                          tags=[RunTag("mlflow.runName", label)])
         client.set_terminated(run.info.run_id, "FINISHED")
     observations = warm_observations(client, plan, uri)
-    assert sorted((o.order, o.seed, o.guidance, o.value) for o in observations) == [
-        ("ssfsff", 0, HARD, 2.6), ("ssfsff", 0, "none", 2.4)]
+    assert sorted((o.order, o.seed, o.identity, o.guidance, o.value) for o in observations) == [
+        ("ssfsff", 0, "decoder", "none", 2.4), ("ssfsff", 0, GUIDED, HARD, 2.6)]
     searcher = make_searcher(plan)
     inner = getattr(searcher, "searcher", searcher)
     inner.warm_start(observations)
-    assert {("ssfsff", 0), (f"ssfsff+{HARD}", 0)} <= inner.taken
+    assert {("ssfsff", 0), (f"ssfsff|{GUIDED}", 0)} <= inner.taken
 
 
 def test_the_surrogate_tells_a_guided_variant_from_its_order_unguided(tmp_path: Path) -> None:
@@ -128,8 +133,8 @@ def test_the_surrogate_tells_a_guided_variant_from_its_order_unguided(tmp_path: 
     rows = {(c.order, label_of(c.params)): tuple(x) for c, x in zip(inner.candidates, inner.x,
                                                                      strict=True)}
     assert rows[("sfsf", "none")] != rows[("sfsf", HARD)]
-    warm = [Observation(order=o, seed=0, guidance=label, value=2.0 + 0.1 * i
-                        - (0.5 if label == HARD else 0.0))
+    warm = [Observation(order=o, seed=0, identity="decoder" if label == "none" else GUIDED,
+                        guidance=label, value=2.0 + 0.1 * i - (0.5 if label == HARD else 0.0))
             for i, o in enumerate(ORDERS[:4]) for label in ("none", HARD)]
     inner.warm_start(warm)
     assert len(inner.seen) == 8
