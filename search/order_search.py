@@ -154,10 +154,9 @@ class SurrogateSearcher(Stateful):
         code and the number of orders; one indicator per guidance label of the pool."""
         rows = np.array(feature_matrix(list(orders), f_units=self.units[0],
                                        c_units=self.units[1]), dtype=float)
-        pool_codes = getattr(self, "codes", [])
         held = {int(c) for c in codes}
-        sets = [*(float(c in held) for c in pool_codes), float(len(orders))] if pool_codes else []
-        labels = [float(label == other) for other in getattr(self, "labels", [])]
+        sets = [*(float(c in held) for c in self.codes), float(len(orders))] if self.codes else []
+        labels = [float(label == other) for other in self.labels]
         return [*rows.mean(axis=0), *sets, *labels]
 
     def _features(self, order: str, label: str = "none") -> list[float]:
@@ -180,7 +179,7 @@ class SurrogateSearcher(Stateful):
             at = index.get(key)  # a model of the pool: its own features (an IOT subset's)
             if at is not None:
                 self.seen.append((list(self.x[at]), loss))
-            elif not getattr(self, "codes", []):  # a subset outside the pool has no place
+            elif not self.codes:  # a subset outside the pool has no place
                 self.seen.append((self._features(obs.order, obs.guidance), loss))
 
     def _free_seed(self, key: str) -> int | None:

@@ -34,7 +34,6 @@ def _base(cand: Candidate) -> str:
     return cand.name if label == "none" else cand.name.removesuffix(f"+{label}")
 
 
-
 class _CandidateSpace:
     """Optuna define-by-run space (a class, so the searcher pickles for ``--resume``)."""
 
@@ -177,14 +176,15 @@ class OptunaTrials(Stateful):
         picked = self.space(trial)
         cand = self.by_k[int(picked)] if self.by_k is not None else self.by_name[picked]
         cand = self.variants[(_base(cand), trial.params.get("guidance", _guidance(cand)))]
+        key = self._key(cand)
         seed = next(
             s
             for s in itertools.chain(self.seeds, itertools.count(max(self.seeds) + 1))
-            if (self._key(cand), s) not in self.taken
+            if (key, s) not in self.taken
         )
-        self.mark_taken(self._key(cand), seed)
+        self.mark_taken(key, seed)
         self.suggested += 1
-        self.live[trial_id] = (trial.number, self._key(cand))
+        self.live[trial_id] = (trial.number, key)
         return {"trial": Trial.of(cand, seed).to_config()}
 
     def on_trial_complete(

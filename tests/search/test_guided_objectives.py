@@ -73,7 +73,7 @@ def test_each_guided_variant_is_told_its_own_parameter_count(tmp_path: Path) -> 
     assert inner.by_k is not None  # one sandwich space: the study's parameter is k
     for t in done:
         order = inner.by_k[t.params["k"]].order
-        ident = "decoder" if t.params["guidance"] == "none" else f"decoder+{t.params['guidance']}"
+        ident = plan.task.identity(SimpleNamespace(params={"guidance": t.params["guidance"]}))
         assert t.values[1] == exact[variant_key(order, ident)]
     assert {t.values[1] for t in done} == set(exact.values())  # both counts, not one of them
 
