@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed
 export SUBLAYER_DATA_DIR ?= $(abspath ../shared/data)
 export MLFLOW_DISABLE_TELEMETRY ?= true
 # Ray: a local sweep binds 127.0.0.1 and keeps token auth on (token in ~/.ray/auth_token);
-# RAY_AUTH_MODE is left to the user (search/local_ray.py).
+# RAY_AUTH_MODE is left to the user (search/run/local_ray.py).
 
 .PHONY: install test lint run train ui notebooks clean
 

@@ -1,6 +1,6 @@
 """``sublayer analyze``: figures, CSVs and an HTML report for a sweep or the paper's data.
 
-The ``sublayer`` CLI (search/cli.py) adds a subparser with :func:`add_arguments` and
+The ``sublayer`` CLI (search/cli/main.py) adds a subparser with :func:`add_arguments` and
 calls :func:`run_analyze`; ``python -m sublayer_search.analysis.cli`` runs it standalone.
 """
 
@@ -12,11 +12,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from sublayer_search.analysis.errors import AnalysisError
+from sublayer_search.analysis.paths import unusable_folder
+from sublayer_search.analysis.studies.significance import (
+    ADJUST,  # light: the parser is built on every ``sublayer`` call
+)
 from sublayer_search.spaces.cost import STRADDLE
-
-from .errors import AnalysisError
-from .paths import unusable_folder
-from .significance import ADJUST  # light: the parser is built on every ``sublayer`` call
+from sublayer_search.spaces.exit_codes import ExitCode
 
 __all__ = ["PAPERS", "add_arguments", "main", "run_analyze"]
 
@@ -66,11 +68,11 @@ def run_analyze(args: argparse.Namespace) -> int:
         return _run(args)
     except ValueError as exc:  # AnalysisError, SpaceError, OrderError...
         print(f"sublayer analyze: error: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.BAD_INPUT
 
 
 def _run(args: argparse.Namespace) -> int:
-    from . import report
+    from sublayer_search.analysis.report import build as report
 
     given = getattr(args, "experiment", None) or []
     experiments: list[str] = [given] if isinstance(given, str) else list(given)
@@ -99,9 +101,9 @@ def _run(args: argparse.Namespace) -> int:
         else:
             result = report.paper_report(out, straddle=straddle, adjust=adjust)
     else:
-        from .frame import with_stopped
-        from .iot import is_translation
-        from .pooling import load_pooled
+        from sublayer_search.analysis.store.frame import with_stopped
+        from sublayer_search.analysis.store.iot_frame import is_translation
+        from sublayer_search.analysis.studies.pooling import load_pooled
 
         uri = _store(getattr(args, "tracking_uri", None))
         replication = getattr(args, "study", "sweep") == "replication"
@@ -114,7 +116,7 @@ def _run(args: argparse.Namespace) -> int:
         if study is not None and len(experiments) == 1 and not is_translation(trials):
             attention = study(experiments[0], uri)
         if replication:
-            from .replication_report import replication_report
+            from sublayer_search.analysis.report.replication import replication_report
 
             result = replication_report(trials, history, out, title=_title(experiments),
                                         straddle=straddle, adjust=adjust)
@@ -132,7 +134,7 @@ def _run(args: argparse.Namespace) -> int:
                 print(f"sublayer analyze: warning: {exc}; report not attached", file=sys.stderr)
     print(f"wrote {result.html} ({len(result.figures)} figure files, "
           f"{len(result.tables)} tables)")
-    return 0
+    return ExitCode.OK
 
 
 def _title(experiments: list[str]) -> str:
@@ -143,7 +145,7 @@ def _title(experiments: list[str]) -> str:
 
 def _store(tracking_uri: str | None) -> str:
     """The URI of an existing MLflow store, checked before anything is read or written."""
-    from .store import StoreError, check_store, open_store
+    from sublayer_search.analysis.store.mlflow_store import StoreError, check_store, open_store
 
     try:
         uri = check_store(tracking_uri)

@@ -2,10 +2,10 @@
 
 For each k in ``--shares`` (default 1 2 4) k identical trials run at once, each a Ray
 task asking for ``num_cpus=1, num_gpus=1/k`` of a local Ray with one GPU (started as a
-sweep starts it: :func:`search.local_ray.start_local_ray`, 127.0.0.1, token auth), and
+sweep starts it: :func:`search.run.local_ray.start_local_ray`, 127.0.0.1, token auth), and
 each training the same tiny LM (``--preset tiny``, tinyshakespeare from
 ``$SUBLAYER_DATA_DIR``) through the project's one training loop
-(:func:`models.trainer.train` with :class:`models.train.LMFamily`, as ``fit`` does).
+(:func:`models.training_loop.train` with :class:`models.lm_family.LMFamily`, as ``fit`` does).
 The trials meet at a barrier (a Ray actor) once their model is built, so they train
 side by side; inside its own process each trial stamps the start of its first timed step
 and the end of its last (after ``torch.cuda.synchronize``). Reported per k:
@@ -54,8 +54,8 @@ import torch
 
 from sublayer_search.models.config import model_preset
 from sublayer_search.models.data.config import DataConfig
-from sublayer_search.models.train import LMFamily, TrainConfig, TrialSpec
-from sublayer_search.models.trainer import StepContext
+from sublayer_search.models.lm_family import LMFamily, TrainConfig, TrialSpec
+from sublayer_search.models.training_loop import StepContext
 
 REPO = Path(__file__).resolve().parents[1]
 BARRIER_TIMEOUT_S = 600.0
@@ -165,7 +165,7 @@ def run_trial(spec: TrialSpec, barrier: Any, warmup: int) -> dict[str, Any]:
     """One share: train ``spec`` through the loop; what it saw and how fast it went."""
     import ray
 
-    from sublayer_search.models.trainer import train
+    from sublayer_search.models.training_loop import train
 
     torch.set_num_threads(1)
     family = TimedLM(spec, barrier=barrier, warmup=warmup)
@@ -226,8 +226,8 @@ def measure(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
 
     from sublayer_search.models.accounting import param_count
     from sublayer_search.models.data import load_corpus
-    from sublayer_search.models.train import model_for_corpus
-    from sublayer_search.search.local_ray import shutdown_ray, start_local_ray
+    from sublayer_search.models.lm_family import model_for_corpus
+    from sublayer_search.search.run.local_ray import shutdown_ray, start_local_ray
 
     _environment()
     spec = trial_spec(args)

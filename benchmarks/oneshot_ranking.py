@@ -13,7 +13,7 @@ stand-alone trials. Steps:
 3. rank every order on the same held-out batches the stand-alone trials were validated on
    (the first ``train.eval_batches`` validation batches);
 4. compare with the export of the finished study (``analysis/data/mini_press2020_*``,
-   :func:`analysis.study_export.open_export`): per order, the mean final metric over its
+   :func:`analysis.store.study_export.open_export`): per order, the mean final metric over its
    finished trials (the sandwiches have 3 seeds, the baseline 8).
 
 Compute is counted in stand-alone trials (one = ``train.steps`` optimizer steps): the
@@ -76,8 +76,8 @@ TOP = 5
 
 def plan_programme(config: Path) -> tuple[Any, dict[str, str]]:
     """(the baseline trial's spec, the distinct orders of the planned sweep -> their space)."""
-    from sublayer_search.search.config import parse_experiment
-    from sublayer_search.search.plan import plan_sweep
+    from sublayer_search.search.plan.experiment import parse_experiment
+    from sublayer_search.search.plan.sweep_plan import plan_sweep
 
     exp = parse_experiment(yaml.safe_load(config.read_text()), str(config))
     plan = plan_sweep(exp, str(config), check_resources=False)
@@ -91,7 +91,7 @@ def plan_programme(config: Path) -> tuple[Any, dict[str, str]]:
 def steps_for(budget: float, unit: int, n_orders: int, eval_batches: int) -> tuple[int, float]:
     """(supernet steps, forward batches) so that steps + forwards/3 <= budget * unit:
     one monitor evaluation of at most 8 orders at the end, and the ranking."""
-    from sublayer_search.models.supernet import MONITOR_ORDERS
+    from sublayer_search.models.supernet.train import MONITOR_ORDERS
 
     forwards = (min(MONITOR_ORDERS, n_orders) + n_orders) * eval_batches
     return int(budget * unit - forwards / 3), forwards
@@ -102,7 +102,7 @@ def run_scheme(job: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from sublayer_search.models.data import load_corpus
-    from sublayer_search.models.supernet import SupernetConfig, rank_orders, train_supernet
+    from sublayer_search.models.supernet.train import SupernetConfig, rank_orders, train_supernet
 
     torch.set_num_threads(job["threads"])
     spec, orders = job["spec"], job["orders"]
@@ -144,7 +144,7 @@ def run_scheme(job: dict[str, Any]) -> dict[str, Any]:
 def truth_table(source: str) -> tuple[dict[str, float], dict[str, int], dict[str, Any]]:
     """Per order: mean final metric over finished trials, and its number of seeds;
     plus the study's facts (metric, baseline seeds' spread, trial wall times)."""
-    from sublayer_search.analysis.study_export import open_export
+    from sublayer_search.analysis.store.study_export import open_export
 
     export = open_export(source)
     t = export.trials

@@ -32,7 +32,7 @@ _PROBE = (
     "import sys, runpy\n"
     "sys.argv = ['sublayer', 'sweep', sys.argv[1], '--dry-run']\n"
     "try:\n"
-    "    runpy.run_module('sublayer_search.search.cli', run_name='__main__')\n"
+    "    runpy.run_module('sublayer_search.search.cli.main', run_name='__main__')\n"
     "except SystemExit:\n"
     "    pass\n"
     "heavy = sorted(m for m in {heavy!r} if m in sys.modules)\n"

@@ -48,9 +48,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def record(out: Path, *, trials: int, steps: int, evals: int) -> tuple[str, str, float]:
     """Run the 40-order FIFO sweep; (experiment, tracking URI, wall seconds)."""
-    from sublayer_search.search.config import load_experiment
-    from sublayer_search.search.plan import plan_sweep
-    from sublayer_search.search.sweep import run_sweep
+    from sublayer_search.search.plan.experiment import load_experiment
+    from sublayer_search.search.plan.sweep_plan import plan_sweep
+    from sublayer_search.search.run.sweep import run_sweep
 
     uri = f"sqlite:///{out.resolve()}/mlflow.db"
     doc = {
@@ -87,9 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     import pandas as pd
     from mlflow.tracking import MlflowClient
 
-    from sublayer_search.analysis.replay_plot import plot_replay_grid
-    from sublayer_search.search.replay import SchedulerSettings, replay_grid, together
-    from sublayer_search.search.replay_store import load_sweep
+    from sublayer_search.analysis.figures.replay import plot_replay_grid
+    from sublayer_search.search.replay.engine import SchedulerSettings, replay_grid, together
+    from sublayer_search.search.replay.store import load_sweep
     from sublayer_search.spaces.records import direction
 
     sweep = load_sweep(MlflowClient(tracking_uri=uri), experiment, scheduler_metric=args.metric)

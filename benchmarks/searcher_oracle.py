@@ -1,6 +1,6 @@
 """Evaluations each searcher needs to find a top-k order of a recorded table (no training).
 
-The oracle is a table of order -> metric (:class:`search.order_table.OrderTable`). By
+The oracle is a table of order -> metric (:class:`search.searchers.oracle.OrderTable`). By
 default: Press et al. (2020)'s published WikiText-103 dev perplexities, Tables 1 and 2
 (40 random orders; the five baseline seeds averaged into one interleaved entry) and
 the two sandwich models with stated values (sandwich16_6: 17.84, sandwich16_15: 18.82):
@@ -45,11 +45,11 @@ from typing import Any
 import numpy as np
 from ray.tune.search import Searcher
 
-from sublayer_search.analysis import paper
-from sublayer_search.search.order_search import SurrogateSearcher
-from sublayer_search.search.order_table import OrderTable, drive, evaluations_to_top
-from sublayer_search.search.plan import Trial
-from sublayer_search.search.searchers import EvolutionSearcher, GridSearcher, OptunaTrials
+from sublayer_search.analysis.papers import press_paper as paper
+from sublayer_search.search.plan.sweep_plan import Trial
+from sublayer_search.search.searchers.oracle import OrderTable, drive, evaluations_to_top
+from sublayer_search.search.searchers.surrogate import SurrogateSearcher
+from sublayer_search.search.searchers.tune import EvolutionSearcher, GridSearcher, OptunaTrials
 
 Factory = Callable[[OrderTable, int], Searcher]
 

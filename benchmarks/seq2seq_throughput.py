@@ -39,8 +39,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sublayer_search.models.iot import IOTConfig, IOTSeq2Seq  # noqa: E402
-from sublayer_search.models.seq2seq import OrderedSeq2Seq, Seq2SeqConfig  # noqa: E402
+from sublayer_search.models.seq2seq.iot_model import IOTConfig, IOTSeq2Seq  # noqa: E402
+from sublayer_search.models.seq2seq.model import OrderedSeq2Seq, Seq2SeqConfig  # noqa: E402
 
 PAD = 0
 

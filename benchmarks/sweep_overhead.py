@@ -2,10 +2,10 @@
 
 The same N short trials (debug model, explicit orders, no baseline) run three ways:
 
-(a) a plain Python loop calling ``models.train.fit`` on ``plan.spec_for(trial)``;
-(b) ``sublayer sweep`` (in-process ``search.cli.main``) with ``max_concurrent: 1``,
+(a) a plain Python loop calling ``models.lm_family.fit`` on ``plan.spec_for(trial)``;
+(b) ``sublayer sweep`` (in-process ``search.cli.main.main``) with ``max_concurrent: 1``,
     tracked by our ``MlflowTracking`` callback on a local ``mlflow server``;
-(c) a Ray Tune ``Tuner`` on the same trainable (``search.trainable.train_trial``), one
+(c) a Ray Tune ``Tuner`` on the same trainable (``search.run.trainable.train_trial``), one
     trial at a time, tracked by Ray's ``MLflowLoggerCallback`` on the same server.
 
 Reported: per-trial overhead ``(b - a) / N`` (includes starting Ray, the MLflow parent
@@ -142,9 +142,9 @@ def stop(proc: subprocess.Popen) -> None:
 def run_loop(path: Path) -> float:
     import torch
 
-    from sublayer_search.models.train import fit
-    from sublayer_search.search.config import load_experiment
-    from sublayer_search.search.plan import plan_sweep
+    from sublayer_search.models.lm_family import fit
+    from sublayer_search.search.plan.experiment import load_experiment
+    from sublayer_search.search.plan.sweep_plan import plan_sweep
 
     torch.set_num_threads(1)
     start = time.perf_counter()
@@ -161,7 +161,7 @@ RAY_START: list[float] = []
 
 
 def _timed_ours() -> type:
-    from sublayer_search.search.tracking import MlflowTracking
+    from sublayer_search.search.tracking.callback import MlflowTracking
 
     class TimedMlflowTracking(MlflowTracking):
         def on_trial_result(self, *args: Any, **kwargs: Any) -> None:
@@ -173,8 +173,8 @@ def _timed_ours() -> type:
 
 
 def run_sweep_cli(path: Path, tracking_uri: str) -> float:
-    from sublayer_search.search import sweep as sweep_module
-    from sublayer_search.search.cli import main
+    from sublayer_search.search.cli.main import main
+    from sublayer_search.search.run import sweep as sweep_module
 
     sweep_module.MlflowTracking = _timed_ours()  # type: ignore[misc]
     connect = sweep_module.connect
@@ -202,10 +202,10 @@ def run_ray_callback(path: Path, tracking_uri: str) -> float:
     from ray.air.integrations.mlflow import MLflowLoggerCallback
     from ray.tune.search import ConcurrencyLimiter
 
-    from sublayer_search.search.config import load_experiment
-    from sublayer_search.search.plan import plan_sweep
-    from sublayer_search.search.searchers import GridSearcher
-    from sublayer_search.search.trainable import train_trial
+    from sublayer_search.search.plan.experiment import load_experiment
+    from sublayer_search.search.plan.sweep_plan import plan_sweep
+    from sublayer_search.search.run.trainable import train_trial
+    from sublayer_search.search.searchers.tune import GridSearcher
 
     class TimedMLflowLoggerCallback(MLflowLoggerCallback):
         def on_trial_result(self, *args: Any, **kwargs: Any) -> None:

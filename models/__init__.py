@@ -1,6 +1,6 @@
 """The ordered transformer (torch only): configs, sublayers, LMs, corpora and training.
 
-Never imports ray or mlflow: ``models.train.fit`` takes a plain ``report`` callable.
+Never imports ray or mlflow: ``models.lm_family.fit`` takes a plain ``report`` callable.
 The names below are imported on first use (:mod:`spaces.lazy`), so that the config
 modules (``models.config``, ``models.train_config``, …) can be used without torch.
 """
@@ -21,22 +21,22 @@ _EXPORTS = {
     "ModelConfig": "config",
     "adaptive_bands": "config",
     "model_preset": "config",
-    "beam_search": "decoding",
-    "greedy_decode": "decoding",
+    "beam_search": "seq2seq.decoding",
+    "greedy_decode": "seq2seq.decoding",
     "ConfigError": "errors",
-    "IOTConfig": "iot_config",
-    "IOTSeq2Seq": "iot",
+    "IOTConfig": "seq2seq.iot_config",
+    "IOTSeq2Seq": "seq2seq.iot_model",
     "AdaptiveInput": "lm",
     "LMOutput": "lm",
     "OrderedLM": "lm",
     "capture_attention": "lm",
-    "OrderedSeq2Seq": "seq2seq",
-    "Seq2SeqConfig": "seq2seq_config",
-    "seq2seq_preset": "seq2seq_config",
-    "Supernet": "supernet_model",
-    "SupernetConfig": "supernet_config",
-    "rank_orders": "supernet_rank",
-    "train_supernet": "supernet",
+    "OrderedSeq2Seq": "seq2seq.model",
+    "Seq2SeqConfig": "seq2seq.config",
+    "seq2seq_preset": "seq2seq.config",
+    "Supernet": "supernet.model",
+    "SupernetConfig": "supernet.config",
+    "rank_orders": "supernet.rank",
+    "train_supernet": "supernet.train",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = sorted(_EXPORTS)
@@ -51,14 +51,14 @@ if TYPE_CHECKING:
         build_sublayer,
     )
     from sublayer_search.models.config import PRESETS, ModelConfig, adaptive_bands, model_preset
-    from sublayer_search.models.decoding import beam_search, greedy_decode
     from sublayer_search.models.errors import ConfigError
-    from sublayer_search.models.iot import IOTSeq2Seq
-    from sublayer_search.models.iot_config import IOTConfig
     from sublayer_search.models.lm import AdaptiveInput, LMOutput, OrderedLM, capture_attention
-    from sublayer_search.models.seq2seq import OrderedSeq2Seq
-    from sublayer_search.models.seq2seq_config import Seq2SeqConfig, seq2seq_preset
-    from sublayer_search.models.supernet import train_supernet
-    from sublayer_search.models.supernet_config import SupernetConfig
-    from sublayer_search.models.supernet_model import Supernet
-    from sublayer_search.models.supernet_rank import rank_orders
+    from sublayer_search.models.seq2seq.config import Seq2SeqConfig, seq2seq_preset
+    from sublayer_search.models.seq2seq.decoding import beam_search, greedy_decode
+    from sublayer_search.models.seq2seq.iot_config import IOTConfig
+    from sublayer_search.models.seq2seq.iot_model import IOTSeq2Seq
+    from sublayer_search.models.seq2seq.model import OrderedSeq2Seq
+    from sublayer_search.models.supernet.config import SupernetConfig
+    from sublayer_search.models.supernet.model import Supernet
+    from sublayer_search.models.supernet.rank import rank_orders
+    from sublayer_search.models.supernet.train import train_supernet

@@ -2,7 +2,7 @@
 
 ``param_count(cfg)`` equals ``sum(p.numel() for p in OrderedLM(cfg).parameters())``
 (shared parameters counted once) for every valid config; tests check this. Hard
-cross-layer guidance (:mod:`models.guidance_config`) shares one weight matrix per guided
+cross-layer guidance (:mod:`models.guidance.config`) shares one weight matrix per guided
 pair: the count drops by it; it leaves the FLOPs unchanged (every sublayer still runs its
 matmuls), and so does soft guidance (its regulariser costs O(weights) per *step*, not per
 token).
@@ -11,7 +11,7 @@ token).
 from __future__ import annotations
 
 from sublayer_search.models.config import ModelConfig, adaptive_bands
-from sublayer_search.models.guidance_config import saved_params
+from sublayer_search.models.guidance.config import saved_params
 from sublayer_search.spaces.cost import half_width, sublayer_costs
 from sublayer_search.spaces.order import counts
 

@@ -10,10 +10,10 @@ Parameter counts (match :func:`spaces.cost.unit_costs` with ``exact=True``):
   memory + output ``Linear(d, d)`` = 4d² + 4d;
 * ``f``: ``Linear(d, d_ff)`` + ``Linear(d_ff, d)`` = 2·d·d_ff + d_ff + d;
 * ``h``: a ``FeedForward`` of width d_ff/2 (:func:`spaces.cost.half_width`) = d·d_ff +
-  d_ff/2 + d (the Macaron block's halves, see :mod:`spaces.families`);
+  d_ff/2 + d (the Macaron block's halves, see :mod:`spaces.generators.families`);
 * :class:`Residual` adds one ``LayerNorm(d)`` = 2d.
 
-With ``split_qkv=True`` (cross-layer guidance on self-attention, :mod:`models.guidance`)
+With ``split_qkv=True`` (cross-layer guidance on self-attention, :mod:`models.guidance.apply`)
 a self-attention holds q, k and v as three ``Linear(d, d)`` (same count) so that one of
 them can be shared with, or pulled towards, another sublayer's; it still runs one matmul
 over their concatenated weights.

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sublayer_search.models.errors import ConfigError, check, is_int, is_number, is_positive_int
-from sublayer_search.models.guidance_config import GuidanceConfig, guidance_from
+from sublayer_search.models.guidance.config import GuidanceConfig, guidance_from
 from sublayer_search.spaces.order import counts, parse_order
 
 __all__ = [
@@ -129,7 +129,7 @@ class ModelConfig:
     guidance: GuidanceConfig = dataclasses.field(default_factory=GuidanceConfig)
     """Cross-layer guidance (Crossformer): soft or hard, per block; the layer above a
     sublayer is the next one *of the same kind* in ``order`` (see
-    :mod:`models.guidance_config`)."""
+    :mod:`models.guidance.config`)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.order, str):

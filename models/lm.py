@@ -38,7 +38,7 @@ from torch import Tensor, nn
 from sublayer_search.models.blocks import SelfAttention, build_sublayer, output_projection
 from sublayer_search.models.config import ModelConfig, adaptive_bands
 from sublayer_search.models.fused_loss import linear_cross_entropy
-from sublayer_search.models.guidance import WeightPair, guidance_penalty, guide_stack
+from sublayer_search.models.guidance.apply import WeightPair, guidance_penalty, guide_stack
 
 __all__ = [
     "AdaptiveInput",

@@ -11,8 +11,13 @@ import torch
 
 from sublayer_search.models.train_config import TrainConfig
 
-__all__ = ["autocast_for", "build_optimizer", "build_scheduler", "device_for",
+__all__ = ["autocast_for", "cuda_available", "build_optimizer", "build_scheduler", "device_for",
            "fused_adamw_applies", "lr_factor", "optimizer_step", "seed_everything"]
+
+
+def cuda_available() -> bool:
+    """Whether torch can train on a CUDA GPU in this process."""
+    return bool(torch.cuda.is_available())
 
 
 def device_for(cfg: TrainConfig) -> torch.device:

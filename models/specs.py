@@ -2,7 +2,7 @@
 :class:`TranslationSpec` (a translation model), their settings and parameter counts.
 
 ``sublayer sweep --dry-run`` plans a sweep from these alone; training lives in
-:mod:`models.train` and :mod:`models.translate` (which re-export these names).
+:mod:`models.lm_family` and :mod:`models.seq2seq.translation_family` (which re-export these names).
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from typing import Any
 
 from sublayer_search.models.config import ModelConfig
 from sublayer_search.models.data.config import DataConfig
-from sublayer_search.models.data.parallel_config import ParallelDataConfig
+from sublayer_search.models.data.parallel.config import ParallelDataConfig
 from sublayer_search.models.errors import ConfigError, check, is_positive_int
-from sublayer_search.models.guidance_config import GuidanceConfig
-from sublayer_search.models.iot_config import IOTConfig, iot_param_count
-from sublayer_search.models.seq2seq_config import Seq2SeqConfig, seq2seq_param_count
+from sublayer_search.models.guidance.config import GuidanceConfig
+from sublayer_search.models.seq2seq.config import Seq2SeqConfig, seq2seq_param_count
+from sublayer_search.models.seq2seq.iot_config import IOTConfig, iot_param_count
 from sublayer_search.models.train_config import TrainConfig, flat_settings
 from sublayer_search.spaces.records import main_metric_for_level
 

@@ -103,7 +103,7 @@ def attention_distance() -> list:
             "Per token and self-attention sublayer, heads of two models are matched with the "
             "Hungarian algorithm minimising the summed earth mover's distance; the result is "
             "averaged over tokens and layers. Here on small synthetic attention arrays; for "
-            "real models use `search.attention.capture(model, idx)` (or `run_attention(run_id, …)` on a logged checkpoint) or "
+            "real models use `models.attention_capture.capture(model, idx)` (or `run_attention(run_id, …)` on a logged checkpoint) or "
             "`tiny_model_attention(order)`."),
         new_code_cell("from sublayer_search.analysis import distance_table, group_distances, paper, plots, "
                       "synthetic_attention"),

@@ -1,8 +1,7 @@
 """Sublayer-order algebra and search spaces (pure Python: no torch, ray or mlflow)."""
 
-from .budgeted import budgeted, count_budgeted, draw_budgeted, validate_budgeted
-from .candidate import Candidate
-from .cost import (
+from sublayer_search.spaces.candidate import Candidate
+from sublayer_search.spaces.cost import (
     STRADDLE,
     Halves,
     half_width,
@@ -12,10 +11,23 @@ from .cost import (
     unit_costs,
     units,
 )
-from .errors import OrderError, SpaceError
-from .explicit import explicit
-from .families import macaron, macaron_order, par, par_order, validate_macaron, validate_par
-from .iot import (
+from sublayer_search.spaces.errors import OrderError, SpaceError
+from sublayer_search.spaces.generators.budgeted import (
+    budgeted,
+    count_budgeted,
+    draw_budgeted,
+    validate_budgeted,
+)
+from sublayer_search.spaces.generators.explicit import explicit
+from sublayer_search.spaces.generators.families import (
+    macaron,
+    macaron_order,
+    par,
+    par_order,
+    validate_macaron,
+    validate_par,
+)
+from sublayer_search.spaces.generators.iot_subsets import (
     DECODER_BLOCKS,
     ENCODER_BLOCKS,
     IOT_MODES,
@@ -24,8 +36,14 @@ from .iot import (
     iot_subsets,
     validate_iot,
 )
-from .mutations import f_ss_moves, moves, mutate, neighbour_swaps, point_flips
-from .order import (
+from sublayer_search.spaces.generators.permutations import (
+    count_permutations,
+    permutations,
+    validate_permutations,
+)
+from sublayer_search.spaces.generators.sandwich import sandwich, validate_sandwich
+from sublayer_search.spaces.mutations import f_ss_moves, moves, mutate, neighbour_swaps, point_flips
+from sublayer_search.spaces.order import (
     ALPHABETS,
     FAMILIES,
     HALF,
@@ -37,9 +55,15 @@ from .order import (
     parse_order,
     sandwich_order,
 )
-from .permutations import count_permutations, permutations, validate_permutations
-from .registry import ALL_SPACES, FAMILY_SPACES, SPACES, SpaceInfo, check_kind, expand, validate
-from .sandwich import sandwich, validate_sandwich
+from sublayer_search.spaces.registry import (
+    ALL_SPACES,
+    FAMILY_SPACES,
+    SPACES,
+    SpaceInfo,
+    check_kind,
+    expand,
+    validate,
+)
 
 __all__ = [
     "ALL_SPACES",

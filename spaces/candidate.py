@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import SpaceError
-from .order import counts, parse_order
+from sublayer_search.spaces.errors import SpaceError
+from sublayer_search.spaces.order import counts, parse_order
 
 __all__ = ["Candidate"]
 

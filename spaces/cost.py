@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import SpaceError
-from .order import interleaved, parse_order
+from sublayer_search.spaces.errors import SpaceError
+from sublayer_search.spaces.order import interleaved, parse_order
 
 __all__ = ["GUIDED_BLOCKS", "STRADDLE", "Halves", "deepest_interleaved", "f_units_for",
            "guided_units", "half_width", "halves", "order_params", "sublayer_costs",
@@ -70,7 +70,7 @@ def order_params(order: str, *, d_model: int, d_ff: int, exact: bool = False) ->
     return sum(costs[ch] for ch in _canonical(order))
 
 
-def _weights(f_units: float, c_units: float) -> dict[str, float]:
+def unit_weights(f_units: float, c_units: float) -> dict[str, float]:
     f = _positive_float("f_units", f_units)
     return {"s": 1.0, "f": f, "c": _positive_float("c_units", c_units), "h": f / 2}
 
@@ -86,12 +86,12 @@ def units(order: str, *, f_units: float = 2.0, c_units: float = 1.0) -> float:
 
     With d_ff = 4d (the paper's setting) an ``f`` costs two ``s``, hence the default.
     """
-    weights = _weights(f_units, c_units)
+    weights = unit_weights(f_units, c_units)
     return float(sum(weights[ch] for ch in _canonical(order)))
 
 
 GUIDED_BLOCKS = ("key_query", "value", "ffn")
-"""Blocks of hard cross-layer guidance (Crossformer; ``models.guidance_config``)."""
+"""Blocks of hard cross-layer guidance (Crossformer; ``models.guidance.config``)."""
 
 
 def guided_units(order: str, *, blocks: tuple[str, ...] | list[str] = (), f_units: float = 2.0,
@@ -105,7 +105,7 @@ def guided_units(order: str, *, blocks: tuple[str, ...] | list[str] = (), f_unit
             raise SpaceError("blocks", block, "one of " + ", ".join(GUIDED_BLOCKS))
     canonical = _canonical(order)
     pairs = {k: max(canonical.count(k) - 1, 0) for k in "sfh"}
-    weights = _weights(f_units, c_units)
+    weights = unit_weights(f_units, c_units)
     saved = sum(0.25 * pairs["s"] for b in ("key_query", "value") if b in blocks)
     if "ffn" in blocks:
         saved += pairs["f"] * weights["f"] / 2 + pairs["h"] * weights["h"] / 2
@@ -172,7 +172,7 @@ def halves(
     """
     if straddle not in STRADDLE:
         raise SpaceError("straddle", straddle, "one of " + ", ".join(STRADDLE))
-    weights = _weights(f_units, c_units)
+    weights = unit_weights(f_units, c_units)
     canonical = _canonical(order)
     total = sum(weights[ch] for ch in canonical)
     cut = total / 2

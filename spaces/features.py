@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .cost import _weights, halves
-from .order import KINDS, parse_order
+from sublayer_search.spaces.cost import halves, unit_weights
+from sublayer_search.spaces.order import KINDS, parse_order
 
 __all__ = ["FEATURE_NAMES", "QUARTERS", "OrderFeatures", "feature_matrix", "order_features"]
 
@@ -75,7 +75,7 @@ def order_features(order: str, *, f_units: float = 2.0, c_units: float = 1.0) ->
     setting; ``spaces.cost`` / ``f_units_for`` for other dims), ``c_units`` of one ``c``.
     """
     canonical = parse_order(order, kind="decoder")
-    weights = _weights(f_units, c_units)
+    weights = unit_weights(f_units, c_units)
     split = halves(canonical, f_units=f_units, c_units=c_units)
     values = {f"s_q{i + 1}": share for i, share in enumerate(_quarter_shares(canonical, weights))}
     for half, part in (("bottom", split.bottom), ("top", split.top)):

@@ -14,7 +14,9 @@ from typing import Any
 __all__ = ["SUBMODULE", "lazy_exports"]
 
 SUBMODULE = ":module"
-"""The value in an exports mapping for a name that is a submodule of the package."""
+"""The value in an exports mapping for a name that is a submodule of the package; written
+``SUBMODULE + ":sub.path"`` it names a module deeper in the package under a short name
+(``analysis.paper`` for ``analysis.papers.press_paper``)."""
 
 
 def lazy_exports(
@@ -30,6 +32,8 @@ def lazy_exports(
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         if module == SUBMODULE:
             value = importlib.import_module(f"{package}.{name}")
+        elif module.startswith(SUBMODULE + ":"):
+            value = importlib.import_module(f"{package}.{module[len(SUBMODULE) + 1:]}")
         else:
             value = getattr(importlib.import_module(f"{package}.{module}"), name)
         vars(importlib.import_module(package))[name] = value

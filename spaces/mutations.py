@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import random
 
-from .errors import SpaceError
-from .order import MAX_LENGTH, parse_order
+from sublayer_search.spaces.errors import SpaceError
+from sublayer_search.spaces.order import MAX_LENGTH, parse_order
 
 __all__ = ["f_ss_moves", "moves", "mutate", "neighbour_swaps", "point_flips"]
 

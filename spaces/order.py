@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import OrderError, SpaceError
+from sublayer_search.spaces.errors import OrderError, SpaceError
 
 __all__ = [
     "ALPHABETS",
@@ -62,7 +62,7 @@ _WORD = re.compile(r"[A-Za-z_]+")
 _FAMILY_ARGS = {"sandwich": ("n", "k"), "interleaved": ("n",)}
 
 
-def _alphabet(kind: str) -> str:
+def alphabet_of(kind: str) -> str:
     try:
         return ALPHABETS[kind]
     except (KeyError, TypeError):
@@ -75,7 +75,7 @@ def _expected(alphabet: str) -> str:
 
 
 def _has_cross(kind: str) -> bool:
-    return "c" in _alphabet(kind)
+    return "c" in alphabet_of(kind)
 
 
 def _check_length(max_length: int) -> None:
@@ -138,7 +138,7 @@ def parse_order(text: str, *, kind: str = "lm", max_length: int = MAX_LENGTH) ->
     decoders). Raises :class:`OrderError` (0-based ``position``) on any problem,
     including a result longer than ``max_length`` sublayers.
     """
-    alphabet = _alphabet(kind)
+    alphabet = alphabet_of(kind)
     _check_length(max_length)
     if not isinstance(text, str):
         raise OrderError(repr(text), 0, f"not a string (expected text, got {type(text).__name__})")

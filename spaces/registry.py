@@ -13,15 +13,29 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .budgeted import budgeted, validate_budgeted
-from .candidate import Candidate
-from .errors import SpaceError
-from .explicit import explicit
-from .families import build_macaron, build_par, check_macaron, check_par
-from .iot import IOTSubset, explicit_subsets, iot_subsets, validate_iot
-from .order import ALPHABETS, sandwich_k
-from .permutations import count_permutations, permutations, validate_permutations
-from .sandwich import sandwich, validate_sandwich
+from sublayer_search.spaces.candidate import Candidate
+from sublayer_search.spaces.errors import SpaceError
+from sublayer_search.spaces.generators.budgeted import budgeted, validate_budgeted
+from sublayer_search.spaces.generators.explicit import explicit
+from sublayer_search.spaces.generators.families import (
+    build_macaron,
+    build_par,
+    check_macaron,
+    check_par,
+)
+from sublayer_search.spaces.generators.iot_subsets import (
+    IOTSubset,
+    explicit_subsets,
+    iot_subsets,
+    validate_iot,
+)
+from sublayer_search.spaces.generators.permutations import (
+    count_permutations,
+    permutations,
+    validate_permutations,
+)
+from sublayer_search.spaces.generators.sandwich import sandwich, validate_sandwich
+from sublayer_search.spaces.order import ALPHABETS, sandwich_k
 
 __all__ = ["ALL_SPACES", "FAMILY_SPACES", "SPACES", "SpaceInfo", "check_kind", "expand",
            "space_arguments", "validate"]
@@ -128,7 +142,7 @@ def _build_iot(*, kind: str, stack: str | None = None, size: int | None = None,
                layers: int = 6, codes: Any = None,
                code_base: int | None = None) -> list[Candidate]:
     """Default: the paper's subset of size 4; ``codes`` (with ``code_base``) give subsets
-    explicitly (see :func:`spaces.iot.explicit_subsets`). ``params["codes"]`` is 1-based,
+    explicitly (see :func:`spaces.generators.iot_subsets.explicit_subsets`). ``params["codes"]`` is 1-based,
     ``params["codes0"]`` the authors' 0-based form of the same subset."""
     stack = _iot_stack(kind, stack)
     subsets = _iot_selected(stack, size, mode, seed, count, codes, code_base)
@@ -212,7 +226,7 @@ FAMILY_SPACES: dict[str, SpaceInfo] = {
                   summary="Macaron blocks h s h (decoder h s c h), h a half-width f"),
     )
 }
-"""Order families from peers (:mod:`spaces.families`), kept apart from :data:`SPACES`."""
+"""Order families from peers (:mod:`spaces.generators.families`), kept apart from :data:`SPACES`."""
 ALL_SPACES: dict[str, SpaceInfo] = {**SPACES, **FAMILY_SPACES}
 """Every space :func:`expand` knows: :data:`SPACES` and :data:`FAMILY_SPACES`."""
 

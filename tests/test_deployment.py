@@ -25,8 +25,8 @@ import pytest
 import yaml
 from kuberay_schema import RAYCLUSTER_SCHEMA, RAYJOB_SCHEMA, containers
 
-from sublayer_search.search.cli import build_parser
-from sublayer_search.search.config import load_experiment
+from sublayer_search.search.cli.main import build_parser
+from sublayer_search.search.plan.experiment import load_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 DOCKER = REPO / "docker"

@@ -58,7 +58,7 @@ def test_installed_wheel_entry_point_runs(wheel: Path, tmp_path: Path) -> None:
     assert script.is_file()
     env = {**os.environ, "PYTHONPATH": str(target)}
     where = subprocess.run(
-        [sys.executable, "-c", "import sublayer_search.search.cli as c; print(c.__file__)"],
+        [sys.executable, "-c", "import sublayer_search.search.cli.main as c; print(c.__file__)"],
         env=env, cwd=tmp_path, capture_output=True, text=True, check=True).stdout
     assert where.startswith(str(target)), where
     for name in PACKAGES:  # no generic top-level names from this project

@@ -4,10 +4,10 @@ Built in: ``lm`` (:class:`.lm.LMTask`) and ``translation``
 (:class:`.translation.TranslationTask`); others register with :func:`register`.
 """
 
-from .base import Task, obtain_corpus, validate_section
-from .lm import LMTask
-from .registry import register, task_for, task_names, unregister
-from .translation import TranslationTask
+from sublayer_search.search.tasks.base import Task, obtain_corpus, validate_section
+from sublayer_search.search.tasks.lm import LMTask
+from sublayer_search.search.tasks.registry import register, task_for, task_names, unregister
+from sublayer_search.search.tasks.translation import TranslationTask
 
 __all__ = ["LMTask", "Task", "TranslationTask", "obtain_corpus", "register", "task_for",
            "task_names", "unregister", "validate_section"]

@@ -21,9 +21,9 @@ from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.records import best
 
 if TYPE_CHECKING:
-    from sublayer_search.models.trainer import FitResult, Report
+    from sublayer_search.models.training_loop import FitResult, Report
 
-from ..problems import Problem, from_validation_error, problems_from
+from sublayer_search.search.plan.problems import Problem, from_validation_error, problems_from
 
 __all__ = ["Task", "obtain_corpus", "validate_section"]
 
@@ -184,4 +184,4 @@ class Task(ABC, Generic[ModelT, DataT, ExtraT, SpecT]):
     @abstractmethod
     def fit(self, spec: SpecT, report: Report, *, checkpoint_dir: str | None = None,
             resume_from: str | None = None) -> FitResult:
-        """Train one trial (through :func:`sublayer_search.models.trainer.train`)."""
+        """Train one trial (through :func:`sublayer_search.models.training_loop.train`)."""

@@ -15,18 +15,17 @@ from sublayer_search.models.data.errors import DataError
 from sublayer_search.models.data.registry import corpus_info, get_spec
 from sublayer_search.models.specs import TrialSpec, main_metric
 from sublayer_search.models.train_config import TrainConfig
+from sublayer_search.search.plan.guidance_axis import label_of
 from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.cost import f_units_for, units
 from sublayer_search.spaces.order import interleaved
 
-from ..guidance_axis import label_of
-
 if TYPE_CHECKING:
-    from sublayer_search.models.trainer import FitResult, Report
+    from sublayer_search.models.training_loop import FitResult, Report
 
-from ..problems import Problem, problems_from
-from .base import HasParams, Task, obtain_corpus, validate_section
-from .registry import register
+from sublayer_search.search.plan.problems import Problem, problems_from
+from sublayer_search.search.tasks.base import HasParams, Task, obtain_corpus, validate_section
+from sublayer_search.search.tasks.registry import register
 
 __all__ = ["LMTask"]
 
@@ -137,6 +136,6 @@ class LMTask(Task[ModelConfig, DataConfig, None, TrialSpec]):
 
     def fit(self, spec: TrialSpec, report: Report, *, checkpoint_dir: str | None = None,
             resume_from: str | None = None) -> FitResult:
-        from sublayer_search.models.train import fit  # torch: only to train
+        from sublayer_search.models.lm_family import fit  # torch: only to train
 
         return fit(spec, report, checkpoint_dir=checkpoint_dir, resume_from=resume_from)

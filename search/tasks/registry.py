@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Task
+from sublayer_search.search.tasks.base import Task
 
 __all__ = ["register", "task_for", "task_names", "unregister"]
 

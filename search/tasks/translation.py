@@ -12,32 +12,31 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from sublayer_search.models.data.parallel_config import ParallelDataConfig
-from sublayer_search.models.data.parallel_corpus import load_parallel
-from sublayer_search.models.data.parallel_files import resolve_parallel_files
-from sublayer_search.models.iot_config import IOTConfig
-from sublayer_search.models.seq2seq_config import (
+from sublayer_search.models.data.parallel.config import ParallelDataConfig
+from sublayer_search.models.data.parallel.corpus import load_parallel
+from sublayer_search.models.data.parallel.files import resolve_parallel_files
+from sublayer_search.models.seq2seq.config import (
     Seq2SeqConfig,
     Seq2SeqDims,
     seq2seq_flops_per_token,
     seq2seq_preset,
 )
+from sublayer_search.models.seq2seq.iot_config import IOTConfig
 from sublayer_search.models.specs import TranslationConfig, TranslationSpec, translation_param_count
 from sublayer_search.models.train_config import TrainConfig
+from sublayer_search.search.plan.guidance_axis import label_of
 from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.cost import f_units_for, units
 from sublayer_search.spaces.errors import SpaceError
 from sublayer_search.spaces.order import counts, interleaved
 from sublayer_search.spaces.records import route_share_code
 
-from ..guidance_axis import label_of
-
 if TYPE_CHECKING:
-    from sublayer_search.models.trainer import FitResult, Report
+    from sublayer_search.models.training_loop import FitResult, Report
 
-from ..problems import Problem, problems_from
-from .base import HasParams, Task, obtain_corpus, validate_section
-from .registry import register
+from sublayer_search.search.plan.problems import Problem, problems_from
+from sublayer_search.search.tasks.base import HasParams, Task, obtain_corpus, validate_section
+from sublayer_search.search.tasks.registry import register
 
 __all__ = ["TranslationTask"]
 
@@ -191,7 +190,9 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
 
     def fit(self, spec: TranslationSpec, report: Report, *, checkpoint_dir: str | None = None,
             resume_from: str | None = None) -> FitResult:
-        from sublayer_search.models.translate import fit_translation  # torch: only to train
+        from sublayer_search.models.seq2seq.translation_family import (
+            fit_translation,  # torch: only to train
+        )
 
         return fit_translation(spec, report, checkpoint_dir=checkpoint_dir,
                                resume_from=resume_from)

@@ -6,7 +6,7 @@ import itertools
 
 import pandas as pd
 
-from sublayer_search.analysis.frame import trials_frame
+from sublayer_search.analysis.store.frame import trials_frame
 from sublayer_search.spaces.cost import units
 from sublayer_search.spaces.order import counts
 

@@ -19,7 +19,7 @@ from sublayer_search.analysis import (
 def test_import_analysis_does_not_import_torch():
     import subprocess
 
-    code = "import sublayer_search.analysis, sublayer_search.analysis.runs, sublayer_search.analysis.report, sys; print('torch' in sys.modules)"
+    code = "import sublayer_search.analysis, sublayer_search.analysis.store.runs, sublayer_search.analysis.report.build, sys; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

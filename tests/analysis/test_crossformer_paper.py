@@ -9,8 +9,9 @@ import re
 import pandas as pd
 import pytest
 
-from sublayer_search.analysis import AnalysisError, crossformer_paper
+from sublayer_search.analysis import AnalysisError
 from sublayer_search.analysis.cli import add_arguments, run_analyze
+from sublayer_search.analysis.papers import crossformer_paper
 
 
 def _section4(papers_dir) -> str:

@@ -12,7 +12,7 @@ from sublayer_search.analysis import (
     lower_is_better,
     validate_trials,
 )
-from sublayer_search.analysis.frame import select_metric
+from sublayer_search.analysis.store.frame import select_metric
 
 
 def test_analysis_error_is_value_error():

@@ -13,11 +13,12 @@ import pytest
 from analysis_helpers import SWEEP
 from scipy import stats
 
-from sublayer_search.analysis import AnalysisError, experiment_report, runs
+from sublayer_search.analysis import AnalysisError, experiment_report
 from sublayer_search.analysis.cli import add_arguments, run_analyze
-from sublayer_search.analysis.guidance import guidance_study, study_experiment
-from sublayer_search.analysis.guidance_frame import guidance_fields, has_guidance, normalized
-from sublayer_search.analysis.significance import adjust_pvalues
+from sublayer_search.analysis.store import runs
+from sublayer_search.analysis.store.guidance_frame import guidance_fields, has_guidance, normalized
+from sublayer_search.analysis.studies.guidance import guidance_study, study_experiment
+from sublayer_search.analysis.studies.significance import adjust_pvalues
 
 LM = "sweep-guidance"
 MT = "sweep-guidance-mt"

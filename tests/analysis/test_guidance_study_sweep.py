@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from sublayer_search.analysis.guidance import study_experiment
+from sublayer_search.analysis.studies.guidance import study_experiment
 
 D_MODEL, D_FF = 32, 128  # the debug preset
 
@@ -18,7 +18,7 @@ D_MODEL, D_FF = 32, 128  # the debug preset
 def test_guidance_study_of_a_real_sweep(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from sublayer_search.search.cli import main
+    from sublayer_search.search.cli.main import main
 
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.chdir(tmp_path)

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from sublayer_search.analysis.frame import trials_frame
-from sublayer_search.analysis.replication import end_slopes, noise, single_runs
-from sublayer_search.analysis.replication_report import replication_report
+from sublayer_search.analysis.report.replication import replication_report
+from sublayer_search.analysis.store.frame import trials_frame
+from sublayer_search.analysis.studies.replication import end_slopes, noise, single_runs
 from sublayer_search.spaces.order import interleaved, sandwich_order
 
 BASE = [3.00, 3.02, 2.98, 3.01, 2.99]  # mean 3.00, sd 0.0158
@@ -130,10 +130,10 @@ def test_analyze_study_replication_on_a_sweep(mlflow_store: str, tmp_path: Path)
 
 def test_the_readme_states_what_the_shipped_study_says() -> None:
     """The README's "What the product finds at small scale" numbers come from the data."""
-    from sublayer_search.analysis.frame import baseline_stats
-    from sublayer_search.analysis.halves import halves_study
-    from sublayer_search.analysis.replication import RANDOM_FAMILIES
-    from sublayer_search.analysis.study_export import builtin_export
+    from sublayer_search.analysis.store.frame import baseline_stats
+    from sublayer_search.analysis.store.study_export import builtin_export
+    from sublayer_search.analysis.studies.halves import halves_study
+    from sublayer_search.analysis.studies.replication import RANDOM_FAMILIES
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     text = readme.split("## What the product finds at small scale")[1].split("\n## ")[0]

@@ -54,7 +54,7 @@ def test_experiment_report_on_hand_frame(tmp_path):
 def test_analyze_experiment_writes_and_attaches(mlflow_store, tmp_path, capsys):
     from mlflow.tracking import MlflowClient
 
-    from sublayer_search.analysis import runs
+    from sublayer_search.analysis.store import runs
 
     out = tmp_path / "report"
     code = run_analyze(_args("--experiment", SWEEP, "--tracking-uri", mlflow_store,

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from analysis_helpers import NO_BASELINE, SWEEP
 
-from sublayer_search.analysis import TRIAL_COLUMNS, AnalysisError, runs
+from sublayer_search.analysis import TRIAL_COLUMNS, AnalysisError
+from sublayer_search.analysis.store import runs
 
 
 def test_load_one_row_per_trial(mlflow_store):

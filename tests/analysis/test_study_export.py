@@ -1,4 +1,4 @@
-"""Exports (``analysis.study_export``): the loaded frames written as three flat files and
+"""Exports (``analysis.store.study_export``): the loaded frames written as three flat files and
 read back unchanged, a report from them, clear errors for broken ones, package data."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 from analysis_helpers import SWEEP
 
-from sublayer_search.analysis import runs, study_export
 from sublayer_search.analysis.errors import AnalysisError
-from sublayer_search.analysis.frame import HISTORY_COLUMNS
-from sublayer_search.analysis.report import experiment_report
-from sublayer_search.analysis.study_export import (
+from sublayer_search.analysis.report.build import experiment_report
+from sublayer_search.analysis.store import runs, study_export
+from sublayer_search.analysis.store.frame import HISTORY_COLUMNS
+from sublayer_search.analysis.store.study_export import (
     BUILTIN_EXPORTS,
     StudyExport,
     builtin_export,

@@ -12,10 +12,11 @@ import pytest
 from analysis_helpers import NO_BASELINE, SWEEP, frame, trial
 from scipy import stats
 
-from sublayer_search.analysis import AnalysisError, halves_study, paper, seed_comparison
+from sublayer_search.analysis import AnalysisError, halves_study, seed_comparison
 from sublayer_search.analysis.cli import add_arguments, run_analyze
-from sublayer_search.analysis.pooling import pool
-from sublayer_search.analysis.significance import (
+from sublayer_search.analysis.papers import press_paper as paper
+from sublayer_search.analysis.studies.pooling import pool
+from sublayer_search.analysis.studies.significance import (
     adjust_pvalues,
     power,
     seeds_for_power,
@@ -176,7 +177,7 @@ def test_pool_frames_same_metric_and_refusal_naming_each_sweep():
 
 def test_analyze_refuses_sweeps_of_different_metrics_exit_2(mlflow_store, tmp_path, capsys,
                                                             monkeypatch):
-    from sublayer_search.analysis import runs
+    from sublayer_search.analysis.store import runs
 
     fakes = {"A": _sweep("val_ppl", 0.0), "B": _sweep("val_bpc", 0.0)}
     monkeypatch.setattr(runs, "load", lambda name, uri, **kw: fakes[name])

@@ -8,9 +8,9 @@ import math
 import pytest
 import torch
 
-from sublayer_search.models.decoding import beam_search, greedy_decode, translate_batch
-from sublayer_search.models.iot import IOTConfig, IOTSeq2Seq
-from sublayer_search.models.seq2seq import OrderedSeq2Seq, seq2seq_preset
+from sublayer_search.models.seq2seq.decoding import beam_search, greedy_decode, translate_batch
+from sublayer_search.models.seq2seq.iot_model import IOTConfig, IOTSeq2Seq
+from sublayer_search.models.seq2seq.model import OrderedSeq2Seq, seq2seq_preset
 
 PAD, BOS, EOS = 0, 1, 2
 

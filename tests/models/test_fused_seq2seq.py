@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sublayer_search.models.iot import IOTConfig, IOTSeq2Seq
-from sublayer_search.models.seq2seq import OrderedSeq2Seq, seq2seq_preset
+from sublayer_search.models.seq2seq.iot_model import IOTConfig, IOTSeq2Seq
+from sublayer_search.models.seq2seq.model import OrderedSeq2Seq, seq2seq_preset
 
 V = 40
 

@@ -13,12 +13,12 @@ from sublayer_search.models.accounting import flops_per_token, param_count
 from sublayer_search.models.blocks import projection
 from sublayer_search.models.config import ModelConfig
 from sublayer_search.models.errors import ConfigError
-from sublayer_search.models.guidance_config import GuidanceConfig
-from sublayer_search.models.iot import IOTConfig, IOTSeq2Seq, iot_param_count
+from sublayer_search.models.guidance.config import GuidanceConfig
 from sublayer_search.models.lm import OrderedLM
+from sublayer_search.models.lm_family import guidance_term
 from sublayer_search.models.optim import build_optimizer
-from sublayer_search.models.seq2seq import OrderedSeq2Seq, Seq2SeqConfig, seq2seq_param_count
-from sublayer_search.models.train import guidance_term
+from sublayer_search.models.seq2seq.iot_model import IOTConfig, IOTSeq2Seq, iot_param_count
+from sublayer_search.models.seq2seq.model import OrderedSeq2Seq, Seq2SeqConfig, seq2seq_param_count
 from sublayer_search.models.train_config import TrainConfig
 from sublayer_search.spaces.cost import deepest_interleaved, guided_units, units
 from sublayer_search.spaces.order import interleaved

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from sublayer_search.models.errors import ConfigError
-from sublayer_search.models.iot import (
+from sublayer_search.models.seq2seq.iot_model import (
     IOTConfig,
     IOTSeq2Seq,
     exploitation_loss,
@@ -17,7 +17,7 @@ from sublayer_search.models.iot import (
     iot_param_count,
     temperature,
 )
-from sublayer_search.models.seq2seq import OrderedSeq2Seq, seq2seq_param_count
+from sublayer_search.models.seq2seq.model import OrderedSeq2Seq, seq2seq_param_count
 
 V, D = 40, 32
 

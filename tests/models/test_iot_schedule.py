@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from sublayer_search.models.errors import ConfigError
-from sublayer_search.models.iot import (
+from sublayer_search.models.seq2seq.iot_model import (
     IOTConfig,
     IOTSeq2Seq,
     clamp_probs,
@@ -17,7 +17,7 @@ from sublayer_search.models.iot import (
     exploration_loss,
     temperature,
 )
-from sublayer_search.search.config import parse_experiment
+from sublayer_search.search.plan.experiment import parse_experiment
 from sublayer_search.search.tasks.translation import TranslationTask
 
 
@@ -123,7 +123,7 @@ def test_translation_model_section_passes_the_new_keys() -> None:
 def test_schedule_and_clamp_change_the_config_hash(shared_data: Any,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Reuse matches finished runs by config hash: other routing settings, other runs."""
-    from sublayer_search.search.plan import plan_sweep
+    from sublayer_search.search.plan.sweep_plan import plan_sweep
 
     monkeypatch.setenv("SUBLAYER_DATA_DIR", str(shared_data))
 

@@ -12,7 +12,7 @@ from sublayer_search.models.blocks import FeedForward, build_sublayer
 from sublayer_search.models.config import model_preset
 from sublayer_search.models.errors import ConfigError
 from sublayer_search.models.lm import OrderedLM
-from sublayer_search.models.seq2seq import (
+from sublayer_search.models.seq2seq.model import (
     OrderedSeq2Seq,
     seq2seq_flops_per_token,
     seq2seq_param_count,

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from sublayer_search.models.errors import ConfigError
-from sublayer_search.models.seq2seq import (
+from sublayer_search.models.seq2seq.model import (
     OrderedSeq2Seq,
     Seq2SeqConfig,
     sandwich_orders,
@@ -155,7 +155,7 @@ def test_config_round_trips_through_a_dict():
 
 
 def test_flops_per_token_counts_matmuls_and_attention():
-    from sublayer_search.models.seq2seq import seq2seq_flops_per_token, seq2seq_preset
+    from sublayer_search.models.seq2seq.model import seq2seq_flops_per_token, seq2seq_preset
 
     cfg = seq2seq_preset("debug", src_vocab_size=100, tgt_vocab_size=100)
     d, ff, ctx = cfg.d_model, cfg.d_ff, cfg.context

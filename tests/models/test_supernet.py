@@ -1,4 +1,4 @@
-"""models.supernet: shared weights per scheme, single-path training, the ranking table."""
+"""models.supernet.train: shared weights per scheme, single-path training, the ranking table."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ import torch
 from sublayer_search.models.config import model_preset
 from sublayer_search.models.data import DataConfig, load_corpus
 from sublayer_search.models.errors import ConfigError
+from sublayer_search.models.lm_family import TrainConfig, TrialSpec
 from sublayer_search.models.optim import seed_everything
-from sublayer_search.models.supernet import (
+from sublayer_search.models.supernet.rank import held_out
+from sublayer_search.models.supernet.train import (
     SHARING,
     Supernet,
     SupernetConfig,
@@ -22,8 +24,6 @@ from sublayer_search.models.supernet import (
     ranking_table,
     train_supernet,
 )
-from sublayer_search.models.supernet_rank import held_out
-from sublayer_search.models.train import TrainConfig, TrialSpec
 
 # permutations of 2 s + 2 f, and orders of other depths (a budgeted space)
 PERMS = ["ssff", "sfsf", "sffs", "fssf", "fsfs", "ffss"]

@@ -11,10 +11,10 @@ import sacrebleu
 
 from sublayer_search.models.data.parallel import ParallelDataConfig, load_parallel
 from sublayer_search.models.errors import ConfigError
-from sublayer_search.models.iot import IOTConfig
-from sublayer_search.models.seq2seq import seq2seq_preset
-from sublayer_search.models.train import TrainConfig
-from sublayer_search.models.translate import (
+from sublayer_search.models.lm_family import TrainConfig
+from sublayer_search.models.seq2seq.iot_model import IOTConfig
+from sublayer_search.models.seq2seq.model import seq2seq_preset
+from sublayer_search.models.seq2seq.translation_family import (
     TranslationConfig,
     TranslationSpec,
     bleu,

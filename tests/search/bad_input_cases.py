@@ -349,7 +349,7 @@ def check_bad_sweep(path: Path, tmp_path: Path, expect: tuple[str, ...],
                     untouched: Callable[[set[str]], None]) -> None:
     """``sublayer sweep path``: exit 2, every fragment of ``expect`` in stderr (``{tmp}``
     is ``tmp_path``), no traceback, nothing printed to stdout, nothing created."""
-    from sublayer_search.search.cli import main
+    from sublayer_search.search.cli.main import main
 
     before = {p.name for p in tmp_path.iterdir()}
     code = main(["sweep", str(path)])

@@ -93,7 +93,7 @@ def subprocess_env(home: Path, **overrides: str) -> dict[str, str]:
         # `disabled` stays for the `ray start` clusters of ray_cluster: with token auth
         # `ray start --head` does not create a token (one must be generated up front and
         # shared by every node). A local `sublayer sweep` run with this env still binds
-        # 127.0.0.1 only (search/local_ray.py).
+        # 127.0.0.1 only (search/run/local_ray.py).
         "RAY_AUTH_MODE": "disabled",
         "RAY_USAGE_STATS_ENABLED": "0",
         "MLFLOW_DISABLE_TELEMETRY": "true",

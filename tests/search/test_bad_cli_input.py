@@ -3,7 +3,7 @@ status 2, a message naming the argument, the value and what was expected, no tra
 nothing created. And an unexpected internal error: exit status 1, one line naming a
 private log file that holds the traceback.
 
-Every case runs ``search.cli.main`` in-process with the working directory in
+Every case runs ``search.cli.main.main`` in-process with the working directory in
 ``tmp_path``, so anything a command wrongly created (an ``mlflow.db``, a folder) shows up.
 """
 
@@ -18,7 +18,7 @@ import pytest
 import ray
 import yaml
 
-from sublayer_search.search.cli import main
+from sublayer_search.search.cli.main import main
 
 Check = Callable[[set[str]], None]
 
@@ -234,7 +234,7 @@ def test_analyze_default_store_from_environment(tmp_path: Path, untouched: Check
 @pytest.fixture
 def no_server(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
     """``ui.serve`` records its arguments instead of starting ``mlflow server``."""
-    from sublayer_search.search import ui
+    from sublayer_search.search.cli import ui
 
     calls: list[dict[str, object]] = []
 
@@ -320,7 +320,7 @@ def test_internal_error_in_spaces_sample(log_dir: Path, untouched: Check,
 def test_internal_error_in_train(log_dir: Path, untouched: Check,
                                  monkeypatch: pytest.MonkeyPatch,
                                  capsys: pytest.CaptureFixture[str]) -> None:
-    from sublayer_search.search import train_cli
+    from sublayer_search.search.cli import train as train_cli
 
     monkeypatch.setattr(train_cli, "build_spec", _raise(ZeroDivisionError("division by zero")))
     _internal(_TRAIN, capsys, log_dir, "ZeroDivisionError: division by zero")
@@ -330,7 +330,7 @@ def test_internal_error_in_train(log_dir: Path, untouched: Check,
 def test_internal_error_in_analyze_shows_first_line(log_dir: Path, untouched: Check,
                                                     monkeypatch: pytest.MonkeyPatch,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    from sublayer_search.analysis import report
+    from sublayer_search.analysis.report import build as report
 
     monkeypatch.setattr(report, "paper_report", _raise(RuntimeError("first\nsecond line")))
     text = _internal(["analyze", "--paper", "press2020", "--out", "r"], capsys, log_dir,

@@ -19,7 +19,7 @@ import yaml
 from bad_input_cases import N_GPUS, Bad, _base, _do, _set, check_bad_sweep
 from test_bad_input import untouched  # noqa: F401  # the fixture
 
-from sublayer_search.search.cli import MAX_TRIALS, main
+from sublayer_search.search.cli.main import MAX_TRIALS, main
 
 Spoil = Callable[[dict[str, Any], Path], "dict[str, Any] | str | bytes | None"]
 
@@ -196,8 +196,8 @@ def test_a_huge_plan_needs_yes(tmp_path: Path, untouched,  # noqa: F811
 def test_relative_data_paths_are_relative_to_the_experiment_file(
         tmp_path: Path, shared_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``data: {path: input.txt}`` beside the YAML works from any working directory."""
-    from sublayer_search.search.config import load_experiment
-    from sublayer_search.search.plan import plan_sweep
+    from sublayer_search.search.plan.experiment import load_experiment
+    from sublayer_search.search.plan.sweep_plan import plan_sweep
 
     folder = tmp_path / "study"
     folder.mkdir()

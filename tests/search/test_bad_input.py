@@ -1,7 +1,7 @@
 """Bad experiment files and orders: exit status 2, a message that says where and what,
 and nothing started or written (no MLflow store, no Ray storage, no Ray processes).
 
-Every case runs the real CLI entry point in-process (``search.cli.main``) with the
+Every case runs the real CLI entry point in-process (``search.cli.main.main``) with the
 working directory in ``tmp_path`` and the file's tracking URI and Ray storage pointing
 there too, so anything the command wrongly created would show up. The bad files
 themselves are catalogued in ``bad_input_cases.py``.
@@ -30,7 +30,7 @@ from bad_input_cases import (
     check_bad_sweep,
 )
 
-from sublayer_search.search.cli import main
+from sublayer_search.search.cli.main import main
 
 
 def _ray_descendants() -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sublayer_search.search.checkpoints import MARKER, fill_checkpoint_gaps
+from sublayer_search.search.run.checkpoints import MARKER, fill_checkpoint_gaps
 
 
 def _checkpoint(trial: Path, index: int, payload: str) -> Path:

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from helpers import REPO, scratch
 
-from sublayer_search.search.cli import main
+from sublayer_search.search.cli.main import main
 
 TRAIN = {"steps": 40, "batch_size": 8, "eval_every": 10, "eval_batches": 2, "lr": 0.003}
 NAME = "exported"
@@ -24,9 +24,9 @@ def sweep():
     its decisions are fixed by the trial order, as in test_replay_sweep)."""
     import ray
 
-    from sublayer_search.search.config import load_experiment
-    from sublayer_search.search.plan import plan_sweep
-    from sublayer_search.search.sweep import run_sweep
+    from sublayer_search.search.plan.experiment import load_experiment
+    from sublayer_search.search.plan.sweep_plan import plan_sweep
+    from sublayer_search.search.run.sweep import run_sweep
 
     with scratch("export") as folder:
         uri = f"sqlite:///{folder}/mlflow.db"
@@ -58,9 +58,9 @@ def exported(sweep):
 
 
 def test_export_writes_what_mlflow_holds(sweep, exported, capsys):
-    from sublayer_search.analysis import runs
-    from sublayer_search.analysis.frame import HISTORY_COLUMNS
-    from sublayer_search.analysis.study_export import read_export
+    from sublayer_search.analysis.store import runs
+    from sublayer_search.analysis.store.frame import HISTORY_COLUMNS
+    from sublayer_search.analysis.store.study_export import read_export
 
     uri, _ = sweep
     assert sorted(p.name for p in exported.iterdir()) == [
@@ -81,9 +81,9 @@ def test_export_writes_what_mlflow_holds(sweep, exported, capsys):
 def test_replay_from_the_export_is_the_replay_from_mlflow(sweep, exported, capsys):
     from mlflow.tracking import MlflowClient
 
-    from sublayer_search.analysis.study_export import read_export
-    from sublayer_search.search.replay_export import sweep_from_export
-    from sublayer_search.search.replay_store import load_sweep
+    from sublayer_search.analysis.store.study_export import read_export
+    from sublayer_search.search.replay.from_export import sweep_from_export
+    from sublayer_search.search.replay.store import load_sweep
 
     uri, _ = sweep
     store = load_sweep(MlflowClient(tracking_uri=uri), NAME, scheduler_metric="val_loss")
@@ -102,8 +102,8 @@ def test_replay_from_the_export_is_the_replay_from_mlflow(sweep, exported, capsy
 
 
 def test_an_export_is_the_searchers_oracle(sweep, exported, capsys):
-    from sublayer_search.analysis import runs
-    from sublayer_search.search.order_table import OrderTable
+    from sublayer_search.analysis.store import runs
+    from sublayer_search.search.searchers.oracle import OrderTable
 
     finished = runs.load(NAME, sweep[0]).query("status == 'finished'")
     assert not finished.empty
@@ -123,7 +123,7 @@ def test_an_export_is_the_searchers_oracle(sweep, exported, capsys):
 
 
 def test_passwords_in_uris_of_the_yaml_are_masked():
-    from sublayer_search.search.export import masked
+    from sublayer_search.search.tracking.export import masked
 
     text = "tracking: {uri: 'postgresql://me:s3cr:t@db:5432/x'}\nlink: https://host/a:b@c\n"
     assert masked(text) == "tracking: {uri: 'postgresql://me:***@db:5432/x'}\n" \

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from sublayer_search.search import links
-from sublayer_search.search.cli import main
+from sublayer_search.search.cli.main import main
+from sublayer_search.search.tracking import links
 from sublayer_search.spaces.registry import SPACES
 
 

@@ -14,9 +14,9 @@ from bad_input_cases import check_bad_sweep
 from test_bad_input import untouched  # noqa: F401  # the fixture
 
 from sublayer_search.models.lm import OrderedLM
-from sublayer_search.search.cli import main
-from sublayer_search.search.config import parse_experiment
-from sublayer_search.search.plan import plan_sweep, trial_table
+from sublayer_search.search.cli.main import main
+from sublayer_search.search.plan.experiment import parse_experiment
+from sublayer_search.search.plan.sweep_plan import plan_sweep, trial_table
 
 GUIDANCE = [{"mode": "none"}, {"mode": "soft", "blocks": ["key_query"]},
             {"mode": "hard", "blocks": ["ffn", "key_query"]}]
@@ -153,7 +153,7 @@ def test_tiny_real_sweep_over_guidance_modes(tmp_path: Path, monkeypatch: pytest
 
 
 def test_optuna_chooses_guidance_as_a_categorical(tmp_path: Path) -> None:
-    from sublayer_search.search.searchers import OptunaTrials
+    from sublayer_search.search.searchers.tune import OptunaTrials
 
     plan = plan_sweep(parse_experiment(_lm(tmp_path, search={"algorithm": "optuna",
                                                               "num_samples": 8})))

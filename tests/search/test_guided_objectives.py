@@ -16,15 +16,15 @@ from typing import Any
 import pytest
 from mlflow.entities import Metric, Param, RunTag
 
-from sublayer_search.search.config import parse_experiment
-from sublayer_search.search.guidance_axis import cross, label_of
-from sublayer_search.search.observation import Observation
-from sublayer_search.search.order_search import SurrogateSearcher
-from sublayer_search.search.plan import SweepPlan, Trial, plan_sweep
-from sublayer_search.search.searchers import OptunaTrials, make_searcher
-from sublayer_search.search.tracking import ensure_store
-from sublayer_search.search.variant import variant_key
-from sublayer_search.search.warm_start import warm_observations
+from sublayer_search.search.plan.experiment import parse_experiment
+from sublayer_search.search.plan.guidance_axis import cross, label_of
+from sublayer_search.search.plan.sweep_plan import SweepPlan, Trial, plan_sweep
+from sublayer_search.search.plan.variant import variant_key
+from sublayer_search.search.searchers.observation import Observation
+from sublayer_search.search.searchers.surrogate import SurrogateSearcher
+from sublayer_search.search.searchers.tune import OptunaTrials, make_searcher
+from sublayer_search.search.searchers.warm_start import warm_observations
+from sublayer_search.search.tracking.runs import ensure_store
 from sublayer_search.spaces.records import Role, Tag, TrialStatus, final
 from sublayer_search.spaces.registry import expand
 

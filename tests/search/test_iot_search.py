@@ -15,12 +15,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sublayer_search.search.config import parse_experiment
-from sublayer_search.search.observation import Observation
-from sublayer_search.search.order_search import SurrogateSearcher
-from sublayer_search.search.plan import SweepPlan, plan_sweep
-from sublayer_search.search.searchers import make_searcher
-from sublayer_search.search.variant import variant_key
+from sublayer_search.search.plan.experiment import parse_experiment
+from sublayer_search.search.plan.sweep_plan import SweepPlan, plan_sweep
+from sublayer_search.search.plan.variant import variant_key
+from sublayer_search.search.searchers.observation import Observation
+from sublayer_search.search.searchers.surrogate import SurrogateSearcher
+from sublayer_search.search.searchers.tune import make_searcher
 
 
 def _plan(tmp_path: Path, algorithm: str, num_samples: int) -> SweepPlan:

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "ray", "mlflow", "matplotlib", "scipy", "pandas", "optuna")
 PROBE = """
 import sys
-from sublayer_search.search.cli import main
+from sublayer_search.search.cli.main import main
 try:
     code = main(sys.argv[1:])
 except SystemExit as exc:
@@ -52,8 +52,8 @@ def test_training_still_finds_torch_lazily() -> None:
     """The lazy package exports resolve to the real objects on first use."""
     from sublayer_search import models
     from sublayer_search.models.lm import OrderedLM
+    from sublayer_search.models.lm_family import TrialSpec as Reexported
     from sublayer_search.models.specs import TrialSpec
-    from sublayer_search.models.train import TrialSpec as Reexported
 
     assert models.OrderedLM is OrderedLM
     assert Reexported is TrialSpec

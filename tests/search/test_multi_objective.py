@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from sublayer_search.analysis.frame import trials_frame
-from sublayer_search.analysis.pareto import pareto_front, plot_pareto
-from sublayer_search.search.searchers import OptunaTrials
+from sublayer_search.analysis.store.frame import trials_frame
+from sublayer_search.analysis.studies.pareto import pareto_front, plot_pareto
+from sublayer_search.search.searchers.tune import OptunaTrials
 from sublayer_search.spaces.registry import expand
 
 SPACES = [
@@ -109,7 +109,7 @@ def test_pareto_front_of_a_frame() -> None:
 def test_dry_run_names_every_objective_with_its_direction(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from sublayer_search.search.cli import main
+    from sublayer_search.search.cli.main import main
 
     path = tmp_path / "mo.yaml"
     path.write_text(yaml.safe_dump({
@@ -131,10 +131,10 @@ def test_real_multi_objective_sweep_then_warm_evolution(tmp_path: Path) -> None:
     import ray
     from mlflow.tracking import MlflowClient
 
-    from sublayer_search.search.cli import main
-    from sublayer_search.search.config import load_experiment
-    from sublayer_search.search.plan import plan_sweep
-    from sublayer_search.search.sweep import run_sweep
+    from sublayer_search.search.cli.main import main
+    from sublayer_search.search.plan.experiment import load_experiment
+    from sublayer_search.search.plan.sweep_plan import plan_sweep
+    from sublayer_search.search.run.sweep import run_sweep
 
     def doc(name: str, search: dict[str, Any], baseline: dict[str, Any]) -> Path:
         path = tmp_path / f"{name}.yaml"

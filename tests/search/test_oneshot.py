@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 import yaml
 
-from sublayer_search.search.cli import main
-from sublayer_search.search.config import load_experiment, parse_experiment
-from sublayer_search.search.oneshot_plan import ESTIMATE_PARAM, RANK_PARAM, stage_two
-from sublayer_search.search.plan import plan_sweep
+from sublayer_search.search.cli.main import main
+from sublayer_search.search.oneshot.plan import ESTIMATE_PARAM, RANK_PARAM, stage_two
+from sublayer_search.search.plan.experiment import load_experiment, parse_experiment
+from sublayer_search.search.plan.sweep_plan import plan_sweep
 
 ORDERS = ["sfsf", "ssff", "ffss", "fsfs", "sffs"]
 """The space; ``sfsf`` is also the baseline (interleaved) order."""
@@ -152,8 +152,8 @@ def test_dry_run_of_the_shipped_oneshot_config_imports_no_heavy_library(tmp_path
 
 
 def test_the_monitored_orders_agree_with_the_model_side() -> None:
-    from sublayer_search.models.supernet import MONITOR_ORDERS
-    from sublayer_search.search.oneshot_plan import MONITOR_ORDERS as PLANNED
+    from sublayer_search.models.supernet.train import MONITOR_ORDERS
+    from sublayer_search.search.oneshot.plan import MONITOR_ORDERS as PLANNED
 
     assert PLANNED == MONITOR_ORDERS
 
@@ -190,7 +190,7 @@ def test_a_resumed_supernet_sends_its_evaluations_up_to_the_checkpoint_again(
     import torch
 
     from sublayer_search.models.checkpoint import save_checkpoint
-    from sublayer_search.search.oneshot_task import CURVE_FILE, _replay
+    from sublayer_search.search.oneshot.task import CURVE_FILE, _replay
 
     save_checkpoint(
         tmp_path, {"step": 120, "metrics": {"step": 120, "val_loss": 1.2, "x": torch.tensor(1.0)}}
@@ -256,7 +256,7 @@ def test_two_stage_sweep_resumes_in_each_stage(
     import ray
     from mlflow.tracking import MlflowClient
 
-    from sublayer_search.search.sweep import run_sweep
+    from sublayer_search.search.run.sweep import run_sweep
 
     search = {**ONESHOT, "supernet": {"steps": SUPERNET_STEPS, "eval_batches": 2}}
     train = {"steps": 20, "batch_size": 64, "eval_every": EVERY, "eval_batches": 2}
@@ -334,7 +334,7 @@ def test_a_failed_supernet_task_fails_its_run_and_the_sweep_with_exit_1(
 ) -> None:
     from mlflow.tracking import MlflowClient
 
-    from sublayer_search.search.trainable import FAIL_ENV
+    from sublayer_search.search.run.trainable import FAIL_ENV
 
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv(FAIL_ENV, "supernet")  # the stage-1 task raises before training

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-from sublayer_search.search.oneshot_writes import SupernetWrites
+from sublayer_search.search.oneshot.writes import SupernetWrites
 
 
 def _writes(client: MlflowClient, run_id: str, journal: Path) -> SupernetWrites:

@@ -13,16 +13,16 @@ import numpy as np
 import pytest
 import yaml
 
-from sublayer_search.analysis import paper
-from sublayer_search.search.config import parse_experiment
-from sublayer_search.search.order_search import (
+from sublayer_search.analysis.papers import press_paper as paper
+from sublayer_search.search.plan.experiment import parse_experiment
+from sublayer_search.search.plan.sweep_plan import Trial, plan_sweep
+from sublayer_search.search.searchers.oracle import OrderTable, drive, evaluations_to_top
+from sublayer_search.search.searchers.surrogate import (
     SurrogateSearcher,
     expected_improvement,
     gp_predict,
 )
-from sublayer_search.search.order_table import OrderTable, drive, evaluations_to_top
-from sublayer_search.search.plan import Trial, plan_sweep
-from sublayer_search.search.searchers import (
+from sublayer_search.search.searchers.tune import (
     EvolutionSearcher,
     GridSearcher,
     OptunaTrials,
@@ -229,11 +229,11 @@ def test_evolution_over_translation_spaces_keeps_side_and_budget(tmp_path: Path)
 def test_real_evolution_sweep_on_multi30k(tmp_path: Path) -> None:
     import ray
 
-    from sublayer_search.search.sweep import run_sweep
+    from sublayer_search.search.run.sweep import run_sweep
 
     path = tmp_path / "evo-mt.yaml"
     path.write_text(yaml.safe_dump(_translation_doc(tmp_path, "evo-mt")))
-    from sublayer_search.search.config import load_experiment
+    from sublayer_search.search.plan.experiment import load_experiment
 
     plan = plan_sweep(load_experiment(path), str(path))
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")

@@ -207,8 +207,8 @@ def test_closing_the_sweep_rides_out_an_outage(tmp_path: Path,
     server is back; an outage past the limit raises TrackingOutage, naming --resume."""
     import threading
 
-    from sublayer_search.search.sweep import _close
-    from sublayer_search.search.tracking_buffer import TrackingOutage
+    from sublayer_search.search.run.sweep import _close
+    from sublayer_search.search.tracking.buffer import TrackingOutage
 
     fail_fast_reads(monkeypatch)
     with tracking_server(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "mlflow") as server:
@@ -242,10 +242,10 @@ def test_opening_the_sweep_rides_out_an_outage(tmp_path: Path,
     failed attempt made); an outage past the limit raises TrackingOutage."""
     import threading
 
-    from sublayer_search.search.config import load_experiment
-    from sublayer_search.search.plan import plan_sweep
-    from sublayer_search.search.sweep import _open
-    from sublayer_search.search.tracking_buffer import TrackingOutage, ride_out
+    from sublayer_search.search.plan.experiment import load_experiment
+    from sublayer_search.search.plan.sweep_plan import plan_sweep
+    from sublayer_search.search.run.sweep import _open
+    from sublayer_search.search.tracking.buffer import TrackingOutage, ride_out
     from sublayer_search.spaces.records import Tag
 
     fail_fast_reads(monkeypatch)

@@ -10,7 +10,7 @@ import pytest
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 
-from sublayer_search.search.tracking_buffer import WriteBuffer, is_transient
+from sublayer_search.search.tracking.buffer import WriteBuffer, is_transient
 
 
 class Store:

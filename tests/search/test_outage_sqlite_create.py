@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from sublayer_search.search.tracking import ensure_store
+from sublayer_search.search.tracking.runs import ensure_store
 
 pytestmark = pytest.mark.slow  # three Python processes that import MLflow and Ray
 
-CREATE = ("import sys; from sublayer_search.search.tracking import ensure_store; "
+CREATE = ("import sys; from sublayer_search.search.tracking.runs import ensure_store; "
           "ensure_store(sys.argv[1])")
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 from helpers import write_experiment
 from mlflow.tracking import MlflowClient
 
-from sublayer_search.search.config import load_experiment
-from sublayer_search.search.plan import plan_sweep
-from sublayer_search.search.tracking import ensure_store, open_sweep_run
+from sublayer_search.search.plan.experiment import load_experiment
+from sublayer_search.search.plan.sweep_plan import plan_sweep
+from sublayer_search.search.tracking.runs import ensure_store, open_sweep_run
 from sublayer_search.spaces.records import Role, Tag
 
 EXPECTED = {"search", "scheduler", "trials_planned", "config_hash", "source"}

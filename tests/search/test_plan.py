@@ -9,10 +9,10 @@ import pytest
 import ray
 import yaml
 
-from sublayer_search.search.cli import main
-from sublayer_search.search.config import load_experiment, parse_experiment
-from sublayer_search.search.plan import SweepPlan, Trial, plan_sweep, trial_table
-from sublayer_search.search.problems import ExperimentError
+from sublayer_search.search.cli.main import main
+from sublayer_search.search.plan.experiment import load_experiment, parse_experiment
+from sublayer_search.search.plan.problems import ExperimentError
+from sublayer_search.search.plan.sweep_plan import SweepPlan, Trial, plan_sweep, trial_table
 from sublayer_search.spaces.cost import units
 from sublayer_search.spaces.order import interleaved, sandwich_order
 

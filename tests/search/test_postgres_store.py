@@ -103,8 +103,8 @@ def test_a_database_this_client_cannot_open_is_bad_input(
     """The server accepts connections, so only logging in finds out: a database that does
     not exist or a user the server refuses is named before Ray starts (exit 2), as
     ``analyze`` names it; the real database passes the same check."""
-    from sublayer_search.search.cli import main
-    from sublayer_search.search.preflight import tracking_problems
+    from sublayer_search.search.cli.main import main
+    from sublayer_search.search.plan.preflight import tracking_problems
 
     monkeypatch.setenv("HOME", str(tmp_path))
     with postgres_server() as pg:

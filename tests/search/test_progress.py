@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from sublayer_search.search.progress import (
+from sublayer_search.search.run.progress import (
     Snapshot,
     SweepProgress,
     format_duration,

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from sublayer_search.search.cli import main
-from sublayer_search.search.replay import (
+from sublayer_search.search.cli.main import main
+from sublayer_search.search.replay.engine import (
     Curve,
     Point,
     ReplayError,

@@ -11,8 +11,8 @@ import pytest
 import yaml
 from helpers import scratch
 
-from sublayer_search.search.config import load_experiment
-from sublayer_search.search.plan import plan_sweep
+from sublayer_search.search.plan.experiment import load_experiment
+from sublayer_search.search.plan.sweep_plan import plan_sweep
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +24,7 @@ def asha_sweep():
     """(tracking URI, plan, outcome) of a finished 6-trial ASHA sweep (5 candidates + baseline)."""
     import ray
 
-    from sublayer_search.search.sweep import run_sweep
+    from sublayer_search.search.run.sweep import run_sweep
 
     with scratch("replay") as folder:
         doc = {
@@ -52,8 +52,8 @@ def asha_sweep():
 def test_replay_makes_the_live_asha_decisions(asha_sweep):
     from mlflow.tracking import MlflowClient
 
-    from sublayer_search.search.replay import SchedulerSettings, replay
-    from sublayer_search.search.replay_store import load_sweep
+    from sublayer_search.search.replay.engine import SchedulerSettings, replay
+    from sublayer_search.search.replay.store import load_sweep
 
     uri, plan, outcome = asha_sweep
     # Ray's own last result of each trial: a trial ASHA stopped ended before the last step
@@ -80,7 +80,7 @@ def test_replay_makes_the_live_asha_decisions(asha_sweep):
 
 
 def test_replay_command_reports_compute_topk_and_regret(asha_sweep, capsys, tmp_path):
-    from sublayer_search.search.cli import main
+    from sublayer_search.search.cli.main import main
 
     uri, _, outcome = asha_sweep
     assert main(["replay", "replayed", "--tracking-uri", uri, "--metric", "val_loss",
@@ -109,7 +109,7 @@ def test_replay_command_reports_compute_topk_and_regret(asha_sweep, capsys, tmp_
     (["replay", "replayed", "--figure", "x.png"], "--figure: got 'x.png' without --grid"),
 ])
 def test_replay_bad_input_on_a_real_store(asha_sweep, capsys, argv, expected):
-    from sublayer_search.search.cli import main
+    from sublayer_search.search.cli.main import main
 
     assert main([*argv, "--tracking-uri", asha_sweep[0]]) == 2
     err = capsys.readouterr().err

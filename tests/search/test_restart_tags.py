@@ -17,10 +17,10 @@ import pytest
 from helpers import write_experiment
 from mlflow.tracking import MlflowClient
 
-from sublayer_search.search.config import load_experiment
-from sublayer_search.search.plan import plan_sweep
-from sublayer_search.search.tracking import ensure_store, open_sweep_run
-from sublayer_search.search.tracking_callback import RESTARTS, MlflowTracking
+from sublayer_search.search.plan.experiment import load_experiment
+from sublayer_search.search.plan.sweep_plan import plan_sweep
+from sublayer_search.search.tracking.callback import RESTARTS, MlflowTracking
+from sublayer_search.search.tracking.runs import ensure_store, open_sweep_run
 
 
 def _report(step: int, pid: int, node: str) -> dict:

@@ -37,7 +37,7 @@ def _experiment(tmp_path: Path) -> Path:
 
 
 def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-c", "import sys; from sublayer_search.search.cli import main; sys.exit(main())", *args]
+    return [sys.executable, "-c", "import sys; from sublayer_search.search.cli.main import main; sys.exit(main())", *args]
 
 
 def _children(client, exp_name: str):

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from mlflow.tracking import MlflowClient
 
 from sublayer_search.search.tasks import LMTask, TranslationTask
-from sublayer_search.search.tracking import ensure_store, finished_trials
+from sublayer_search.search.tracking.runs import ensure_store, finished_trials
 
 
 def _finished(client: MlflowClient, exp_id: str, **params: str) -> str:

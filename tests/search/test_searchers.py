@@ -22,10 +22,10 @@ import pytest
 import ray
 from ray.tune.search import Searcher
 
-from sublayer_search.search.config import parse_experiment
-from sublayer_search.search.order_search import SurrogateSearcher
-from sublayer_search.search.plan import SweepPlan, Trial, plan_sweep
-from sublayer_search.search.searchers import (
+from sublayer_search.search.plan.experiment import parse_experiment
+from sublayer_search.search.plan.sweep_plan import SweepPlan, Trial, plan_sweep
+from sublayer_search.search.searchers.surrogate import SurrogateSearcher
+from sublayer_search.search.searchers.tune import (
     EvolutionSearcher,
     GridSearcher,
     OptunaTrials,

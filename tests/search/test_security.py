@@ -52,7 +52,7 @@ class _Watch(threading.Thread):
         import ray
         from ray._raylet import AuthenticationMode, get_authentication_mode
 
-        from sublayer_search.search.local_ray import private_dir
+        from sublayer_search.search.run.local_ray import private_dir
 
         me = psutil.Process()
         procs = {p.pid: p for p in [me, *me.children(recursive=True)]}
@@ -84,9 +84,9 @@ def watched_sweep(tmp_path_factory):
     import ray
     from ray._raylet import AuthenticationTokenLoader, Config
 
-    from sublayer_search.search.config import load_experiment
-    from sublayer_search.search.plan import plan_sweep
-    from sublayer_search.search.sweep import run_sweep
+    from sublayer_search.search.plan.experiment import load_experiment
+    from sublayer_search.search.plan.sweep_plan import plan_sweep
+    from sublayer_search.search.run.sweep import run_sweep
 
     assert not ray.is_initialized(), "another test left Ray running"
     folder = tmp_path_factory.mktemp("security")
@@ -145,7 +145,7 @@ def test_a_local_sweep_keeps_ray_temp_files_private(watched_sweep):
     ("0.0.0.0", False), ("::", False), ("192.168.1.5", False), ("myhost", False),
 ])
 def test_is_loopback(host, loopback):
-    from sublayer_search.search.ui import exposure_warning, is_loopback
+    from sublayer_search.search.cli.ui import exposure_warning, is_loopback
 
     assert is_loopback(host) is loopback
     assert (exposure_warning(host, 5000, "sqlite:///x.db") is None) is loopback
@@ -154,8 +154,8 @@ def test_is_loopback(host, loopback):
 @pytest.mark.parametrize("host", ["0.0.0.0", "127.0.0.1"])
 def test_sublayer_ui_warns_beyond_loopback_and_keeps_serving(host, monkeypatch, capsys):
     """The CLI path up to starting the server (recorded here instead of run)."""
-    from sublayer_search.search import ui
-    from sublayer_search.search.cli import main
+    from sublayer_search.search.cli import ui
+    from sublayer_search.search.cli.main import main
 
     started: list[list[str]] = []
     monkeypatch.setattr(ui, "run_until_signal", lambda cmd, env: started.append(cmd) or 0)

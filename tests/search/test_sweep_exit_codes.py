@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sublayer_search.search.cli import main
-from sublayer_search.search.trainable import FAIL_ENV
+from sublayer_search.search.cli.main import main
+from sublayer_search.search.run.trainable import FAIL_ENV
 
 pytestmark = pytest.mark.slow
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sublayer_search.search.config import load_experiment
-from sublayer_search.search.plan import plan_sweep
-from sublayer_search.search.trainable import FAIL_ENV
+from sublayer_search.search.plan.experiment import load_experiment
+from sublayer_search.search.plan.sweep_plan import plan_sweep
+from sublayer_search.search.run.trainable import FAIL_ENV
 
 pytestmark = pytest.mark.slow
 
@@ -51,7 +51,7 @@ def write_experiment(tmp_path: Path, name: str, **overrides) -> Path:
 
 
 def run(path: Path):
-    from sublayer_search.search.sweep import run_sweep
+    from sublayer_search.search.run.sweep import run_sweep
 
     plan = plan_sweep(load_experiment(path), str(path))
     return plan, run_sweep(plan)
@@ -102,7 +102,7 @@ def test_grid_sweep_over_two_spaces_tracks_every_trial(local_ray, tmp_path):
     assert {r.data.params["config_hash"] for r in runs.values()} == {plan.config_hash}
 
     # `sublayer analyze` end to end on this sweep: files written and attached to the parent
-    from sublayer_search.search.cli import main
+    from sublayer_search.search.cli.main import main
 
     out = tmp_path / "report"
     assert main(["analyze", "--experiment", "grid", "--tracking-uri",
@@ -240,7 +240,7 @@ def test_translation_sweep_over_iot_subsets(local_ray, tmp_path):
     assert set(matrix) <= {"4", "6"} and all(set(row) == {"4", "6"} for row in matrix.values())
 
     # the IOT analysis on these runs: routing shares and the routing matrix figures
-    from sublayer_search.search.cli import main
+    from sublayer_search.search.cli.main import main
 
     out = tmp_path / "iot-report"
     assert main(["analyze", "--experiment", "iot", "--tracking-uri",
@@ -255,7 +255,7 @@ def test_attention_distance_between_two_trained_trials(local_ray, tmp_path):
 
     from sublayer_search.analysis import attention_distance, distance_table
     from sublayer_search.models.data import DataConfig, load_corpus
-    from sublayer_search.search.attention import run_attention
+    from sublayer_search.search.tracking.attention import run_attention
 
     path = write_experiment(tmp_path, "attn", space={"type": "explicit", "orders": ["sfsf", "ssff"]},
                             baseline={"enabled": False},

@@ -19,12 +19,19 @@ from sublayer_search.models.accounting import flops_per_token, param_count
 from sublayer_search.models.config import ModelConfig, model_preset
 from sublayer_search.models.lm import OrderedLM
 from sublayer_search.models.train_config import TrainConfig
-from sublayer_search.models.trainer import Family, FitResult, Report, Scores, StepContext, train
-from sublayer_search.search.config import load_experiment
-from sublayer_search.search.plan import plan_sweep
-from sublayer_search.search.problems import ExperimentError, Problem
+from sublayer_search.models.training_loop import (
+    Family,
+    FitResult,
+    Report,
+    Scores,
+    StepContext,
+    train,
+)
+from sublayer_search.search.plan.experiment import load_experiment
+from sublayer_search.search.plan.problems import ExperimentError, Problem
+from sublayer_search.search.plan.sweep_plan import plan_sweep
 from sublayer_search.search.tasks import Task, register, task_names, unregister, validate_section
-from sublayer_search.search.tracking import metrics_of
+from sublayer_search.search.tracking.runs import metrics_of
 from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.cost import units
 
@@ -182,7 +189,7 @@ def test_a_registered_task_runs_a_real_sweep(cycle_task, tmp_path):
     from mlflow.tracking import MlflowClient
     from ray import cloudpickle  # Ray pickles with its own copy of cloudpickle
 
-    from sublayer_search.search.sweep import run_sweep
+    from sublayer_search.search.run.sweep import run_sweep
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")

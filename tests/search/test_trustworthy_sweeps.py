@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sublayer_search.search.config import load_experiment
-from sublayer_search.search.plan import plan_sweep
+from sublayer_search.search.plan.experiment import load_experiment
+from sublayer_search.search.plan.sweep_plan import plan_sweep
 
 TINY_TRAIN = {"steps": 30, "batch_size": 8, "eval_every": 10, "eval_batches": 2, "lr": 0.003}
 
@@ -62,10 +62,10 @@ def _children(tmp_path: Path, experiment_id: str, parent_id: str) -> dict[str, o
 
 @pytest.mark.slow
 def test_asha_stops_candidates_only_and_studies_keep_them_apart(local_ray, tmp_path):
-    from sublayer_search.analysis import runs as analysis_runs
-    from sublayer_search.analysis.distribution_study import distribution
-    from sublayer_search.analysis.frame import with_stopped
-    from sublayer_search.search.sweep import run_sweep
+    from sublayer_search.analysis.store import runs as analysis_runs
+    from sublayer_search.analysis.store.frame import with_stopped
+    from sublayer_search.analysis.studies.distribution import distribution
+    from sublayer_search.search.run.sweep import run_sweep
 
     path = _write(tmp_path, "asha", space={"type": "permutations", "n_s": 2, "n_f": 2, "count": 6},
                   baseline={"seeds": 3}, max_concurrent=1,
@@ -101,8 +101,8 @@ def test_full_reuse_finishes_and_reuse_across_experiments_copies_runs(local_ray,
                                                                       capsys, monkeypatch):
     from mlflow.tracking import MlflowClient
 
-    from sublayer_search.analysis import runs as analysis_runs
-    from sublayer_search.search.cli import main
+    from sublayer_search.analysis.store import runs as analysis_runs
+    from sublayer_search.search.cli.main import main
 
     monkeypatch.chdir(tmp_path)
     first = _write(tmp_path, "origin", reuse=True)
@@ -139,8 +139,8 @@ def test_full_reuse_finishes_and_reuse_across_experiments_copies_runs(local_ray,
 def test_analyze_reports_table7_from_logged_checkpoints(local_ray, tmp_path, capsys):
     import pandas as pd
 
-    from sublayer_search.search.cli import main
-    from sublayer_search.search.sweep import run_sweep
+    from sublayer_search.search.cli.main import main
+    from sublayer_search.search.run.sweep import run_sweep
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     path = _write(tmp_path, "table7", space={"type": "sandwich", "n": 2, "k": [1]},
@@ -169,8 +169,8 @@ def test_analyze_reports_table7_from_logged_checkpoints(local_ray, tmp_path, cap
 def test_analyze_pools_two_real_sweeps(local_ray, tmp_path):
     import pandas as pd
 
-    from sublayer_search.search.cli import main
-    from sublayer_search.search.sweep import run_sweep
+    from sublayer_search.search.cli.main import main
+    from sublayer_search.search.run.sweep import run_sweep
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     for name, order in (("pool_a", "ssff"), ("pool_b", "sffs")):

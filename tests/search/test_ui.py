@@ -17,7 +17,7 @@ def test_sublayer_ui_serves_the_store(tmp_path):
     db = f"sqlite:///{tmp_path}/mlflow.db"
     MlflowClient(db).create_experiment("ui-check")
     port = free_port()
-    cmd = [sys.executable, "-c", "import sys; from sublayer_search.search.cli import main; sys.exit(main())",
+    cmd = [sys.executable, "-c", "import sys; from sublayer_search.search.cli.main import main; sys.exit(main())",
            "ui", "--tracking-uri", db, "--port", str(port)]
     log = tmp_path / "ui.log"
     proc = start(cmd, env=subprocess_env(tmp_path), log=log)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from helpers import mlflow_server, run_cli, scratch, subprocess_env, write_experiment
 
-from sublayer_search.analysis.store import redact_uri
-from sublayer_search.search.cli import main
+from sublayer_search.analysis.store.mlflow_store import redact_uri
+from sublayer_search.search.cli.main import main
 
 SECRET = "s3cret-Pa55"
 

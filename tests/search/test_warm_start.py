@@ -9,10 +9,14 @@ import numpy as np
 import pytest
 import yaml
 
-from sublayer_search.search.observation import Observation
-from sublayer_search.search.order_search import SurrogateSearcher, expected_improvement, gp_predict
-from sublayer_search.search.order_table import OrderTable, drive
-from sublayer_search.search.searchers import EvolutionSearcher, OptunaTrials
+from sublayer_search.search.searchers.observation import Observation
+from sublayer_search.search.searchers.oracle import OrderTable, drive
+from sublayer_search.search.searchers.surrogate import (
+    SurrogateSearcher,
+    expected_improvement,
+    gp_predict,
+)
+from sublayer_search.search.searchers.tune import EvolutionSearcher, OptunaTrials
 from sublayer_search.spaces.registry import expand
 
 POOL = expand("permutations", {"n_s": 4, "n_f": 4, "count": 30, "seed": 1})
@@ -85,7 +89,7 @@ def test_unknown_warm_start_experiment_exits_2_before_ray(
 ) -> None:
     import ray
 
-    from sublayer_search.search.cli import main
+    from sublayer_search.search.cli.main import main
 
     doc = {
         "name": "warm",

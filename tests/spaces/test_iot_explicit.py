@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 import yaml
 
-from sublayer_search.search.cli import main
+from sublayer_search.search.cli.main import main
 from sublayer_search.spaces.errors import SpaceError
-from sublayer_search.spaces.iot import explicit_subsets, subset_label
+from sublayer_search.spaces.generators.iot_subsets import explicit_subsets, subset_label
 from sublayer_search.spaces.registry import expand, validate
 
 

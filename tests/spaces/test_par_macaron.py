@@ -23,7 +23,7 @@ from sublayer_search.spaces import (
     units,
     validate,
 )
-from sublayer_search.spaces.families import par_counts
+from sublayer_search.spaces.generators.families import par_counts
 
 
 def xtransformers_par(depth: int, par_ratio: int) -> str:

@@ -1,0 +1,2 @@
+"""Matplotlib figures (Agg backend) drawn from the studies' ``…Info`` results; no logic of
+their own."""

@@ -1,0 +1,112 @@
+"""Figures of a complete replication study (:mod:`analysis.report.replication`).
+
+``plot_overview`` is the study's main figure: every model against the baseline seeds'
+band, the sandwich curve against the same band, and the halves question for the random
+models. ``plot_single_runs`` shows the tested difference of each random order.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from sublayer_search.analysis.figures.plots import metric_label
+from sublayer_search.analysis.store.frame import BaselineStats
+from sublayer_search.analysis.studies.halves import HalvesInfo
+from sublayer_search.analysis.studies.replication import RANDOM_FAMILIES
+
+__all__ = ["plot_overview", "plot_single_runs"]
+
+_VERDICT_COLORS = {"better": "tab:blue", "worse": "tab:red", "no evidence": "0.45"}
+
+
+def _band(ax: plt.Axes, base: BaselineStats, *, vertical: bool = False) -> None:
+    span = ax.axvspan if vertical else ax.axhspan
+    line = ax.axvline if vertical else ax.axhline
+    span(base.mean - base.sd, base.mean + base.sd, color="tab:red", alpha=0.12,
+         label=f"baseline mean ± sd (n={base.n})")
+    line(base.mean, color="tab:red", linestyle="--", linewidth=1.1)
+
+
+def plot_overview(frame: pd.DataFrame, base: BaselineStats, halves: HalvesInfo | None, *,
+                  metric: str, title: str) -> Figure:
+    """Three panels: models by family, the sandwich curve, metric against bottom-half s."""
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), layout="constrained")
+    rows = frame[frame["status"] == "finished"]
+    ax = axes[0]
+    groups = [("baseline seeds", rows[rows["baseline"]])]
+    groups += [(fam, rows[(rows["family"] == fam) & ~rows["baseline"]])
+               for fam in (*RANDOM_FAMILIES, "sandwich")]
+    rng = np.random.default_rng(0)
+    for i, (_, sel) in enumerate(groups):
+        x = i + rng.uniform(-0.18, 0.18, len(sel))
+        ax.scatter(x, sel["final"], s=18, color="tab:red" if i == 0 else "black", alpha=0.75)
+    _band(ax, base)
+    ax.set_xticks(range(len(groups)), [f"{g}\n(n={len(s)})" for g, s in groups], fontsize=8)
+    ax.set_ylabel(metric_label(metric))
+    ax.set_title("every model (one point per trial)", fontsize=10)
+    ax.legend(fontsize=8, loc="best", framealpha=0.85)
+
+    ax = axes[1]
+    sand = rows[(rows["family"] == "sandwich") & ~rows["baseline"] & rows["k"].notna()]
+    points = pd.concat([pd.DataFrame({"k": 0, "final": rows.loc[rows["baseline"], "final"]}),
+                        sand[["k", "final"]]]).astype({"k": int})
+    stats = points.groupby("k")["final"].agg(["mean", "std", "count"]).reset_index()
+    ax.scatter(points["k"], points["final"], s=12, color="0.6", label="one trial (seed)")
+    ax.errorbar(stats["k"], stats["mean"], yerr=stats["std"].fillna(0), marker="o",
+                color="black", capsize=3, label="mean ± sd over seeds (k = 0: baseline)")
+    _band(ax, base)
+    ax.set_xlabel("sandwich coefficient k (count)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel(metric_label(metric))
+    ax.set_title("sandwich s^k (sf)^(n-k) f^k", fontsize=10)
+    ax.legend(fontsize=8, loc="best", framealpha=0.85)
+
+    ax = axes[2]
+    if halves is None:
+        ax.text(0.5, 0.5, "no random models", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+        fig.suptitle(title)
+        return fig
+    models = halves.models
+    ax.scatter(models["bottom_s"], models["value"], s=18, color="black", alpha=0.75,
+               label="random model (both tables)")
+    _band(ax, base)
+    rho = halves.spearman
+    ax.set_xlabel("self-attention sublayers in the bottom half (count)")
+    ax.set_ylabel(metric_label(metric))
+    ax.set_title("random models: attention in the bottom half" + (
+        f"\nSpearman rho {rho.rho:+.2f}, p = {rho.pvalue:.2g}, n = {rho.n}"
+        if rho is not None else ""), fontsize=10)
+    ax.legend(fontsize=8, loc="best", framealpha=0.85)
+    fig.suptitle(title)
+    return fig
+
+
+def plot_single_runs(runs: pd.DataFrame, *, metric: str) -> Figure:
+    """Each random order's difference from the baseline mean with its prediction interval,
+    coloured by the adjusted verdict."""
+    fig, ax = plt.subplots(figsize=(8.4, 0.2 * len(runs) + 1.8), layout="constrained")
+    y = np.arange(len(runs))
+    for verdict, color in _VERDICT_COLORS.items():
+        sel = runs["verdict"] == verdict
+        if sel.any():
+            ax.errorbar(runs.loc[sel, "difference"], y[sel.to_numpy()],
+                        xerr=[runs.loc[sel, "difference"] - runs.loc[sel, "ci_low"],
+                              runs.loc[sel, "ci_high"] - runs.loc[sel, "difference"]],
+                        fmt="o", color=color, capsize=2, markersize=4,
+                        label=f"{verdict} ({int(sel.sum())})")
+    ax.axvline(0, color="tab:red", linestyle="--", linewidth=1.1, label="baseline mean")
+    ax.set_yticks(y, [f"{n} {o}" for n, o in zip(runs["name"], runs["order"], strict=True)],
+                  fontsize=6, family="monospace")
+    ax.invert_yaxis()
+    ax.set_xlabel(f"difference from the baseline mean ({metric_label(metric)})")
+    conf = runs.attrs.get("confidence", 0.95)
+    ax.set_title(f"Random orders (one seed each) against the baseline seeds:\n{conf:.0%} "
+                 f"prediction intervals, {runs.attrs.get('adjust', 'holm')}-adjusted verdicts",
+                 fontsize=9)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig

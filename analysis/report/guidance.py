@@ -1,0 +1,126 @@
+"""Report pieces for cross-layer guidance: the guidance section of a sweep's report and
+the Crossformer paper's report (``sublayer analyze --paper crossformer``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from sublayer_search.analysis.figures.guidance import (
+    plot_guidance,
+    plot_paper_blocks,
+    plot_paper_pairing,
+    plot_paper_params,
+)
+from sublayer_search.analysis.papers import crossformer_paper as cp
+from sublayer_search.analysis.report.writer import Report, Writer
+from sublayer_search.analysis.studies.guidance import GuidanceInfo, guidance_study
+from sublayer_search.analysis.studies.significance import ADJUST_NAMES
+
+__all__ = ["crossformer_paper_report", "guidance_section"]
+
+
+def guidance_section(
+    w: Writer, frame: pd.DataFrame, *, metric: str, adjust: str = "holm"
+) -> GuidanceInfo:
+    """The guidance study of a sweep as a report section: one line per (candidate,
+    guidance) group, the mode × blocks matrix, the figure, and for BLEU the paper's
+    Table 1 gains beside ours."""
+    info = guidance_study(frame, metric=metric, adjust=adjust)
+    sec = w.section("Guidance: metric by mode and blocks against the baseline seeds")
+    sec.text = (
+        "Cross-layer guidance (Crossformer): each candidate with each guidance setting "
+        "(soft: a stop-gradient regulariser; hard: shared matrices) over seeds against the "
+        "unguided baseline seeds. Welch's t-test per group, p-values adjusted over the "
+        f"{_tested(info)} groups tested ({ADJUST_NAMES[info.adjust]}; a group needs 2 "
+        "seeds); 'better' or 'worse' only "
+        f"when the adjusted p is below {info.alpha:g} and the {info.confidence:.0%} "
+        "bootstrap interval of the difference excludes 0. 'params change' is the group's "
+        "parameter count minus the baseline's (hard guidance shares matrices)."
+    )
+    base = info.baseline
+    sec.numbers.append(("baseline (unguided)", f"{base.mean:.4g} ± {base.sd:.2g} (n={base.n})"))
+    for r in info.table.itertuples():
+        extra = "" if pd.isna(r.params_change) else f"; params change {r.params_change:+,.0f}"
+        sec.numbers.append((str(r.name), f"{r.statement}{extra}"))
+    w.figure(sec, "guidance_study", plot_guidance(info))
+    w.table(sec, "guidance_study", info.table)
+    w.table(sec, "guidance_matrix", info.matrix)
+    w.table(sec, "guidance_trials", info.trials)
+    sec.inline.append(
+        (f"difference from the baseline ({info.metric}) by blocks and mode", info.matrix)
+    )
+    if "bleu" in info.metric.lower():
+        comparison = info.paper_comparison()
+        if not comparison.empty:
+            w.table(sec, "guidance_paper_comparison", comparison)
+            sec.inline.append(
+                ("ours vs the Crossformer paper's Table 1 (IWSLT'14 De-En)", comparison)
+            )
+    return info
+
+
+def _tested(info: GuidanceInfo) -> int:
+    return int(info.table["welch_p"].notna().sum())
+
+
+def crossformer_paper_report(out_dir: str | Path) -> Report:
+    """The Crossformer paper's Tables 1, 2, 3 and 6 as CSVs, figures and one HTML page.
+    Published single numbers: no seeds, so no significance test."""
+    w = Writer(out_dir, "Crossformer (cross-layer guidance): published results")
+    t1, t2, t3, t6 = (cp.table(n) for n in cp.TABLES)
+    note = " One BLEU per model; no seeds or sd are published, so no significance test."
+
+    sec = w.section(cp.caption(1), f"Source: {cp.SOURCE}, Table 1.{note}")
+    for r in t1.itertuples():
+        sec.numbers.append((f"{r.model} ({r.params_m:.0f}M)", f"{r.bleu:.2f} ({r.bleu_gain:+.2f})"))
+    best = t1.loc[t1["bleu"].idxmax()]
+    sec.numbers.append(("best", f"{best['model']} {best['bleu']:.2f}"))
+    w.figure(sec, "crossformer_table1", plot_paper_blocks(t1))
+    w.table(sec, "crossformer_table1", t1)
+    sec.inline.append(("Table 1", t1.drop(columns=["source", "metric"])))
+
+    sec = w.section(
+        "Tables 2 and 3: WMT'14, parameters against BLEU",
+        f"Source: {cp.SOURCE}, Tables 2 and 3. Table 2: 6 layers (read as 6+6); "
+        "Table 3: 36-layer encoder, 6-layer decoder. Hard guidance only; 'HG "
+        "All (16 layers)' spends the freed parameters on depth." + note,
+    )
+    for t in (t2, t3):
+        for r in t[t["mode"] != "none"].itertuples():
+            sec.numbers.append(
+                (
+                    f"Table {r.table} {r.dataset} {r.model}",
+                    f"{r.bleu:.2f} ({r.bleu_gain:+.2f} BLEU, {-r.params_saved_m:+.0f}M params)",
+                )
+            )
+    w.figure(sec, "crossformer_tables2_3_params", plot_paper_params({"Table 2": t2, "Table 3": t3}))
+    for name, t in (("crossformer_table2", t2), ("crossformer_table3", t3)):
+        w.table(sec, name, t)
+        sec.inline.append(
+            (
+                name.replace("crossformer_", "").replace("table", "Table "),
+                t.drop(columns=["source", "metric"]),
+            )
+        )
+
+    sec = w.section(
+        cp.caption(6),
+        f"Source: {cp.SOURCE}, Table 6. Gains against Table 1's "
+        "Transformer (same setup); parameter counts are not stated." + note,
+    )
+    for r in t6.itertuples():
+        sec.numbers.append((r.model, f"{r.bleu:.2f} ({r.bleu_gain:+.2f})"))
+    w.figure(
+        sec,
+        "crossformer_table6",
+        plot_paper_pairing(t6, float(t1.loc[t1["mode"] == "none", "bleu"].iloc[0])),
+    )
+    w.table(sec, "crossformer_table6", t6)
+    sec.inline.append(
+        ("Table 6", t6.drop(columns=["source", "metric", "params_m", "params_saved_m"]))
+    )
+
+    w.published(w.section("Statements"), {"crossformer_statements": cp.statements()}, skip=())
+    return w.write()

@@ -1,0 +1,153 @@
+"""The report sections every sweep shares: trials, distribution, halves, sandwich, seeds.
+
+Each function runs (or is given) one study and adds its section to a
+:class:`~analysis.report.writer.Writer`: key numbers, figures and tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import pandas as pd
+
+from sublayer_search.analysis.figures import plots as plots
+from sublayer_search.analysis.report.writer import Writer
+from sublayer_search.analysis.store.frame import BaselineStats
+from sublayer_search.analysis.studies.distribution import distribution
+from sublayer_search.analysis.studies.halves import halves_study
+from sublayer_search.analysis.studies.sandwich import SandwichInfo
+from sublayer_search.analysis.studies.seeds import SeedsInfo
+from sublayer_search.analysis.studies.significance import ADJUST_NAMES
+
+__all__ = ["distribution_and_halves", "halves_section", "sandwich_section", "seeds_section",
+           "trials_section"]
+
+
+def trials_section(w: Writer, frame: pd.DataFrame, *, metric: str, base: BaselineStats,
+                   source: str | None, history: pd.DataFrame | None) -> None:
+    sec = w.section("Trials")
+    status = frame["status"].value_counts()
+    sec.numbers += [("trials", len(frame)), ("metric", metric)]
+    sec.numbers += [(f"status {s}", int(n)) for s, n in status.items()]
+    sec.numbers.append(("baseline", f"{base.mean:.4g} ± {base.sd:.2g} (n={base.n}), "
+                                    f"best {base.best:.4g}"
+                                    + (f" ({source})" if source else "")))
+    w.table(sec, "trials", frame)
+    if history is not None and not history.empty:
+        w.figure(sec, "history", plots.plot_history(history, frame, metric=metric))
+        w.table(sec, "history", history)
+
+
+def distribution_and_halves(
+    w: Writer, frame: pd.DataFrame, *, label: str, stem: str, metric: str, straddle: str,
+    halves: bool = True, fig: str = "Fig. 2/3", halves_fig: str = "Fig. 4",
+) -> None:
+    """The distribution section (the paper's ``fig``: Fig. 2 for Table 1, Fig. 3 for
+    Table 2) and, with ``halves``, the halves section (``halves_fig``)."""
+    info = distribution(frame, metric=metric)
+    sec = w.section(f"{fig}: {label}, every model against the baseline seeds")
+    sec.text = ("Candidate trials against the baseline seeds. 'At least as good' means a "
+                "value no worse than the reference (<= for perplexity/bpc/loss). These are "
+                "counts of single runs, not tested claims: a claim that an order beats the "
+                "baseline needs several seeds (see the seeds section).")
+    summary = info.summary()
+    sec.numbers += [
+        ("candidates", info.n_models),
+        ("baseline mean ± sd", f"{info.baseline.mean:.4g} ± {info.baseline.sd:.2g}"),
+        ("best baseline", info.baseline.best),
+        ("at least as good as the average baseline",
+         f"{info.count_at_least_average} of {info.n_models}"),
+        ("at least as good as the best baseline",
+         f"{info.count_at_least_best} of {info.n_models}"),
+        ("best candidate", f"{summary['best_name']} = {summary['best_value']:.4g} "
+                           f"({summary['best_order']})"),
+        ("failed / diverged / unfinished", info.n_unusable),
+    ]
+    w.figure(sec, f"{stem}_distribution", plots.plot_distribution(info, title=(
+        f"{fig}: {info.count_at_least_average} of {info.n_models} models at least as good as "
+        "the average baseline")))
+    w.table(sec, f"{stem}_distribution", info.models)
+    w.table(sec, f"{stem}_distribution_summary", pd.DataFrame([summary]))
+    if halves:
+        halves_section(w, frame, label=label, stem=stem, metric=metric, straddle=straddle,
+                       fig=halves_fig)
+
+
+def halves_section(
+    w: Writer, frame: pd.DataFrame, *, label: str, stem: str, metric: str, straddle: str,
+    fig: str = "Fig. 4", text: str = "",
+) -> None:
+    h = halves_study(frame, metric=metric, straddle=straddle)
+    sec = w.section(f"{fig}: {label}, sublayers in the bottom and top halves")
+    sec.text = (text + "Each model is cut in half by parameter count (f = 2 s-units); counts "
+                f"of each sublayer kind per half, straddling sublayer counted '{straddle}'. "
+                "'Better' = at least as good as the average baseline.")
+    for group, n in h.group_sizes().items():
+        if n:
+            sec.numbers.append((
+                f"{group} (n={n}): mean s bottom / top",
+                f"{h.mean(group, 'bottom', 's'):.2f} / {h.mean(group, 'top', 's'):.2f}"))
+            sec.numbers.append((
+                f"{group} (n={n}): mean f bottom / top",
+                f"{h.mean(group, 'bottom', 'f'):.2f} / {h.mean(group, 'top', 'f'):.2f}"))
+    if h.mann_whitney is not None:
+        mw = h.mann_whitney
+        sec.numbers.append(("Mann–Whitney U, bottom-half s (better vs not)",
+                            f"U = {mw.statistic:.1f}, p = {mw.pvalue:.3g}, "
+                            f"rank-biserial r = {mw.rank_biserial:+.2f}"))
+    if h.spearman is not None:
+        sec.numbers.append(("Spearman: metric vs bottom-half attention share",
+                            f"rho = {h.spearman.rho:+.2f}, p = {h.spearman.pvalue:.3g}, "
+                            f"n = {h.spearman.n}"))
+    w.figure(sec, f"{stem}_halves", plots.plot_halves(
+        h, title=f"{fig}: mean sublayer counts per half, better vs not better models"))
+    w.figure(sec, f"{stem}_position_map", plots.plot_position_map(
+        h, title=f"{fig}, by depth: share of parameters in self-attention"))
+    w.table(sec, f"{stem}_halves_models", h.models)
+    present = [k for k in "sfch" if f"bottom_{k}" in h.models
+               and (h.models[[f"bottom_{k}", f"top_{k}"]] > 0).any(axis=None)]
+    w.table(sec, f"{stem}_halves_means", h.means[h.means["kind"].isin(present)])
+    w.table(sec, f"{stem}_position_map", h.position)
+    tests = []
+    if h.mann_whitney is not None:
+        tests.append({"test": "mann_whitney_bottom_s", **asdict(h.mann_whitney)})
+    if h.spearman is not None:
+        tests.append({"test": "spearman_metric_bottom_share", **asdict(h.spearman)})
+    if tests:
+        w.table(sec, f"{stem}_halves_tests", pd.DataFrame(tests))
+
+
+def sandwich_section(w: Writer, info: SandwichInfo, *,
+                     title: str = "Fig. 5: sandwich coefficient",
+                     stem: str = "sandwich", vs_best: bool = True) -> None:
+    """Best k and the ks at least as good as the average (and, with ``vs_best``, the best)
+    baseline, the curve and its points."""
+    sec = w.section(title)
+    sec.text = ("Mean per k against the baseline seeds; 'at least as good' compares means "
+                "and is not a tested claim (see the seeds section for tests).")
+    sec.numbers += [("best k", info.best_k),
+                    ("k at least as good as the average baseline",
+                     str(info.ks_beating("average")))]
+    if vs_best:
+        sec.numbers.append(("k at least as good as the best baseline",
+                            str(info.ks_beating("best"))))
+    w.figure(sec, stem, plots.plot_sandwich(info, title=f"{title.split(':')[0]}: "
+                                               f"{info.metric} against the sandwich "
+                                               f"coefficient k (best k = {info.best_k})"))
+    w.table(sec, stem, info.points)
+
+
+def seeds_section(w: Writer, info: SeedsInfo, *, label: str, stem: str) -> None:
+    sec = w.section(f"Fig. 6: {label}, over seeds against the baseline")
+    sec.text = (f"Test: Welch's t-test per order against the baseline seeds; p-values "
+                f"adjusted for the number of orders compared ({ADJUST_NAMES[info.adjust]}). "
+                "'Better' (or 'worse') than the baseline is claimed only when the adjusted p "
+                f"is below alpha {info.alpha:g} and the {info.confidence:.0%} confidence "
+                "interval of the difference of means excludes 0 on that side; otherwise 'no "
+                "evidence'. Each line gives the effect (difference of means) with its interval, "
+                "the baseline's seed sd, and the seeds per arm that would detect the observed "
+                "difference at 80% power (two-sided t-test, alpha 0.05).")
+    for _, row in info.table.iterrows():
+        sec.numbers.append((str(row["name"]), str(row["statement"])))
+    w.figure(sec, f"{stem}_seeds", plots.plot_seeds(info))
+    w.table(sec, f"{stem}_seeds", info.table)

@@ -1,0 +1,364 @@
+"""Load a sweep's trials from MLflow into the tidy trial frame (see ``analysis.store.frame``).
+
+Follows the MLflow conventions of the project contract: one experiment per sweep, a
+parent run tagged ``sublayer.role=sweep`` and one child run per trial tagged
+``sublayer.role=trial`` with params order, n_s, n_f, units, params, seed, k, metric...
+and metrics ``final_<metric>`` / ``best_<metric>``. mlflow is imported lazily.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, overload
+
+import pandas as pd
+
+from sublayer_search.analysis.errors import AnalysisError
+from sublayer_search.analysis.store.frame import (
+    HISTORY_COLUMNS,
+    STATUSES,
+    lower_is_better,
+    trials_frame,
+)
+from sublayer_search.analysis.store.guidance_frame import guidance_fields
+from sublayer_search.analysis.store.mlflow_store import open_store
+from sublayer_search.spaces.records import (
+    Role,
+    Tag,
+    TrialStatus,
+    best,
+    final,
+    route_share,
+    route_share_code,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mlflow.tracking import MlflowClient
+
+__all__ = [
+    "ROUTING_ARTIFACT",
+    "ROUTING_COLUMNS",
+    "TRANSLATION_COLUMNS",
+    "experiment_names",
+    "find_sweep_run",
+    "history_frame",
+    "load",
+    "load_history",
+    "load_routing",
+    "routing_rows",
+    "runs_with_role",
+]
+
+TRANSLATION_COLUMNS: tuple[str, ...] = (
+    "task", "encoder_order", "decoder_order", "subset", "subset_size", "codes", "stack", "side",
+)
+"""Extra columns of translation trials (dropped from the frame when no run has them);
+``route_share_<code>`` columns (final share of validation sentences routed to each
+decoder order) are added for every code any run logged."""
+ROUTING_ARTIFACT = "routing_bleu.json"
+ROUTING_COLUMNS: tuple[str, ...] = ("run_id", "name", "subset", "seed", "routed", "forced",
+                                    "bleu")
+
+# MLflow run status -> frame status, for runs whose status tag is missing or not a frame
+# status (a trial tagged ``stopped`` ends FINISHED, so it reads as finished).
+_RUN_STATUS: dict[str, str] = {
+    "FINISHED": TrialStatus.FINISHED.value, "FAILED": TrialStatus.FAILED.value,
+    "KILLED": TrialStatus.KILLED.value, "RUNNING": TrialStatus.RUNNING.value,
+    "SCHEDULED": TrialStatus.RUNNING.value,
+}
+_TRIAL_FILTER = f"tags.`{Tag.ROLE}` = '{Role.TRIAL}'"
+_SWEEP_FILTER = f"tags.`{Tag.ROLE}` = '{Role.SWEEP}'"
+_PAGE = 1000
+
+
+_client = open_store
+
+
+def experiment_names(tracking_uri: str | None = None) -> list[str]:
+    """Names of the experiments in the store, sorted."""
+    client = _client(tracking_uri)
+    return sorted(e.name for e in client.search_experiments())
+
+
+def _experiment_id(client: MlflowClient, experiment: str) -> str:
+    if not experiment:
+        raise AnalysisError("an experiment name is required")
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        names = sorted(e.name for e in client.search_experiments())
+        raise AnalysisError(
+            f"unknown experiment {experiment!r}; available experiments: "
+            f"{', '.join(repr(n) for n in names) or 'none'}"
+        )
+    return str(found.experiment_id)
+
+
+def _search(client: MlflowClient, experiment_id: str, filter_string: str) -> list[Any]:
+    runs: list[Any] = []
+    token = None
+    while True:
+        page = client.search_runs(
+            [experiment_id], filter_string=filter_string, max_results=_PAGE, page_token=token,
+            order_by=["attributes.start_time ASC"],
+        )
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs
+
+
+def _number(text: str | None, kind: type = float) -> Any:
+    if text is None or text == "" or text.lower() in ("none", "null", "nan"):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    if kind is int:
+        return int(value) if math.isfinite(value) and value == int(value) else None
+    return value
+
+
+def _status(tags: dict[str, str], run_status: str) -> str:
+    status = tags.get(Tag.STATUS, "").strip().lower()
+    if status in STATUSES:
+        return status
+    return _RUN_STATUS.get(run_status, TrialStatus.FAILED.value)
+
+
+def _metric_name(params: dict[str, str], metrics: dict[str, float]) -> str | None:
+    if params.get("metric"):
+        return params["metric"]
+    for name in ("val_ppl", "val_bpc", "val_bleu", "val_loss"):
+        if name in metrics or final(name) in metrics:
+            return name
+    return None
+
+
+def _best_from_history(client: MlflowClient, run_id: str, metric: str) -> float | None:
+    values = [m.value for m in client.get_metric_history(run_id, metric)]
+    values = [v for v in values if math.isfinite(v)]
+    if not values:
+        return None
+    return min(values) if lower_is_better(metric) else max(values)
+
+
+def _row(client: MlflowClient, run: Any) -> dict[str, Any]:
+    params, tags, metrics = run.data.params, run.data.tags, run.data.metrics
+    metric = _metric_name(params, metrics)
+    final_value = best_value = None
+    if metric:
+        final_value = metrics.get(final(metric), metrics.get(metric))
+        best_value = metrics.get(best(metric))
+        if best_value is None and metric in metrics:
+            best_value = _best_from_history(client, run.info.run_id, metric)
+    family = tags.get(Tag.FAMILY) or params.get("space")
+    return {
+        "run_id": run.info.run_id,
+        "name": run.info.run_name or tags.get("mlflow.runName"),
+        "order": params.get("order"),
+        "family": family,
+        "space": tags.get(Tag.SPACE) or params.get("space"),
+        "seed": _number(params.get("seed"), int),
+        "k": _number(params.get("k"), int),
+        "n_s": _number(params.get("n_s"), int),
+        "n_f": _number(params.get("n_f"), int),
+        "units": _number(params.get("units")),
+        "params": _number(params.get("params"), int),
+        "metric": metric,
+        "final": final_value,
+        "best": best_value,
+        "status": _status(tags, run.info.status),
+        "baseline": tags.get(Tag.BASELINE, "").lower() == "true" or family == "baseline",
+        "n_c": _number(params.get("n_c"), int),
+        "candidate": params.get("candidate"),
+        "flops_per_token": _number(params.get("flops_per_token"), int),
+        "config_hash": params.get("config_hash"),
+        "parent_run_id": tags.get(Tag.PARENT),
+        "trial_id": tags.get(Tag.RAY_TRIAL_ID),
+        "steps": _number(tags.get(Tag.STEPS), int),
+        **_translation_fields(params, metrics),
+        **guidance_fields(params, tags, metrics, run_id=run.info.run_id),
+    }
+
+
+def _codes(text: str | None) -> str | None:
+    """``"1,2,4,6"``, ``"[1, 2, 4, 6]"`` or ``"1246"`` -> ``"1,2,4,6"``."""
+    if not text:
+        return None
+    digits = re.findall(r"\d+", text)
+    if len(digits) == 1 and len(digits[0]) > 1:  # "1246": one digit per code
+        digits = list(digits[0])
+    return ",".join(str(int(d)) for d in digits) or None
+
+
+def _translation_fields(params: dict[str, str], metrics: dict[str, float]) -> dict[str, Any]:
+    subset = params.get("subset") or None
+    codes = _codes(params.get("codes")) or (",".join(subset) if subset else None)
+    size = _number(params.get("subset_size"), int)
+    if size is None and subset:
+        size = len(subset)
+    fields: dict[str, Any] = {
+        "task": params.get("task") or None,
+        "encoder_order": params.get("encoder_order") or None,
+        "decoder_order": params.get("decoder_order") or None,
+        "subset": subset,
+        "subset_size": size,
+        "codes": codes,
+        "stack": params.get("stack") or None,
+        "side": params.get("side") or None,
+    }
+    for key, value in metrics.items():
+        code = route_share_code(key)
+        if code is not None:
+            fields[route_share(code)] = float(value)
+    return fields
+
+
+def _drop_empty_translation_columns(trials: pd.DataFrame) -> pd.DataFrame:
+    empty = [c for c in TRANSLATION_COLUMNS if c in trials.columns and trials[c].isna().all()]
+    out = trials.drop(columns=empty)
+    if "subset_size" in out.columns:
+        out["subset_size"] = out["subset_size"].astype("Int64")
+    codes = {c: code for c in out.columns if (code := route_share_code(c)) is not None}
+    shares = sorted(codes, key=codes.__getitem__)
+    rest = [c for c in out.columns if c not in shares]
+    return out[rest + shares]
+
+
+@overload
+def load(
+    experiment: str, tracking_uri: str | None = ..., history: Literal[False] = ...
+) -> pd.DataFrame: ...
+@overload
+def load(
+    experiment: str, tracking_uri: str | None = ..., history: Literal[True] = ...
+) -> tuple[pd.DataFrame, pd.DataFrame]: ...
+def load(
+    experiment: str, tracking_uri: str | None = None, history: bool = False
+) -> pd.DataFrame | tuple[pd.DataFrame, pd.DataFrame]:
+    """One row per trial of ``experiment`` (child runs tagged ``sublayer.role=trial``).
+
+    Failed, diverged and killed trials stay, flagged in ``status``. With ``history=True``
+    returns ``(trials, history)`` where history is a long frame run_id, key, step, value
+    of every logged metric. Unknown experiment → AnalysisError listing the available ones.
+    Translation trials add ``TRANSLATION_COLUMNS`` and ``route_share_<code>`` columns;
+    guided sweeps add ``guidance_frame.GUIDANCE_COLUMNS``.
+    """
+    client = _client(tracking_uri)
+    experiment_id = _experiment_id(client, experiment)
+    runs = _search(client, experiment_id, _TRIAL_FILTER)
+    trials = _drop_empty_translation_columns(trials_frame(_row(client, run) for run in runs))
+    trials.attrs.update(experiment=experiment, experiment_id=experiment_id,
+                        tracking_uri=tracking_uri)
+    if not history:
+        return trials
+    return trials, history_frame(client, runs)
+
+
+def history_frame(client: MlflowClient, runs: list[Any], *, when: bool = False) -> pd.DataFrame:
+    """Every logged metric's history of ``runs``: ``HISTORY_COLUMNS`` (run_id, key, step,
+    value); with ``when`` also the run's ``name`` and each point's ``time_ms``."""
+    rows = [
+        {"run_id": run.info.run_id, "key": key, "step": m.step, "value": m.value,
+         **({"name": run.info.run_name, "time_ms": m.timestamp} if when else {})}
+        for run in runs
+        for key in sorted(run.data.metrics)
+        for m in client.get_metric_history(run.info.run_id, key)
+    ]
+    columns = ["run_id", "name", "key", "step", "value", "time_ms"] if when \
+        else list(HISTORY_COLUMNS)
+    frame = pd.DataFrame(rows, columns=columns)
+    frame["step"] = frame["step"].astype("int64")
+    frame["value"] = frame["value"].astype(float)
+    if when:
+        frame["time_ms"] = frame["time_ms"].astype("Int64")
+    return frame.sort_values(["run_id", "key", "step"], kind="stable").reset_index(drop=True)
+
+
+def runs_with_role(client: MlflowClient, experiment_id: str, role: Role) -> list[Any]:
+    """Every run of the experiment tagged ``sublayer.role`` = ``role``, oldest first."""
+    return _search(client, experiment_id, f"tags.`{Tag.ROLE}` = '{role}'")
+
+
+def load_history(
+    experiment: str, tracking_uri: str | None = None, *, keys: list[str] | None = None
+) -> pd.DataFrame:
+    """Metric history (run_id, key, step, value) of the experiment's trials."""
+    client = _client(tracking_uri)
+    runs = _search(client, _experiment_id(client, experiment), _TRIAL_FILTER)
+    frame = history_frame(client, runs)
+    return frame if keys is None else frame[frame["key"].isin(keys)].reset_index(drop=True)
+
+
+def find_sweep_run(experiment: str, tracking_uri: str | None = None) -> str | None:
+    """Run id of the experiment's latest parent run (``sublayer.role=sweep``), or None."""
+    client = _client(tracking_uri)
+    runs = _search(client, _experiment_id(client, experiment), _SWEEP_FILTER)
+    return runs[-1].info.run_id if runs else None
+
+
+def routing_rows(
+    matrix: object, *, run_id: str = "", name: str | None = None, subset: str | None = None,
+    seed: int | None = None,
+) -> list[dict[str, Any]]:
+    """Long rows (``ROUTING_COLUMNS``) of one ``routing_bleu.json`` matrix
+    ``{"<routed code>": {"<forced code>": bleu}}``; AnalysisError when malformed."""
+    where = f"{ROUTING_ARTIFACT} of run {run_id or '?'}"
+    if not isinstance(matrix, dict):
+        raise AnalysisError(f"{where}: expected an object of rows, got {type(matrix).__name__}")
+    rows = []
+    for routed, cells in matrix.items():
+        if not str(routed).isdigit() or not isinstance(cells, dict):
+            raise AnalysisError(f"{where}: row {routed!r} must be a code with an object of "
+                                "forced code -> BLEU")
+        for forced, value in cells.items():
+            number = _number(str(value)) if not isinstance(value, bool) else None
+            if not str(forced).isdigit() or number is None:
+                raise AnalysisError(f"{where}: cell [{routed}][{forced}] = {value!r} is not "
+                                    "a code with a BLEU number")
+            rows.append({"run_id": run_id, "name": name, "subset": subset, "seed": seed,
+                         "routed": int(routed), "forced": int(forced), "bleu": float(number)})
+    return rows
+
+
+def _routing_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=list(ROUTING_COLUMNS))
+    frame["seed"] = pd.to_numeric(frame["seed"]).astype("Int64")
+    frame["routed"] = frame["routed"].astype("int64")
+    frame["forced"] = frame["forced"].astype("int64")
+    frame["bleu"] = frame["bleu"].astype(float)
+    return frame
+
+
+def load_routing(experiment: str, tracking_uri: str | None = None) -> pd.DataFrame:
+    """The per-split x per-order BLEU matrices (artifact ``routing_bleu.json``) of the
+    experiment's finished trials, downloaded with ``MlflowClient.download_artifacts``, as a
+    long frame (``ROUTING_COLUMNS``: routed = code the predictor chose for the split,
+    forced = code used to decode it). Runs without the artifact are skipped."""
+    client = _client(tracking_uri)
+    runs = _search(client, _experiment_id(client, experiment), _TRIAL_FILTER)
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="sublayer-routing-") as tmp:
+        for run in runs:
+            if _status(run.data.tags, run.info.status) != TrialStatus.FINISHED:
+                continue
+            run_id = run.info.run_id
+            if ROUTING_ARTIFACT not in {a.path for a in client.list_artifacts(run_id)}:
+                continue
+            dest = Path(tmp) / run_id
+            dest.mkdir()
+            path = client.download_artifacts(run_id, ROUTING_ARTIFACT, str(dest))
+            try:
+                matrix = json.loads(Path(path).read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError) as exc:
+                raise AnalysisError(f"{ROUTING_ARTIFACT} of run {run_id}: {exc}") from exc
+            params = run.data.params
+            rows += routing_rows(matrix, run_id=run_id, name=run.info.run_name,
+                                 subset=params.get("subset") or None,
+                                 seed=_number(params.get("seed"), int))
+    return _routing_frame(rows)

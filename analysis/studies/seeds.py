@@ -1,0 +1,243 @@
+"""Seed study (Press et al. 2020, Fig. 6): per-order mean ± sd over seeds against the baseline.
+
+An order is called *better than the baseline* only when Welch's t-test
+(``scipy.stats.ttest_ind(equal_var=False)``), its p-value adjusted for the number of
+orders compared (Holm by default, Benjamini–Hochberg or none; :mod:`analysis.studies.significance`),
+is significant at ``alpha`` and the bootstrap confidence interval of the mean difference
+(``scipy.stats.bootstrap``, percentile method, resampling each group independently) lies
+entirely on the better side; *worse* likewise on the worse side; else *no evidence*. Each
+row also states the seeds per arm that would detect the observed difference at 80 % power.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from sublayer_search.analysis.errors import AnalysisError
+from sublayer_search.analysis.store.frame import BaselineStats, sample_sd, study_inputs
+from sublayer_search.analysis.studies.significance import (
+    ADJUST_NAMES,
+    VERDICTS,
+    adjust_pvalues,
+    seeds_for_power,
+    verdict,
+)
+
+__all__ = ["COLUMNS", "SeedsInfo", "finish", "seed_comparison", "seed_comparison_from_stats",
+           "seed_table"]
+
+_SEED_SUFFIX = re.compile(r"@seed\d+$")
+COLUMNS = [
+    "name", "order", "n", "mean", "sd", "baseline_n", "baseline_mean", "baseline_sd",
+    "difference", "welch_t", "welch_p", "p_adjusted", "adjust", "comparisons", "ci_low",
+    "ci_high", "ci_method", "seeds_for_80_power", "verdict", "better", "statement",
+]
+_PHRASE = {VERDICTS[0]: "better than the baseline", VERDICTS[1]: "worse than the baseline",
+           VERDICTS[2]: "no evidence of a difference from the baseline"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SeedsInfo:
+    """Result of :func:`seed_comparison`: ``table`` has one row per order (``COLUMNS``);
+    ``difference`` = order mean − baseline mean; ``verdict`` (better / worse / no evidence)
+    uses ``p_adjusted`` (``adjust``: holm, bh or none); ``better`` = verdict "better"."""
+
+    metric: str
+    alpha: float
+    confidence: float
+    lower_is_better: bool
+    adjust: str = "holm"
+    baseline: BaselineStats | None
+    table: pd.DataFrame
+    trials: pd.DataFrame
+
+    def __post_init__(self) -> None:
+        if not 0 < self.alpha < 1 or not 0 < self.confidence < 1:
+            raise AnalysisError("alpha and confidence must lie strictly between 0 and 1")
+
+    def row(self, name: str) -> pd.Series:
+        rows = self.table[self.table["name"] == name]
+        if rows.empty:
+            raise AnalysisError(f"no order named {name!r}; have {', '.join(self.table['name'])}")
+        return rows.iloc[0]
+
+
+def strip_seed(name: str) -> str:
+    """``sandwich16_6@seed2`` -> ``sandwich16_6``: the candidate a seeded trial belongs to."""
+    return _SEED_SUFFIX.sub("", name)
+
+
+def _sd(value: float) -> str:
+    return f"{value:.2g}" if math.isfinite(value) else "n/a"
+
+
+def _power_text(n: float) -> str:
+    if math.isnan(n):
+        return "seeds for 80% power: n/a"
+    if math.isinf(n):
+        return "more than 10,000 seeds per arm would be needed for 80% power"
+    return f"{int(n)} seeds per arm would detect this difference at 80% power"
+
+
+def finish(records: list[dict[str, Any]], *, alpha: float, confidence: float,
+           adjust: str, lower: bool) -> pd.DataFrame:
+    """Adjust the rows' Welch p-values over the family of tested rows, then give each
+    row its verdict, seeds for 80 % power and statement; the ``COLUMNS`` table."""
+    raw = np.array([float(rec["welch_p"]) for rec in records], dtype=float)
+    p_adj = adjust_pvalues(raw, adjust)
+    family = int(np.isfinite(raw).sum())
+    rows = []
+    for rec, p_a in zip(records, p_adj, strict=True):
+        lo, hi, p = float(rec["ci_low"]), float(rec["ci_high"]), float(rec["welch_p"])
+        diff, sd, base_sd = float(rec["difference"]), float(rec["sd"]), float(rec["baseline_sd"])
+        call = verdict(float(p_a), lo, hi, alpha=alpha, lower=lower)
+        n_power = seeds_for_power(diff, sd, base_sd, alpha=0.05)
+        head = (f"{rec['name']}: {rec['mean']:.4g} ± {_sd(sd)} (n={rec['n']}) vs baseline "
+                f"{rec['baseline_mean']:.4g} ± {_sd(base_sd)} (baseline seed sd, "
+                f"n={rec['baseline_n']}); difference {diff:+.3g}")
+        if not (math.isfinite(p) and math.isfinite(lo) and math.isfinite(hi)):
+            text = head + "; too few seeds for a test: no claim"
+        else:
+            how = ("unadjusted" if adjust == "none" else
+                   f"{ADJUST_NAMES[adjust]}-adjusted over {family} comparison"
+                   f"{'s' if family != 1 else ''} p = {p_a:.3g}")
+            text = (f"{head}, {confidence:.0%} {rec['ci_method']} CI [{lo:+.3g}, {hi:+.3g}]; "
+                    f"Welch t-test t = {rec['welch_t']:.3g}, p = {p:.3g}, {how} (alpha "
+                    f"{alpha:g}): {_PHRASE[call]}")
+        text += f"; {_power_text(n_power)}{rec.pop('note', '')}"
+        rows.append({**rec, "p_adjusted": float(p_a), "adjust": adjust, "comparisons": family,
+                     "seeds_for_80_power": n_power, "verdict": call,
+                     "better": call == VERDICTS[0], "statement": text})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _bootstrap_ci(
+    a: np.ndarray, b: np.ndarray, confidence: float, n_resamples: int, seed: int
+) -> tuple[float, float]:
+    def diff(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+        return np.mean(x, axis=axis) - np.mean(y, axis=axis)
+
+    result = stats.bootstrap(
+        (a, b), diff, vectorized=True, paired=False, confidence_level=confidence,
+        n_resamples=n_resamples, method="percentile", rng=np.random.default_rng(seed),
+    )
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+def seed_comparison(
+    frame: pd.DataFrame,
+    *,
+    metric: str | None = None,
+    column: str = "final",
+    alpha: float = 0.05,
+    confidence: float = 0.95,
+    n_resamples: int = 4999,
+    seed: int = 0,
+    adjust: str = "holm",
+) -> SeedsInfo:
+    """Compare every candidate order (grouped by order string) with the baseline seeds,
+    p-values adjusted over the orders tested (``adjust``: holm, bh or none).
+
+    Orders with fewer than 2 seeds (or a baseline with fewer than 2) get no test and
+    no claim; their statement says so.
+    """
+    frame, metric, base, rows = study_inputs(frame, metric, column=column)
+    trials = pd.DataFrame({"name": rows["name"].map(strip_seed).to_numpy(),
+                           "order": rows["order"].to_numpy(), "seed": rows["seed"].to_numpy(),
+                           "value": rows[column].to_numpy(dtype=float)})
+    table = seed_table(trials, base, by="order", alpha=alpha, confidence=confidence,
+                       n_resamples=n_resamples, seed=seed, adjust=adjust)
+    return SeedsInfo(metric=metric, alpha=alpha, confidence=confidence,
+                     lower_is_better=base.lower_is_better, adjust=adjust, baseline=base,
+                     table=table, trials=trials)
+
+
+def seed_table(
+    trials: pd.DataFrame,
+    base: BaselineStats,
+    *,
+    by: str,
+    alpha: float,
+    confidence: float,
+    n_resamples: int,
+    seed: int,
+    adjust: str = "holm",
+) -> pd.DataFrame:
+    """The ``COLUMNS`` table: one row per group of ``trials`` (name, order, value; grouped
+    by ``by``, in order of appearance) against the baseline values, best mean first.
+
+    Welch's t (``scipy.stats.ttest_ind(equal_var=False)``) and the percentile bootstrap CI
+    of the difference need ≥ 2 values on each side; else NaN and no claim. The p-values
+    are adjusted over the groups tested (:func:`finish`)."""
+    b = np.asarray(base.values, dtype=float)
+    records: list[dict[str, Any]] = []
+    for _, group in trials.groupby(by, sort=False):
+        a = group["value"].to_numpy(dtype=float)
+        name, order = str(group["name"].iloc[0]), str(group["order"].iloc[0])
+        t = p = lo = hi = float("nan")
+        if len(a) >= 2 and len(b) >= 2:
+            test = stats.ttest_ind(a, b, equal_var=False)
+            t, p = float(test.statistic), float(test.pvalue)
+            lo, hi = _bootstrap_ci(a, b, confidence, n_resamples, seed)
+        sd = sample_sd(a)
+        records.append({
+            "name": name, "order": order, "n": len(a), "mean": float(a.mean()), "sd": sd,
+            "baseline_n": base.n, "baseline_mean": base.mean, "baseline_sd": base.sd,
+            "difference": float(a.mean()) - base.mean, "welch_t": t, "welch_p": p,
+            "ci_low": lo, "ci_high": hi, "ci_method": "bootstrap (percentile)",
+        })
+    table = finish(records, alpha=alpha, confidence=confidence, adjust=adjust,
+                   lower=base.lower_is_better)
+    table = table.sort_values("mean", ascending=base.lower_is_better, kind="stable")
+    return table.reset_index(drop=True)
+
+
+def seed_comparison_from_stats(
+    summary: pd.DataFrame,
+    *,
+    alpha: float = 0.05,
+    confidence: float = 0.95,
+    lower_is_better: bool = True,
+    adjust: str = "holm",
+) -> SeedsInfo:
+    """The same comparison from published summaries (name, order, baseline, n, mean, sd,
+    metric — e.g. ``paper.sandwich_seed_summary()``): Welch's t from the statistics
+    (``ttest_ind_from_stats``) and a Welch–Satterthwaite t interval, since no bootstrap
+    is possible without the individual values."""
+    needed = {"name", "order", "baseline", "n", "mean", "sd", "metric"}
+    missing = needed - set(summary.columns)
+    if missing:
+        raise AnalysisError(f"summary frame is missing column(s) {', '.join(sorted(missing))}")
+    base_rows = summary[summary["baseline"].astype(bool)]
+    if len(base_rows) != 1:
+        raise AnalysisError(f"summary needs exactly one baseline row, got {len(base_rows)}")
+    base = base_rows.iloc[0]
+    bn, bm, bs = int(base["n"]), float(base["mean"]), float(base["sd"])
+    records: list[dict[str, Any]] = []
+    for _, row in summary[~summary["baseline"].astype(bool)].iterrows():
+        n, m, s = int(row["n"]), float(row["mean"]), float(row["sd"])
+        test = stats.ttest_ind_from_stats(m, s, n, bm, bs, bn, equal_var=False)
+        va, vb = s**2 / n, bs**2 / bn
+        se = math.sqrt(va + vb)
+        dof = (va + vb) ** 2 / (va**2 / (n - 1) + vb**2 / (bn - 1))
+        half = float(stats.t.ppf(0.5 + confidence / 2, dof)) * se
+        lo, hi = m - bm - half, m - bm + half
+        records.append({
+            "name": row["name"], "order": row["order"], "n": n, "mean": m, "sd": s,
+            "baseline_n": bn, "baseline_mean": bm, "baseline_sd": bs, "difference": m - bm,
+            "welch_t": float(test.statistic), "welch_p": float(test.pvalue), "ci_low": lo,
+            "ci_high": hi, "ci_method": "Welch t interval (summary statistics)",
+            "note": " [from published mean ± sd; no bootstrap]",
+        })
+    return SeedsInfo(metric=str(base["metric"]), alpha=alpha, confidence=confidence,
+                     lower_is_better=lower_is_better, adjust=adjust, baseline=None,
+                     table=finish(records, alpha=alpha, confidence=confidence, adjust=adjust,
+                                  lower=lower_is_better),
+                     trials=pd.DataFrame(columns=["name", "order", "seed", "value"]))

@@ -1,0 +1,288 @@
+"""Train one translation model: ``fit_translation(spec, report) -> FitResult``.
+
+The same contract as :func:`models.lm_family.fit`: a plain ``report(metrics, checkpoint=None)``
+after every evaluation, a checkpoint folder per evaluation when ``checkpoint_dir`` is
+given, ``resume_from`` to continue, status ``diverged`` on a NaN/inf loss. Optimizer,
+schedule, seeding, devices and checkpoint files come from :mod:`models.lm_family`.
+
+Reported metrics: ``step``, ``train_loss`` (label-smoothed training objective; for IOT
+the full IOT loss), ``val_loss`` (plain NLL per target token, nats, argmax routing for
+IOT), ``val_bleu`` (sacrebleu corpus BLEU of detokenised hypotheses against the
+whitespace-normalised references; only at evaluations where BLEU is due, see
+``bleu_every``), ``best_val_bleu``, ``lr``, ``tokens_per_s`` (target tokens, padding
+excluded), ``status``. IOT adds ``tau`` and ``route_share_<code>`` (share of evaluated
+sentences whose argmax decoder order is ``<code>``), and at the last evaluation
+``routing_bleu``: a JSON string ``{"<routed code>": {"<decoding code>": BLEU, …}, …}``
+— the sentences routed to each order, decoded with every order (the paper's Fig. 2).
+Soft cross-layer guidance adds its term to the training loss and reports it as
+``guidance_loss`` (as :mod:`models.lm_family`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from sublayer_search.models.data.parallel import (
+    ParallelCorpus,
+    ParallelSplit,
+    eval_pair_batches,
+    load_parallel,
+    random_pairs,
+)
+from sublayer_search.models.errors import ConfigError
+from sublayer_search.models.lm_family import guidance_term
+from sublayer_search.models.seq2seq.decoding import translate_batch
+from sublayer_search.models.seq2seq.iot_model import IOTConfig, IOTSeq2Seq, temperature
+from sublayer_search.models.seq2seq.model import OrderedSeq2Seq, Seq2SeqConfig
+from sublayer_search.models.specs import (
+    TranslationConfig,
+    TranslationSpec,
+    translation_param_count,
+)
+from sublayer_search.models.training_loop import (
+    Family,
+    FitResult,
+    Report,
+    Scores,
+    StepContext,
+    train,
+)
+from sublayer_search.spaces.records import route_share
+
+__all__ = [
+    "TranslationFamily",
+    "TranslationConfig",
+    "TranslationSpec",
+    "bleu",
+    "build_translation_model",
+    "evaluate_translation",
+    "fit_translation",
+    "translation_param_count",
+]
+
+
+def build_translation_model(cfg: Seq2SeqConfig | IOTConfig) -> OrderedSeq2Seq | IOTSeq2Seq:
+    return IOTSeq2Seq(cfg) if isinstance(cfg, IOTConfig) else OrderedSeq2Seq(cfg)
+
+
+def bleu(hyps: Sequence[str], refs: Sequence[str]) -> float:
+    """Corpus BLEU (sacrebleu defaults: 13a tokenisation, one reference per sentence)."""
+    import sacrebleu
+
+    if len(hyps) != len(refs):
+        raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
+    return float(sacrebleu.corpus_bleu(list(hyps), [list(refs)]).score)
+
+
+@torch.no_grad()
+def evaluate_translation(
+    model: OrderedSeq2Seq | IOTSeq2Seq,
+    corpus: ParallelCorpus,
+    *,
+    split: str = "valid",
+    batch_size: int = 32,
+    limit: int | None = None,
+    with_bleu: bool = True,
+    beam: int = 1,
+    max_len: int = 200,
+    length_penalty: float = 1.0,
+    routing_matrix: bool = False,
+    device: torch.device | None = None,
+    autocast: Any = None,
+) -> dict[str, Any]:
+    """Validation loss (plain NLL), BLEU and, for IOT, routing shares (and matrix).
+
+    Returns ``{"loss", "bleu"?, "hypotheses"?, "routes"?, "routing_bleu"?}``.
+    """
+    from contextlib import nullcontext
+
+    data: ParallelSplit = corpus.split(split)
+    device = device or next(model.parameters()).device
+    autocast = autocast or nullcontext()
+    was_training = model.training
+    model.eval()
+    ctx = model.cfg.context
+    total, count = 0.0, 0
+    hyps: list[list[int]] = []
+    routes: list[int] = []
+    forced: dict[int, list[list[int]]] = {}
+    decode: dict[str, Any] = dict(beam=beam, max_len=max_len, length_penalty=length_penalty)
+    for batch in eval_pair_batches(
+        data, batch_size=batch_size, limit=limit, max_src=ctx, max_tgt=ctx
+    ):
+        src, tgt_in, tgt_out = (t.to(device) for t in batch[:3])
+        with autocast:
+            enc = model.encode(src)
+            logits = model.decode(tgt_in, enc)
+        loss = model.loss(logits, tgt_out)
+        total += float(loss) * batch.n_tokens
+        count += batch.n_tokens
+        if with_bleu:
+            with autocast:
+                hyps += translate_batch(model, src, enc=enc, **decode)
+        if isinstance(model, IOTSeq2Seq):
+            assert enc.route is not None
+            routes += enc.route.tolist()
+            if routing_matrix and with_bleu:
+                for j in range(model.cfg.decoder_size):
+                    with autocast:
+                        enc_j = model.encode(src, decoder_route=j)
+                        forced.setdefault(j, []).extend(
+                            translate_batch(model, src, enc=enc_j, **decode)
+                        )
+    if was_training:
+        model.train()
+    if count == 0:
+        raise ConfigError("translation.eval_sentences", limit, f"at least one {split} pair")
+    out: dict[str, Any] = {"loss": total / count}
+    if with_bleu:
+        refs = list(data.tgt_text[: len(hyps)])
+        texts = [corpus.decode(h) for h in hyps]
+        out["bleu"] = bleu(texts, refs)
+        out["hypotheses"] = texts
+    if isinstance(model, IOTSeq2Seq):
+        out["routes"] = routes
+        if forced:
+            out["routing_bleu"] = _routing_matrix(
+                model.cfg, corpus, routes, forced, list(data.tgt_text)
+            )
+    return out
+
+
+def _routing_matrix(
+    cfg: IOTConfig,
+    corpus: ParallelCorpus,
+    routes: list[int],
+    forced: dict[int, list[list[int]]],
+    refs: list[str],
+) -> dict[str, dict]:
+    assert cfg.decoder_codes is not None
+    codes = cfg.decoder_codes
+    matrix: dict[str, dict[str, float]] = {}
+    for k, code_k in enumerate(codes):
+        rows = [i for i, r in enumerate(routes) if r == k]
+        if not rows:
+            continue
+        matrix[str(code_k)] = {
+            str(code_j): bleu([corpus.decode(forced[j][i]) for i in rows], [refs[i] for i in rows])
+            for j, code_j in enumerate(codes)
+        }
+    return matrix
+
+
+def _model_config(spec: TranslationSpec, corpus: ParallelCorpus) -> Seq2SeqConfig | IOTConfig:
+    mcfg = spec.model
+    if mcfg.shared_embeddings and not corpus.shared:
+        raise ConfigError(
+            "model.shared_embeddings", True, "false, or data.shared_vocab true (a joint vocabulary)"
+        )
+    if mcfg.src_vocab_size is None or mcfg.tgt_vocab_size is None:
+        mcfg = mcfg.with_vocab(corpus.src_vocab_size, corpus.tgt_vocab_size)
+    for side in ("src", "tgt"):
+        have, need = getattr(mcfg, f"{side}_vocab_size"), getattr(corpus, f"{side}_vocab_size")
+        if have < need:
+            raise ConfigError(
+                f"model.{side}_vocab_size", have, f">= the corpus vocabulary ({need})"
+            )
+    return mcfg
+
+
+class TranslationFamily(Family):
+    """Encoder–decoder models (plain or IOT) on a parallel corpus; main metric ``val_bleu``."""
+
+    metric = "val_bleu"
+
+    def __init__(self, spec: TranslationSpec, corpus: ParallelCorpus | None = None) -> None:
+        self.corpus = corpus if corpus is not None else load_parallel(spec.data)
+        self.model_config = _model_config(spec, self.corpus)
+        self.settings = spec.translation
+        self.eval_at_start = spec.translation.eval_at_start
+        train = spec.train
+        eval_bs = train.eval_batch_size or train.batch_size
+        self.eval_limit = self.settings.eval_sentences or (
+            train.eval_batches * eval_bs if train.eval_batches else None
+        )
+
+    def build(self) -> OrderedSeq2Seq | IOTSeq2Seq:
+        return build_translation_model(self.model_config)
+
+    def before_step(self, model: torch.nn.Module, step: int, total: int) -> None:
+        if isinstance(model, IOTSeq2Seq) and isinstance(self.model_config, IOTConfig):
+            model.set_temperature(temperature(self.model_config, step, total))
+
+    def loss(self, model: Any, ctx: StepContext) -> tuple[torch.Tensor, int]:
+        ctx_len = self.model_config.context
+        batch = random_pairs(
+            self.corpus.train,
+            batch_size=ctx.batch_size,
+            generator=ctx.generator,
+            max_src=ctx_len,
+            max_tgt=ctx_len,
+        )
+        src, tgt_in, tgt_out = (t.to(ctx.device) for t in batch[:3])
+        out = model(src, tgt_in, tgt_out, label_smoothing=self.settings.label_smoothing)
+        term = guidance_term(model, self.model_config.guidance)
+        return (out.loss if term is None else out.loss + term), batch.n_tokens
+
+    def evaluate(
+        self, model: torch.nn.Module, ctx: StepContext, *, step: int, final: bool
+    ) -> Scores:
+        assert isinstance(model, OrderedSeq2Seq | IOTSeq2Seq)
+        tcfg = self.settings
+        iot = isinstance(model, IOTSeq2Seq)
+        due = tcfg.bleu_every is None or step % tcfg.bleu_every == 0 or final
+        res = evaluate_translation(
+            model,
+            self.corpus,
+            batch_size=ctx.eval_batch_size,
+            limit=self.eval_limit,
+            with_bleu=due,
+            beam=tcfg.beam,
+            max_len=tcfg.max_len,
+            length_penalty=tcfg.length_penalty,
+            routing_matrix=iot and final and tcfg.routing_bleu,
+            device=ctx.device,
+            autocast=ctx.autocast,
+        )
+        out: Scores = {"val_loss": res["loss"]}
+        with torch.no_grad():
+            term = guidance_term(model, self.model_config.guidance)
+        if term is not None:
+            out["guidance_loss"] = float(term)
+        if "bleu" in res:
+            out[self.metric] = res["bleu"]
+        if isinstance(model, IOTSeq2Seq):
+            mcfg = self.model_config
+            assert isinstance(mcfg, IOTConfig) and mcfg.decoder_codes is not None
+            routes = np.bincount(res["routes"], minlength=mcfg.decoder_size) / len(res["routes"])
+            out["tau"] = model.tau
+            for k, code in enumerate(mcfg.decoder_codes):
+                out[route_share(code)] = float(routes[k])
+            if "routing_bleu" in res:
+                out["routing_bleu"] = json.dumps(res["routing_bleu"], sort_keys=True)
+        return out
+
+
+def fit_translation(
+    spec: TranslationSpec,
+    report: Report | None = None,
+    *,
+    checkpoint_dir: str | None = None,
+    resume_from: str | None = None,
+    corpus: ParallelCorpus | None = None,
+    on_step: Callable[[dict[str, float]], None] | None = None,
+) -> FitResult:
+    """Train ``spec.model`` on ``spec.data`` through :func:`~sublayer_search.models.training_loop.train`."""
+    return train(
+        spec.train,
+        TranslationFamily(spec, corpus),
+        report,
+        checkpoint_dir=checkpoint_dir,
+        resume_from=resume_from,
+        on_step=on_step,
+    )

@@ -1,0 +1,225 @@
+"""``sublayer replay``: what a scheduler would have saved on a finished sweep.
+
+Reads the sweep's learning curves from MLflow (:mod:`.replay_store`) or from an export
+(``--export DIR|NAME_meta.json``, ``--builtin NAME``: :mod:`.replay_export`), replays them
+through the scheduler (:mod:`.replay`) and prints the compute it used against the full
+sweep, which of the top-k orders survived and the regret of its pick. ``--grid`` replays
+a small grid of grace periods and reduction factors; ``--figure`` draws it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from sublayer_search.search.cli.output import bad
+from sublayer_search.spaces.exit_codes import ExitCode
+
+__all__ = ["GRID_GRACE", "GRID_FACTORS", "add_replay", "run_replay"]
+
+GRID_GRACE = (1, 2, 3)
+"""Grace periods (evaluations) of ``--grid``."""
+GRID_FACTORS = (2.0, 3.0, 4.0)
+"""Reduction factors of ``--grid``."""
+_SCHEDULERS = ("asha", "asha-all", "hyperband", "median")  # replay.SCHEDULERS, without Ray
+
+
+def _whole(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"got {text!r}, expected a whole number >= 1")
+    return value
+
+
+def _factor(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 1):
+        raise argparse.ArgumentTypeError(f"got {text!r}, expected a number > 1 (e.g. 2 or 3)")
+    return value
+
+
+def add_replay(sub: Any) -> None:
+    """Register ``replay`` on the ``sublayer`` subcommands."""
+    p = sub.add_parser(
+        "replay", help="replay a finished sweep's learning curves through a trial scheduler",
+        description="Run a trial scheduler over the learning curves a finished sweep recorded "
+                    "in MLflow (or in an export of `sublayer export`), as if the sweep were happening (results in their recorded order "
+                    "of arrival), and report the compute it would have used, which of the top-k "
+                    "orders it keeps and the regret of the order it would pick.")
+    p.add_argument("experiment", nargs="?", default=None,
+                   help="MLflow experiment of the sweep (its latest sweep is used)")
+    p.add_argument("--export", default=None, metavar="PATH",
+                   help="replay an export of `sublayer export` instead: its folder (with --name "
+                        "when it holds several) or its NAME_meta.json")
+    p.add_argument("--name", default=None, help="with --export: the export's name")
+    p.add_argument("--builtin", default=None, metavar="NAME",
+                   help="replay a study shipped with the package (e.g. mini_press2020)")
+    p.add_argument("--scheduler", default="asha", choices=_SCHEDULERS,
+                   help="asha: the sweeps' ASHA (baselines train to the end); asha-all: Ray's "
+                        "ASHA over every trial; hyperband; median: median stopping rule "
+                        "(default: asha)")
+    p.add_argument("--grace-period", type=_whole, default=1, metavar="N",
+                   help="evaluations before a trial can be stopped (asha, median; default 1)")
+    p.add_argument("--reduction-factor", type=_factor, default=2.0, metavar="R",
+                   help="halving rate (asha, hyperband; default 2)")
+    p.add_argument("--max-t", type=_whole, default=None, metavar="N",
+                   help="evaluations a trial trains at most (default: the sweep's train.steps)")
+    p.add_argument("--min-samples", type=_whole, default=3, metavar="N",
+                   help="median: trials needed for a median (default 3)")
+    p.add_argument("--metric", default=None,
+                   help="metric the scheduler compares (default: the sweep's main metric; a "
+                        "live sweep's ASHA uses scheduler.metric, val_loss unless set)")
+    p.add_argument("--mode", default=None, choices=["min", "max"],
+                   help="direction of --metric (default: from its name)")
+    p.add_argument("--top-k", type=_whole, default=3, metavar="K", help="default 3")
+    p.add_argument("--arrival", default=None, choices=["recorded", "together"],
+                   help="recorded: trials start and report when they did; together: all start "
+                        "at once (default: together for hyperband, recorded otherwise)")
+    p.add_argument("--grid", action="store_true",
+                   help=f"replay grace periods {list(GRID_GRACE)} x reduction factors "
+                        f"{[int(f) for f in GRID_FACTORS]} and print one row each")
+    p.add_argument("--figure", default=None, metavar="PATH",
+                   help="with --grid: draw compute fraction against top-k kept (PNG)")
+    p.add_argument("--tracking-uri", default=None,
+                   help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or sqlite:///mlflow.db)")
+    p.set_defaults(func=run_replay)
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.4g}" if math.isfinite(value) else "nan"
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    """``sublayer replay``: 0 on success, 2 on bad input."""
+    import os
+
+    from sublayer_search.analysis.store.mlflow_store import StoreError, check_store
+    from sublayer_search.spaces.records import direction
+
+    if args.figure is not None and not args.grid:
+        return bad(f"--figure: got {args.figure!r} without --grid, expected --grid with it")
+    if args.figure is not None and not os.path.isdir(os.path.dirname(os.path.abspath(args.figure))):
+        return bad(f"--figure: got {args.figure!r}, expected a path in an existing folder")
+    given = {k: v for k, v in (("EXPERIMENT", args.experiment), ("--export", args.export),
+                               ("--builtin", args.builtin)) if v is not None}
+    if not given:
+        return bad("EXPERIMENT: got none, expected an MLflow experiment, --export PATH or "
+                    "--builtin NAME")
+    if len(given) > 1:
+        return bad(f"{'/'.join(given)}: got {', '.join(map(repr, given.values()))}, expected "
+                    "only one of them")
+    if args.name is not None and args.export is None:
+        return bad(f"--name: got {args.name!r} without --export, expected --export with it")
+    uri = None
+    if args.experiment is not None:
+        uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlflow.db"
+        try:
+            uri = check_store(uri)
+        except StoreError as exc:
+            return bad(f"--tracking-uri: got {exc.uri!r}, expected {exc.expected}")
+
+    from sublayer_search.search.replay.engine import (
+        ReplayError,
+        SchedulerSettings,
+        replay,
+        replay_grid,
+        together,
+    )
+
+    try:
+        sweep = _recorded(args, uri)
+        every = sweep.eval_every
+        max_t = sweep.steps if args.max_t is None else min(args.max_t * every, sweep.steps)
+        if args.grace_period * every > max_t:
+            raise ReplayError("--grace-period", args.grace_period,
+                              f"at most {max_t // every} evaluations (max_t: {max_t} steps, "
+                              f"one evaluation every {every} steps)")
+        metric = sweep.scheduler_metric
+        settings = SchedulerSettings(
+            name=args.scheduler, max_t=max_t, grace_period=args.grace_period * every,
+            reduction_factor=args.reduction_factor, min_samples=args.min_samples,
+            metric=metric, mode=args.mode or direction(metric))
+        arrival = args.arrival or ("together" if args.scheduler == "hyperband" else "recorded")
+        curves = together(sweep.curves) if arrival == "together" else list(sweep.curves)
+        rank = direction(sweep.metric)
+        print(f"sweep {sweep.experiment!r} (run {sweep.parent_run_id}): {len(curves)} trials, "
+              f"scheduler {sweep.recorded_scheduler}, main metric {sweep.metric}; replay: "
+              f"{args.scheduler} on {metric} ({settings.mode}), max_t {max_t} steps, "
+              f"one evaluation every {every} steps, arrival {arrival}")
+        if args.grid:
+            graces = [g * every for g in GRID_GRACE if g * every <= max_t]
+            rows = replay_grid(curves, settings, grace_periods=graces,
+                               reduction_factors=GRID_FACTORS, k=args.top_k, rank_mode=rank)
+            return _print_grid(rows, every, args.figure)
+        report = replay(curves, settings, k=args.top_k, rank_mode=rank)
+    except ReplayError as exc:
+        return bad(str(exc))
+    _print_report(report, sweep.metric)
+    return ExitCode.OK
+
+
+def _recorded(args: argparse.Namespace, uri: str | None) -> Any:
+    """The recorded sweep: from the MLflow store at ``uri``, or from an export."""
+    if uri is None:
+        from sublayer_search.search.replay.from_export import open_export, sweep_from_export
+
+        export = open_export(args.builtin or args.export, name=args.name,
+                             builtin=args.builtin is not None)
+        return sweep_from_export(export, scheduler_metric=args.metric)
+    from mlflow.tracking import MlflowClient
+
+    from sublayer_search.search.replay.store import load_sweep
+
+    return load_sweep(MlflowClient(tracking_uri=uri), args.experiment,
+                      scheduler_metric=args.metric)
+
+
+def _print_report(report: Any, metric: str) -> None:
+    rows = sorted(report.trials, key=lambda t: (t.stopped_at is not None, t.name))
+    width = max(len(t.name) for t in rows)
+    span = max([len("order")] + [len(t.order) for t in rows])
+    print(f"{'trial':<{width}}  {'order':<{span}}  steps/full  stopped_at  final_{metric}")
+    for t in rows:
+        stop = "" if t.stopped_at is None else str(t.stopped_at)
+        print(f"{t.name:<{width}}  {t.order:<{span}}  {f'{t.steps}/{t.full_steps}':>10}  "
+              f"{stop:>10}  {_fmt(t.final)}")
+    used, full = sum(t.steps for t in report.trials), sum(t.full_steps for t in report.trials)
+    evals = sum(t.evaluations for t in report.trials)
+    full_evals = sum(t.full_evaluations for t in report.trials)
+    print(f"compute: {used} of {full} trial-steps ({report.compute_fraction:.1%}), {evals} of "
+          f"{full_evals} evaluations ({report.evaluation_fraction:.1%}); "
+          f"{len(report.stopped)} trial(s) stopped")
+    lost = [n for n in report.top_k if n not in report.kept]
+    print(f"top-{report.k} by final {metric}: {', '.join(report.top_k) or 'none'}; kept "
+          f"{len(report.kept)} of {len(report.top_k)}" + (f" (lost: {', '.join(lost)})"
+                                                         if lost else ""))
+    order = {t.name: t.order for t in report.trials}.get(report.picked or "", "")
+    print(f"picked: {report.picked or 'none'}" + (f" ({order})" if order else "")
+          + f"; regret {_fmt(report.regret)} ({metric})")
+    if report.truncated:
+        print(f"note: {len(report.truncated)} trial(s) end before the replay would stop them "
+              f"(stopped or failed in the recorded sweep): {', '.join(report.truncated)}")
+
+
+def _print_grid(rows: list[dict[str, Any]], every: int, figure: str | None) -> int:
+    print("grace_evals  reduction_factor  compute  evaluations  top_k_kept  regret  picked")
+    for r in rows:
+        print(f"{r['grace_period'] // every:>11}  {r['reduction_factor']:>16g}  "
+              f"{r['compute_fraction']:>7.1%}  {r['evaluation_fraction']:>11.1%}  "
+              f"{r['top_k_kept']:>7}/{r['k']}  {_fmt(r['regret']):>6}  {r['picked']}")
+    if figure is not None:
+        import pandas as pd
+
+        from sublayer_search.analysis.figures.replay import plot_replay_grid
+
+        frame = pd.DataFrame(rows).assign(grace_evals=lambda f: f["grace_period"] // every)
+        plot_replay_grid(frame, figure)
+        print(f"figure: {figure}")
+    return ExitCode.OK

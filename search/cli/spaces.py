@@ -1,0 +1,111 @@
+"""``sublayer spaces sample``: print a space's orders with their counts and costs."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from sublayer_search.search.cli.output import bad as _bad
+from sublayer_search.search.cli.output import print_table as _print_table
+from sublayer_search.spaces.exit_codes import ExitCode
+
+__all__ = ["cmd_spaces_sample", "shown_order", "spaces_epilog"]
+
+_SPACE_ARG_EXAMPLE = "e.g. n=16, k=[0,6] or orders=[sfsf,ssff]"
+
+
+def _parse_value(text: str, name: str = "value") -> Any:
+    """The YAML value of the space argument ``name=text``; a ValueError names it."""
+    import yaml
+
+    if not text.strip():
+        raise ValueError(f"space argument {name!r}: got an empty value, expected NAME=VALUE "
+                         f"with a value ({_SPACE_ARG_EXAMPLE})")
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or "not valid YAML"
+        raise ValueError(f"space argument {name!r}: got {text!r} ({problem}), expected a number, "
+                         f"a word or a closed [list] ({_SPACE_ARG_EXAMPLE})") from None
+    except RecursionError:
+        raise ValueError(f"space argument {name!r}: got a value nested too deeply, expected a "
+                         f"number, a word or a flat [list] ({_SPACE_ARG_EXAMPLE})") from None
+
+
+def _as_typed(exc: ValueError, typed: dict[str, Any]) -> ValueError:
+    """The error in the user's words: ``k`` (as typed) rather than the internal ``ks``."""
+    from sublayer_search.spaces.errors import SpaceError
+
+    if not isinstance(exc, SpaceError) or "k" not in typed or "ks" in typed:
+        return exc
+    field = exc.field
+    if field == "ks":
+        field = "k"
+    elif field == "k[0]" and not isinstance(typed["k"], list):  # k=20 typed, not k=[20]
+        field, exc = "k", SpaceError("k", typed["k"], exc.expected)
+    return SpaceError(field, exc.value, exc.expected.replace("ks", "k"))
+
+
+def shown_order(order: str, params: dict[str, Any]) -> str:
+    """The order column: an IOT subset shows all its block orders (``(scf|csf|fcs)^2``),
+    other candidates their order; counts and units stay those of one path."""
+    if "subset" not in params or "codes" not in params:
+        return order
+    from sublayer_search.spaces.generators.iot_subsets import (
+        DECODER_BLOCKS,
+        ENCODER_BLOCKS,
+        subset_label,
+    )
+
+    blocks = DECODER_BLOCKS if params.get("stack", "decoder") == "decoder" else ENCODER_BLOCKS
+    return subset_label([blocks[c] for c in params["codes"]], int(params.get("layers", 1)))
+
+
+def spaces_epilog() -> str:
+    """Each space with its arguments and their defaults, for ``spaces sample --help``."""
+    import inspect
+
+    from sublayer_search.spaces.registry import ALL_SPACES
+
+    lines = ["spaces and their arguments (NAME=VALUE; no default: required):"]
+    for name, info in ALL_SPACES.items():
+        shown = []
+        for arg, default in info.arguments.items():
+            arg = "k" if (name, arg) == ("sandwich", "ks") else arg
+            shown.append(arg if default is inspect.Parameter.empty else f"{arg}={default}")
+        lines.append(f"  {name:<13} {' '.join(shown)}")
+        lines.append(f"  {'':<13} {info.summary.replace('`', '')}; kinds: {', '.join(info.kinds)}")
+    lines.append("example: sublayer spaces sample sandwich n=16 k=[0,6,15]  (k: one value or a "
+                 "list; default every k in 0..n-1)")
+    return "\n".join(lines)
+
+
+def cmd_spaces_sample(args: argparse.Namespace) -> int:
+    from sublayer_search.spaces.cost import units
+    from sublayer_search.spaces.registry import ALL_SPACES, expand, space_arguments
+
+    kwargs: dict[str, Any] = {}
+    for item in args.args:
+        if "=" not in item:
+            return _bad(f"space argument {item!r}: expected NAME=VALUE (e.g. n=16)")
+        key, value = item.split("=", 1)
+        if not key.strip():
+            return _bad(f"space argument {item!r}: got no NAME, expected NAME=VALUE (e.g. n=16)")
+        try:
+            kwargs[key] = _parse_value(value, key)
+        except ValueError as exc:
+            return _bad(str(exc))
+    try:
+        cands = expand(args.space, space_arguments(kwargs) if args.space == "sandwich" else kwargs,
+                       kind=args.kind)
+    except ValueError as exc:
+        known = ", ".join(f"{n} ({i.summary})" for n, i in ALL_SPACES.items())
+        return _bad(f"{_as_typed(exc, kwargs)}\n  spaces: {known}")
+    rows = [{"name": c.name, "order": shown_order(c.order, c.params), "n_s": c.counts["s"],
+             "n_f": c.counts["f"], "n_c": c.counts["c"], "n_h": c.counts.get("h", 0),
+             "units": units(c.order)} for c in cands]
+    cols = ["name", "n_s", "n_f"] + (["n_c"] if args.kind == "decoder" else [])
+    cols += (["n_h"] if any(r["n_h"] for r in rows) else []) + ["units", "order"]
+    _print_table(rows, cols)
+    print(f"{len(rows)} order(s)")
+    return ExitCode.OK

@@ -1,0 +1,361 @@
+"""Experiment files (``configs/*.yaml``): schema, loading and whole-file validation.
+
+``load_experiment(path)`` parses the YAML, validates every section (pydantic for
+shapes and types, then the spaces, the model, the data and the resources) and raises
+one :class:`ExperimentError` listing *every* problem with its YAML path. Nothing here
+starts Ray or touches MLflow.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import pydantic
+import yaml
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
+
+from sublayer_search.models.train_config import TrainConfig
+from sublayer_search.search.plan.problems import ExperimentError, Problem, from_validation_error
+from sublayer_search.search.plan.scalars import strict_scalars
+
+__all__ = [
+    "Experiment", "SpaceSpec", "BaselineSpec", "Resources", "SchedulerSpec", "SearchSpec",
+    "FailureSpec", "TrackingSpec", "RaySpec", "load_experiment", "parse_experiment",
+    "config_hash",
+]
+
+
+def _distinct(seeds: list[int]) -> list[int]:
+    repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+    if repeated:
+        raise PydanticCustomError("distinct", "a list of distinct seeds (repeated: {repeated})",
+                                  {"repeated": ", ".join(map(str, repeated))})
+    return seeds
+
+
+Seeds = Annotated[int, Field(ge=1)] | Annotated[list[Annotated[int, Field(ge=0)]],
+                                                Field(min_length=1), AfterValidator(_distinct)]
+"""A count ``n`` (seeds ``0..n-1``, n >= 1) or a non-empty list of distinct seeds >= 0."""
+
+MAX_NAME = 100
+"""Longest sweep name: it names folders and files (``<name>-<timestamp>``, ``<name>.latest``)."""
+MAX_DEPTH = 32
+"""Deepest nesting of an experiment file (mappings and lists)."""
+DATA_PATHS = ("path", "train_path", "valid_path", "test_path", "data_dir", "cache_dir",
+              "train_src", "train_tgt", "valid_src", "valid_tgt", "test_src", "test_tgt")
+"""``data`` settings that name files or folders: relative ones are relative to the file."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SpaceSpec(BaseModel):
+    """``{type: sandwich, n: 16, k: [0, 6]}``: a space name and its arguments."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    type: Literal["permutations", "budgeted", "sandwich", "explicit", "iot_subsets", "par",
+                  "macaron"]
+    seeds: Seeds | None = None
+    """This space's seeds (grid search), replacing the sweep's ``seeds`` for its orders:
+    e.g. three seeds for the sandwich family, one per random permutation."""
+
+    @property
+    def seed_list(self) -> list[int] | None:
+        s = self.seeds
+        return None if s is None else list(range(s)) if isinstance(s, int) else list(s)
+
+    @property
+    def args(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class BaselineSpec(_Strict):
+    """The interleaved order at the same budget, trained with several seeds."""
+
+    enabled: bool = True
+    seeds: Seeds = 3
+    """A count (seeds 0..n-1) or an explicit list."""
+    order: str | None = None
+    """Override the baseline order (default: ``(sf)^n`` with the space's budget)."""
+
+
+class Resources(_Strict):
+    cpu: float = Field(1.0, gt=0)
+    gpu: float = Field(0.0, ge=0)
+    """Fractions share one GPU between trials (``0.5`` = two trials per GPU)."""
+
+
+class SchedulerSpec(_Strict):
+    type: Literal["fifo", "asha"] = "fifo"
+    grace_period: int = Field(1, ge=1)
+    """ASHA: evaluations before a trial can be stopped."""
+    reduction_factor: float = Field(2.0, gt=1)
+    metric: str = "val_loss"
+    mode: Literal["min", "max"] = "min"
+
+
+STATIC_OBJECTIVES = ("params", "flops_per_token")
+"""Objectives known from the order before training (the trial table's columns; minimised)."""
+
+
+class SearchSpec(_Strict):
+    algorithm: Literal["grid", "optuna", "surrogate", "evolution", "oneshot"] = "grid"
+    """``surrogate``: order-aware, a GP over order features (:mod:`search.searchers.surrogate`);
+    ``oneshot``: a weight-sharing supernet ranks every order, the ``top_k`` train alone."""
+    num_samples: int | None = Field(None, ge=1)
+    """Trial budget of ``optuna``/``surrogate``/``evolution`` (not counting the baseline seeds)."""
+    seed: int = 0
+    population: int = Field(8, ge=2)
+    """Evolution: population size (regularized evolution, Real et al. 2019)."""
+    sample_size: int = Field(3, ge=1)
+    """Evolution: tournament size."""
+    metric: str | None = None
+    """Metric the searcher optimises (default: the corpus's main validation metric)."""
+    objectives: list[str] | None = None
+    """Optuna only: several objectives (``[val_ppl, flops_per_token]``; the first is the
+    metric, the others reported metrics or ``params`` / ``flops_per_token``)."""
+    sampler: Literal["tpe", "nsga2"] = "tpe"
+    """Optuna's sampler: TPE (also multi-objective) or NSGA-II (multi-objective)."""
+    warm_start: bool | str | Annotated[list[str], Field(min_length=1)] = False
+    """Adaptive searchers: tell them the finished trials of earlier sweeps with the same
+    content key (config hash, identity) first; ``true``: this MLflow experiment, a name
+    or a list of names: those experiments."""
+    supernet: dict[str, Any] | None = None
+    """``oneshot``: the supernet's settings (``steps``, ``sharing``, ``eval_batches``, ``seed``;
+    checked by :class:`~sublayer_search.search.oneshot.plan.SupernetSpec`)."""
+    top_k: int | None = Field(None, ge=1)
+    """``oneshot``: how many of the best-ranked orders train stand-alone (default 5)."""
+
+
+class FailureSpec(_Strict):
+    retries: int = Field(0, ge=0)
+    """Ray restarts a failed trial this many times (from its last checkpoint)."""
+    tolerate: bool = False
+    """Exit 0 even when trials failed or diverged (for sweeps where some are expected to);
+    by default such a sweep exits with status 1."""
+
+
+class TrackingSpec(_Strict):
+    uri: str = "sqlite:///mlflow.db"
+    experiment: str | None = None
+    """MLflow experiment name (default: the sweep name)."""
+    log_checkpoints: bool = False
+    """Attach each finished trial's final checkpoint to its MLflow run."""
+    outage_limit_s: float = Field(600.0, gt=0)
+    """How long the sweep rides out an unreachable MLflow (writes buffered, retried with
+    backoff) before it stops; ``--resume`` then writes the backlog and continues."""
+    max_buffered: int = Field(100_000, ge=1)
+    """Most MLflow writes held in memory during an outage (more stops the sweep too)."""
+
+
+class RaySpec(_Strict):
+    address: str | None = None
+    storage_path: str = "ray_results"
+    num_cpus: int | None = Field(None, ge=1)
+    num_gpus: int | None = Field(None, ge=0)
+
+
+class Experiment(_Strict):
+    """One sweep: what to train, how to search, where to run and track it."""
+
+    name: Annotated[str, Field(min_length=1, max_length=MAX_NAME, pattern=r"^[A-Za-z0-9_.-]+$")]
+    description: str = ""
+    task: str = "lm"
+    """A registered task (:mod:`sublayer_search.search.tasks`): ``lm`` (OrderedLM on a
+    corpus) or ``translation`` (OrderedSeq2Seq / IOT) are built in."""
+    space: SpaceSpec | Annotated[list[SpaceSpec], Field(min_length=1)]
+    seeds: Seeds = 1
+    baseline: BaselineSpec = Field(default_factory=BaselineSpec)
+    model: dict[str, Any] = Field(default_factory=dict)
+    """ModelConfig fields (without ``order``) and an optional ``preset``."""
+    data: dict[str, Any]
+    """DataConfig fields (``ParallelDataConfig`` for translation); checked by the task."""
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    translation: dict[str, Any] = Field(default_factory=dict)
+    """TranslationConfig fields (beam, max_len, label_smoothing, …) for task: translation."""
+    resources: Resources = Field(default_factory=Resources)
+    max_concurrent: int | None = Field(None, ge=1)
+    scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
+    search: SearchSpec = Field(default_factory=SearchSpec)
+    failure: FailureSpec = Field(default_factory=FailureSpec)
+    tracking: TrackingSpec = Field(default_factory=TrackingSpec)
+    ray: RaySpec = Field(default_factory=RaySpec)
+    reuse: bool | Literal["experiment", "store"] = False
+    """Take trials that already finished with the same content key — order, seed and every
+    resolved model/data/train setting (the config hash) — instead of training them again.
+    ``true``/``experiment``: from earlier sweeps of this MLflow experiment; ``store``: from
+    any experiment of the tracking store (copied into this sweep as runs tagged
+    ``sublayer.reused_from``, so its studies see them)."""
+    """Take trials whose (order, seed, config hash) already finished from MLflow."""
+
+    @field_validator("task")
+    @classmethod
+    def _known_task(cls, value: str) -> str:
+        from sublayer_search.search.tasks import task_names
+
+        names = task_names()
+        if value not in names:
+            quoted = [repr(n) for n in names]
+            listed = " or ".join([", ".join(quoted[:-1]), quoted[-1]] if len(quoted) > 1 else quoted)
+            raise PydanticCustomError("literal_error", "Input should be {expected}",
+                                      {"expected": listed})
+        return value
+
+    @property
+    def spaces(self) -> list[SpaceSpec]:
+        return list(self.space) if isinstance(self.space, list) else [self.space]
+
+    @property
+    def seed_list(self) -> list[int]:
+        return list(range(self.seeds)) if isinstance(self.seeds, int) else list(self.seeds)
+
+    @property
+    def baseline_seeds(self) -> list[int]:
+        s = self.baseline.seeds
+        return list(range(s)) if isinstance(s, int) else list(s)
+
+    @property
+    def experiment_name(self) -> str:
+        return self.tracking.experiment or self.name
+
+    def storage_path(self) -> str:
+        return str(Path(self.ray.storage_path).expanduser().resolve())
+
+
+def config_hash(settings: dict[str, Any]) -> str:
+    """Short stable hash of every setting except the order and the seed."""
+    keep = {k: v for k, v in settings.items() if k not in ("model.order", "train.seed")}
+    blob = json.dumps(keep, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def parse_experiment(raw: Any, source: str = "<experiment>") -> Experiment:
+    """Shape- and type-check a parsed YAML document (no cross-field checks yet).
+
+    Raises :class:`ExperimentError` with every problem found. When the only problems are
+    unknown top-level keys, the error's ``partial`` is the experiment without them, so
+    the caller can go on to find the problems of the rest (spaces, model, data …).
+    """
+    if not isinstance(raw, dict):
+        raise ExperimentError(source, [Problem("", type(raw).__name__, "a YAML mapping at the top level")])
+    raw, problems = strict_scalars(Experiment, raw)
+    try:
+        exp = Experiment.model_validate(raw)
+    except pydantic.ValidationError as err:
+        found = from_validation_error(err)
+        problems += found
+        unknown = {str(e["loc"][0]) for e in err.errors()
+                   if e["type"] == "extra_forbidden" and len(e["loc"]) == 1}
+        partial = None
+        if unknown and len(unknown) == len(found):
+            try:
+                partial = Experiment.model_validate({k: v for k, v in raw.items()
+                                                     if k not in unknown})
+            except pydantic.ValidationError:
+                partial = None
+        raise ExperimentError(source, problems, partial=partial) from None
+    except RecursionError:
+        raise ExperimentError(source, problems + [Problem("", "a document nested too deeply",
+                                                          "a flatter YAML document")]) from None
+    if problems:
+        raise ExperimentError(source, problems, partial=exp)
+    return exp
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.safe_load``'s loader that refuses a key given twice in one mapping."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, yaml.Mark] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: the base class reports it
+                break
+            if first is not None:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first at line {first.line + 1})",
+                    key_node.start_mark)
+            seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of mappings and lists, without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    seen: dict[int, int] = {}  # YAML aliases share objects: visit each at its deepest once
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            if seen.get(id(item), 0) >= level:
+                continue
+            seen[id(item)] = level
+            deepest = max(deepest, level)
+            if level > MAX_DEPTH:
+                break
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def read_yaml(path: str | os.PathLike[str]) -> Any:
+    """The YAML document of ``path``: UTF-8, no duplicate keys, at most ``MAX_DEPTH`` deep."""
+    p = Path(path)
+    if not p.is_file():
+        raise ExperimentError(str(path), [Problem("", str(path), "an existing experiment YAML file")])
+    data = p.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        hint = " (it looks like UTF-16)" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
+        raise ExperimentError(str(path), [Problem("", f"a byte 0x{data[err.start]:02x} at offset "
+                                                      f"{err.start} that is not UTF-8{hint}",
+                                                  "a UTF-8 text file")]) from None
+    if "\x00" in text:
+        raise ExperimentError(str(path), [Problem("", "a NUL byte", "a UTF-8 text file")])
+    try:
+        doc = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506  # a SafeLoader
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
+        problem = getattr(err, "problem", None)
+        what = f"invalid YAML at {where}" + (f": {problem}" if problem else "")
+        raise ExperimentError(str(path), [Problem("", what, "well-formed YAML")]) from None
+    except RecursionError:
+        doc = None
+        depth = MAX_DEPTH + 1
+    else:
+        depth = _depth(doc)
+    if depth > MAX_DEPTH:
+        raise ExperimentError(str(path), [Problem("", f"a document nested more than {MAX_DEPTH} "
+                                                      "levels deep", "a flatter YAML document")])
+    return doc
+
+
+def _relative_to(folder: Path, raw: Any) -> Any:
+    """``data`` paths made absolute against the experiment file's folder (trials run in
+    other folders, on other nodes)."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("data"), dict):
+        return raw
+    data = dict(raw["data"])
+    for key in DATA_PATHS:
+        value = data.get(key)
+        if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
+            data[key] = str((folder / value).resolve())
+    return {**raw, "data": data}
+
+
+def load_experiment(path: str | os.PathLike[str]) -> Experiment:
+    """Read and shape-check an experiment file; see :func:`search.plan.sweep_plan.plan_sweep` for the rest.
+
+    Relative ``data`` paths are resolved against the file's folder, once, here.
+    """
+    raw = read_yaml(path)
+    return parse_experiment(_relative_to(Path(path).resolve().parent, raw), str(path))

@@ -1,0 +1,109 @@
+"""Checks of where a sweep will write and run, made before Ray starts or MLflow is touched.
+
+Each returns problems instead of raising, so the CLI reports them with every other
+problem of the experiment file and exits with status 2, having created nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from urllib.parse import urlparse
+
+from sublayer_search.search.plan.problems import Problem
+
+__all__ = ["address_problems", "storage_problems", "tracking_problems", "TRACKING_SCHEMES"]
+
+TRACKING_SCHEMES = ("sqlite", "http", "https", "postgresql", "mysql", "mssql", "databricks",
+                    "file")
+"""MLflow store schemes a sweep accepts (``file`` only with ``MLFLOW_ALLOW_FILE_STORE``)."""
+ADDRESS_TIMEOUT_S = 5.0
+
+
+def _writable_folder(folder: Path) -> str | None:
+    """Why files cannot be created under ``folder`` (which may not exist yet), or None."""
+    probe = folder
+    while not probe.exists():
+        if probe.parent == probe:
+            return f"{folder} cannot be created"
+        probe = probe.parent
+    if not probe.is_dir():
+        return f"{probe} is a file, not a folder"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return f"{probe} is not writable"
+    return None
+
+
+def tracking_problems(uri: str, path: str = "tracking.uri") -> list[Problem]:
+    """An MLflow tracking URI a sweep can write to (a server's: one that answers)."""
+    # one rule with analyze & co.; a password in the URI is never shown
+    from sublayer_search.analysis.store.mlflow_store import redact_uri, server_problem
+
+    shown = redact_uri(uri)
+    if not uri:
+        return [Problem(path, shown, "an MLflow tracking URI such as sqlite:///mlflow.db")]
+    scheme = urlparse(uri).scheme
+    if scheme not in TRACKING_SCHEMES:
+        return [Problem(path, shown, "an MLflow tracking URI with one of the schemes "
+                        + ", ".join(f"{s}://" for s in TRACKING_SCHEMES))]
+    if scheme == "file" and os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() != "true":
+        return [Problem(path, shown, "sqlite:///… or a server (MLflow 3 refuses the file store "
+                        "unless MLFLOW_ALLOW_FILE_STORE=true)")]
+
+    unreachable = server_problem(uri)  # None unless a server (http(s), postgresql, …)
+    if unreachable:
+        return [Problem(path, shown, unreachable)]
+    if scheme == "sqlite":
+        file = Path(uri.removeprefix("sqlite:///")).expanduser()
+        if file.is_dir():
+            return [Problem(path, shown, "a SQLite file, not a folder")]
+        if file.is_file():
+            with open(file, "rb") as handle:
+                head = handle.read(16)
+            if head and head != b"SQLite format 3\x00":
+                return [Problem(path, shown, "a SQLite database (this file is something else)")]
+            if not os.access(file, os.W_OK):
+                return [Problem(path, shown, "a writable SQLite file")]
+        else:
+            why = _writable_folder(file.resolve().parent)
+            if why:
+                return [Problem(path, shown, f"a SQLite file in a writable folder ({why})")]
+    return []
+
+
+def storage_problems(storage_path: str, name: str) -> list[Problem]:
+    """Ray's storage folder: a folder (or creatable), where ``<name>-<timestamp>`` fits."""
+    folder = Path(storage_path).expanduser().resolve()
+    if folder.exists() and not folder.is_dir():
+        return [Problem("ray.storage_path", storage_path, "a folder (this is a file)")]
+    why = _writable_folder(folder)
+    if why:
+        return [Problem("ray.storage_path", storage_path, f"a writable folder ({why})")]
+    try:
+        longest = os.pathconf(str(folder if folder.exists() else folder.parent), "PC_NAME_MAX")
+    except (OSError, ValueError):
+        longest = 255
+    run_name = f"{name}-YYYYmmdd-HHMMSS"
+    if len(run_name) > longest:
+        return [Problem("name", name, f"a name of at most {longest - 16} characters (it names "
+                        f"the folder {run_name})")]
+    return []
+
+
+def address_problems(address: str | None) -> list[Problem]:
+    """A cluster address that answers within a few seconds (``auto`` is not checked)."""
+    if not address or address in ("auto", "local"):
+        return []
+    target = address.removeprefix("ray://")
+    host, _, port = target.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        return [Problem("--address", address, "HOST:PORT, ray://HOST:PORT or auto")]
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=ADDRESS_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        return [Problem("--address", address, f"a reachable Ray cluster (no answer within "
+                        f"{ADDRESS_TIMEOUT_S:g} s: {reason})")]
+    return []

@@ -1,0 +1,63 @@
+"""Whether this machine can give a sweep what its ``resources`` ask (skipped for a cluster).
+
+Planning stays fast: GPUs are counted without importing torch; torch is asked only when a
+GPU is there (:func:`torch_cuda`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sublayer_search.search.plan.experiment import Experiment
+from sublayer_search.search.plan.problems import Problem
+
+__all__ = ["check_resources", "local_gpus", "resource_problems", "torch_cuda"]
+
+
+def check_resources(exp: Experiment, problems: list[Problem]) -> None:
+    """Local runs: a trial must fit this machine (clusters are checked after connecting)."""
+    if exp.ray.address or os.environ.get("RAY_ADDRESS"):
+        return
+    cpus = exp.ray.num_cpus or os.cpu_count() or 1
+    if exp.resources.cpu > cpus:
+        problems.append(Problem("resources.cpu", exp.resources.cpu,
+                                f"at most {cpus} (CPUs of this machine / ray.num_cpus)"))
+    gpus = exp.ray.num_gpus if exp.ray.num_gpus is not None else local_gpus()
+    if exp.train.device == "cuda" and not torch_cuda():
+        problems.append(Problem("train.device", "cuda", "auto or cpu: this machine has no CUDA "
+                                "GPU (or give --address of a cluster whose workers have one)"))
+    if exp.resources.gpu > gpus:
+        problems.append(Problem("resources.gpu", exp.resources.gpu,
+                                f"at most {gpus} (GPUs of this machine / ray.num_gpus)"))
+    if exp.resources.gpu > 1 and exp.resources.gpu != int(exp.resources.gpu):
+        problems.append(Problem("resources.gpu", exp.resources.gpu,
+                                "a fraction below 1 or a whole number of GPUs"))
+
+
+def local_gpus() -> int:
+    """NVIDIA GPUs this process may use, without importing torch (planning stays fast):
+    ``CUDA_VISIBLE_DEVICES`` when set, else the driver's ``/proc/driver/nvidia/gpus``."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        ids = [d for d in visible.split(",") if d.strip()]
+        return 0 if not ids or ids[0].strip() == "-1" else len(ids)
+    gpus = Path("/proc/driver/nvidia/gpus")
+    return len(list(gpus.iterdir())) if gpus.is_dir() else 0
+
+
+def torch_cuda() -> bool:
+    """Whether torch can train on a GPU here (imports torch only when a GPU is present)."""
+    if local_gpus() == 0:
+        return False
+    from sublayer_search.models.optim import cuda_available
+
+    return cuda_available()
+
+
+def resource_problems(exp: Experiment, address: str | None = None) -> list[Problem]:
+    """Problems of ``resources`` on this machine (none when a cluster address is given)."""
+    problems: list[Problem] = []
+    if not address:
+        check_resources(exp, problems)
+    return problems

@@ -1,0 +1,359 @@
+"""From a validated experiment to a sweep plan: the trial table and the candidate pool.
+
+``plan_sweep(exp)`` runs every cross-field check (space arguments, model, budget of
+the baseline, data availability, local resources) and collects *all* problems before
+raising one :class:`ExperimentError`. It never starts Ray nor touches MLflow.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from sublayer_search.search.oneshot.checks import oneshot_problems
+from sublayer_search.search.plan.experiment import STATIC_OBJECTIVES, Experiment, config_hash
+from sublayer_search.search.plan.guidance_axis import (
+    check_guided,
+    cross,
+    guidance_settings,
+    label_of,
+    with_guidance,
+)
+from sublayer_search.search.plan.preflight import (
+    address_problems,
+    storage_problems,
+    tracking_problems,
+)
+from sublayer_search.search.plan.problems import ExperimentError, Problem, from_exception
+from sublayer_search.search.plan.resources import resource_problems
+from sublayer_search.search.searchers.observation import Observation
+from sublayer_search.search.tasks import Task, task_for
+from sublayer_search.spaces.candidate import Candidate
+from sublayer_search.spaces.errors import OrderError
+from sublayer_search.spaces.order import counts, parse_order
+from sublayer_search.spaces.records import Direction, direction
+from sublayer_search.spaces.registry import expand, space_arguments
+
+__all__ = ["Trial", "SweepPlan", "plan_sweep", "trial_table"]
+
+AnyTask = Task[Any, Any, Any, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Trial:
+    """One (order, seed) to train: what Ray gets as ``config["trial"]``."""
+
+    name: str
+    """Readable and unique in the sweep: ``sandwich16_6@seed2``, ``sandwich16_6+hg-kq@seed0``."""
+    candidate: str
+    order: str
+    seed: int
+    space: str
+    baseline: bool = False
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def family(self) -> str:
+        """``baseline``, the family of the order (an explicit sandwich), or the space."""
+        if self.baseline:
+            return "baseline"
+        return str(self.params.get("family", self.space))
+
+    @property
+    def guidance(self) -> str:
+        """Cross-layer guidance label: ``none``, ``sg-kq``, ``hg-kq+ffn``, …"""
+        return label_of(self.params)
+
+    def to_config(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_config(cls, data: dict[str, Any]) -> Trial:
+        return cls(**data)
+
+    @classmethod
+    def of(cls, cand: Candidate, seed: int, *, baseline: bool = False) -> Trial:
+        return cls(name=f"{cand.name}@seed{seed}", candidate=cand.name, order=cand.order,
+                   seed=seed, space=cand.space, baseline=baseline or cand.baseline,
+                   params=dict(cand.params))
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepPlan:
+    """A validated experiment with its expanded candidates and trials."""
+
+    experiment: Experiment
+    source: str
+    model: Any
+    """The model template (baseline orders, vocabulary filled in)."""
+    data: Any
+    """The data config (``DataConfig``, or ``ParallelDataConfig`` for translation)."""
+    extra: Any = None
+    """Task settings beyond train (``TranslationConfig`` for translation)."""
+    candidates: list[Candidate]
+    """The space's pool, baseline excluded (searchers draw from it)."""
+    baseline: Candidate | None
+    trials: list[Trial]
+    """Grid: every trial. Adaptive searchers: the baseline trials only."""
+    metric: str
+    """Main validation metric (``val_ppl``, ``val_bpc`` or ``val_bleu``)."""
+    task: AnyTask
+    """LM, translation, …: configs, baseline, spec and fit of a trial."""
+    warm: tuple[Observation, ...] = ()
+    """Finished trials of earlier sweeps told to the searcher first (``search.warm_start``)."""
+
+    @property
+    def mode(self) -> Direction:
+        """``min`` for losses and perplexities, ``max`` for BLEU (the metric's direction)."""
+        return direction(self.metric)
+
+    def model_for(self, trial: Trial) -> Any:
+        return with_guidance(self.task.model_for(self.model, trial.order, trial.params),
+                             trial.params)
+
+    @property
+    def guided(self) -> bool:
+        """Some candidate is guided (the trial table gets a ``guidance`` column)."""
+        return any(label_of(c.params) != "none" for c in self.candidates)
+
+    def spec_for(self, trial: Trial) -> Any:
+        train = replace(self.experiment.train, seed=trial.seed)
+        return self.task.spec(self.model_for(trial), self.data, train, self.extra)
+
+    def settings(self) -> dict[str, Any]:
+        """Every data/train/model setting, flat (``train.lr``), for hashing and params."""
+        out = {f"data.{k}": v for k, v in asdict(self.data).items()}
+        out.update({f"train.{k}": v for k, v in asdict(self.experiment.train).items()})
+        # a trial's guidance is in its identity (its label), not in the shared template
+        out.update({f"model.{k}": v for k, v in asdict(self.model).items() if k != "guidance"})
+        # IOT routing settings (tau_schedule, clamp, …) live beside the template: hash them
+        # too, so reuse never takes a run trained with other ones (absent: hash unchanged)
+        out.update({f"model.{k}": v for k, v in getattr(self.task, "iot_settings", {}).items()})
+        if self.extra is not None and self.task.section is not None:
+            out.update({f"{self.task.section}.{k}": v for k, v in asdict(self.extra).items()})
+        return out
+
+    @property
+    def config_hash(self) -> str:
+        return config_hash(self.settings())
+
+    def row(self, trial: Trial) -> dict[str, Any]:
+        """The trial's table row: what the dry run prints and MLflow records as params."""
+        c = counts(trial.order)
+        row = {"name": trial.name, "order": trial.order, "seed": trial.seed, "space": trial.space,
+               "family": trial.family, "k": trial.params.get("k"), "n_s": c["s"], "n_f": c["f"],
+               "n_c": c["c"]}
+        if "h" in c:  # half-width feedforwards (macaron): only where there are some
+            row["n_h"] = c["h"]
+        if self.guided:
+            row["guidance"] = trial.guidance
+        row.update(self.task.row(self.model_for(trial), trial.order, trial.params))
+        return row
+
+
+def trial_table(plan: SweepPlan) -> list[dict[str, Any]]:
+    return [plan.row(t) for t in plan.trials]
+
+
+def _space_error_path(prefix: str, exc: Exception, original: dict[str, Any]) -> Problem:
+    prob = from_exception(exc, prefix)
+    if "k" in original and "ks" not in original:
+        prob = Problem(prob.path.replace(".ks", ".k"), prob.value, prob.expected)
+    return prob
+
+
+def _expand_spaces(exp: Experiment, task: AnyTask, problems: list[Problem],
+                   seeds_of: dict[tuple[str, str], list[int]]) -> list[Candidate]:
+    """Every space's candidates; ``seeds_of`` gets the seeds of spaces that set their own,
+    keyed by (space, candidate name)."""
+    out: list[Candidate] = []
+    many = isinstance(exp.space, list)
+    for i, space in enumerate(exp.spaces):
+        prefix = f"space[{i}]" if many else "space"
+        if space.seeds is not None and exp.search.algorithm != "grid":
+            problems.append(Problem(f"{prefix}.seeds", space.seeds, "no seeds per space with "
+                                    f"search.algorithm {exp.search.algorithm} (grid only; "
+                                    "set the sweep's seeds)"))
+        unfit = task.space_problem(space.type)
+        if unfit is not None:
+            problems.append(Problem(f"{prefix}.type", space.type, unfit))
+            continue
+        try:
+            kind, args, extra = task.space_args(space.type, space.args)
+            cands = expand(space.type, space_arguments(args), kind=kind)
+            suffix = "_enc" if extra.get("side") == "encoder" else ""
+            cands = [replace(c, name=c.name + suffix, params={**c.params, **extra})
+                     for c in cands]
+            out.extend(cands)
+            own = space.seed_list
+            for c in cands if own is not None else ():
+                seeds_of[(c.space, c.name)] = sorted({*seeds_of.get((c.space, c.name), []),
+                                                      *(own or [])})
+        except ValueError as exc:
+            problems.append(_space_error_path(prefix, exc, space.args))
+    return out
+
+
+def _baseline(exp: Experiment, task: AnyTask, pool: Sequence[Candidate], template: Any,
+              problems: list[Problem]) -> Candidate | None:
+    if not exp.baseline.enabled:
+        return None
+    if exp.baseline.order is not None:
+        try:
+            order = parse_order(exp.baseline.order, kind=task.kind)
+        except OrderError as exc:
+            problems.append(Problem("baseline.order", exp.baseline.order,
+                                    f"a valid {task.kind} order (position {exc.position}: "
+                                    f"{exc.problem})"))
+            return None
+        return Candidate(order=order, space="baseline", name=f"baseline_{len(order)}",
+                         params=task.baseline_params(order), baseline=True)
+    return task.baseline(pool, template, problems)
+
+
+def _check_search(exp: Experiment, task: AnyTask, pool: Sequence[Candidate],
+                  problems: list[Problem]) -> None:
+    algo = exp.search.algorithm
+    unfit = task.search_problem(algo)
+    if unfit is not None:
+        problems.append(Problem("search.algorithm", algo, unfit))
+    if algo not in ("grid", "oneshot") and exp.search.num_samples is None:
+        problems.append(Problem("search.num_samples", None,
+                                f"a trial budget (a positive integer) for search.algorithm {algo}"))
+    if algo == "evolution" and any("subset" in c.params for c in pool):
+        problems.append(Problem("search.algorithm", algo, "grid, optuna or surrogate for "
+                                "iot_subsets (an IOT model is a set of orders, not one to mutate)"))
+    _check_objectives(exp, problems)
+    problems += oneshot_problems(exp, pool)  # supernet and top_k: oneshot only
+    if algo == "evolution" and any(label_of(c.params) != "none" for c in pool):
+        problems.append(Problem("search.algorithm", algo,
+                                "grid or optuna with model.guidance (mutations keep no guidance)"))
+    if exp.scheduler.type == "asha" and exp.scheduler.metric not in ("val_loss", "train_loss"):
+        problems.append(Problem("scheduler.metric", exp.scheduler.metric,
+                                "val_loss or train_loss (reported at every evaluation)"))
+    evaluations = exp.train.steps // exp.train.eval_every
+    if exp.scheduler.type == "asha" and exp.scheduler.grace_period > max(evaluations, 1):
+        problems.append(Problem("scheduler.grace_period", exp.scheduler.grace_period,
+                                f"at most {max(evaluations, 1)} (the evaluations of a trial: "
+                                f"train.steps {exp.train.steps} / train.eval_every "
+                                f"{exp.train.eval_every})"))
+
+
+def _check_objectives(exp: Experiment, problems: list[Problem]) -> None:
+    spec = exp.search
+    if spec.warm_start is not False and spec.algorithm == "grid":
+        problems.append(Problem("search.warm_start", spec.warm_start, "false for search.algorithm "
+                                "grid (reuse: true takes finished trials of a grid)"))
+    if spec.objectives is None:
+        return
+    if spec.algorithm != "optuna":
+        problems.append(Problem("search.objectives", spec.objectives,
+                                f"no objectives for search.algorithm {spec.algorithm} "
+                                "(multi-objective search needs optuna)"))
+    if len(spec.objectives) < 2:
+        problems.append(Problem("search.objectives", spec.objectives, "two or more objectives "
+                                "(for one, set search.metric)"))
+        return
+    if len(set(spec.objectives)) < len(spec.objectives):
+        problems.append(Problem("search.objectives", spec.objectives, "distinct objectives"))
+    if spec.objectives[0] in STATIC_OBJECTIVES:
+        problems.append(Problem("search.objectives[0]", spec.objectives[0],
+                                "a metric the trials report (params and flops_per_token "
+                                "may follow it)"))
+    if spec.metric is not None and spec.metric != spec.objectives[0]:
+        problems.append(Problem("search.metric", spec.metric, f"the first objective, "
+                                f"{spec.objectives[0]} (or leave search.metric out)"))
+
+
+def _objective_problems(exp: Experiment, task: AnyTask, data: Any) -> list[Problem]:
+    """Objectives the trials never report (checked once the data is known)."""
+    out = []
+    for i, name in enumerate(exp.search.objectives or []):
+        if name not in STATIC_OBJECTIVES and not task.reports(name, data):
+            out.append(Problem(f"search.objectives[{i}]", name, "a metric the trials report ("
+                               + ", ".join(sorted(task.reported_metrics(data)))
+                               + ") or one of " + ", ".join(STATIC_OBJECTIVES)))
+    return out
+
+
+def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | None = None,
+               check_resources: bool = True, notes: list[str] | None = None,
+               tracking_uri: str | None = None) -> SweepPlan:
+    """Validate everything about ``exp`` and expand it; raise one error listing every problem.
+
+    Resources are checked against this machine unless a cluster ``address`` is given
+    (then :func:`search.run.sweep.check_cluster` checks them after connecting) or
+    ``check_resources`` is false (``--dry-run`` only warns). A list given as ``notes``
+    (``--dry-run``) collects what could only be estimated instead of failing on it.
+    """
+    problems: list[Problem] = []
+    task = task_for(exp.task)
+    model_raw = dict(exp.model)
+    guidance = guidance_settings(model_raw.pop("guidance", None), problems)
+    template = task.template(model_raw, problems)
+    data = task.data(exp.data, problems)
+    extra = None
+    if task.section == "translation":
+        extra = task.extra(exp.translation, problems)
+    elif exp.translation:
+        problems.append(Problem("translation", exp.translation, f"no translation section in an "
+                                f"{task.name} experiment (set task: translation)"))
+    seeds_of: dict[tuple[str, str], list[int]] = {}
+    pool = _expand_spaces(exp, task, problems, seeds_of)
+    base = _baseline(exp, task, pool, template, problems)  # unguided, at the space's budget
+    pool = cross(pool, list(guidance))
+    if check_resources:  # a real sweep: where it will run and write
+        problems += resource_problems(exp, address)
+        uri = tracking_uri or exp.tracking.uri
+        problems += tracking_problems(uri, "--tracking-uri" if tracking_uri else "tracking.uri")
+        problems += storage_problems(exp.ray.storage_path, exp.name)
+        problems += address_problems(address or exp.ray.address or os.environ.get("RAY_ADDRESS"))
+    _check_search(exp, task, pool, problems)
+    if template is not None and data is not None and not problems:
+        template = task.resolve(template, data, base, problems, notes)
+    if template is not None and not problems:
+        for cand in pool:
+            try:
+                task.model_for(template, cand.order, cand.params)
+            except ValueError as exc:
+                problems.append(from_exception(exc, f"space ({cand.name})"))
+                break
+        check_guided(pool, guidance, lambda c: task.model_for(template, c.order, c.params),
+                     problems)
+    if problems:
+        raise ExperimentError(source, problems)
+    metric = exp.search.metric or task.metric(data)
+    if exp.search.metric is not None and not task.reports(exp.search.metric, data):
+        raise ExperimentError(source, [Problem("search.metric", exp.search.metric,
+                                               "a metric the trials report: "
+                                               + ", ".join(sorted(task.reported_metrics(data))))])
+    if _objective_problems(exp, task, data):
+        raise ExperimentError(source, _objective_problems(exp, task, data))
+
+    trials: list[Trial] = []
+    seen: dict[tuple[str, int, str], int] = {}
+
+    def add(cand: Candidate, seed: int, baseline: bool) -> None:
+        key = (cand.order, seed, task.identity(cand))
+        if key in seen:  # the baseline order inside the space (e.g. sandwich k=0): one trial
+            i = seen[key]
+            if baseline != trials[i].baseline:
+                trials[i] = replace(trials[i], baseline=True,
+                                    params={**cand.params, **trials[i].params})
+            return
+        seen[key] = len(trials)
+        trials.append(Trial.of(cand, seed, baseline=baseline))
+
+    if base is not None:
+        for seed in exp.baseline_seeds:
+            add(base, seed, True)
+    if exp.search.algorithm == "grid":
+        for cand in pool:
+            key = (cand.space, cand.name.split("+")[0])  # a guided copy: its space's seeds
+            for seed in seeds_of.get(key, exp.seed_list):
+                add(cand, seed, False)
+    return SweepPlan(experiment=exp, source=source, model=template, data=data, extra=extra,
+                     candidates=pool, baseline=base, trials=trials, metric=metric, task=task)
+

@@ -1,0 +1,63 @@
+"""What a replay is asked to do: the scheduler, its settings, and bad input.
+
+Kept apart from :mod:`.engine` (which runs the replay) and :mod:`.report` (what it
+found), so both can name the settings without importing each other.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sublayer_search.spaces.records import Direction
+
+__all__ = ["ARRIVALS", "SCHEDULERS", "ReplayError", "SchedulerName", "SchedulerSettings"]
+
+SCHEDULERS = ("asha", "asha-all", "hyperband", "median")
+"""``asha``: the sweeps' ASHA (baselines train to the end); ``asha-all``: Ray's ASHA over
+every trial; ``hyperband``: Ray's synchronous HyperBand; ``median``: the median stopping rule."""
+SchedulerName = Literal["asha", "asha-all", "hyperband", "median"]
+ARRIVALS = ("recorded", "together")
+"""``recorded``: trials start and report when they did; ``together``: every trial starts at
+once (all added to the scheduler first, as with unlimited concurrency), each reporting at
+its recorded times since its own start."""
+
+
+class ReplayError(ValueError):
+    """Bad replay input: names the field, the value and what was expected."""
+
+    def __init__(self, field_name: str, value: Any, expected: str) -> None:
+        super().__init__(f"{field_name}: got {value!r}, expected {expected}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SchedulerSettings:
+    """A scheduler and its settings, in optimizer steps (the recorded ``step``)."""
+
+    name: SchedulerName = "asha"
+    max_t: int
+    """Steps a trial trains at most (the sweep's ``train.steps``)."""
+    grace_period: int = 1
+    """ASHA and median rule: steps before a trial can be stopped."""
+    reduction_factor: float = 2.0
+    """ASHA and HyperBand: the halving rate (eta)."""
+    min_samples: int = 3
+    """Median rule: trials needed to compute a median."""
+    metric: str = "val_loss"
+    mode: Direction = "min"
+
+    def __post_init__(self) -> None:
+        if self.name not in SCHEDULERS:
+            raise ReplayError("scheduler", self.name, f"one of {', '.join(SCHEDULERS)}")
+        if self.max_t < 1:
+            raise ReplayError("max_t", self.max_t, "a whole number of steps >= 1")
+        if not 1 <= self.grace_period <= self.max_t:
+            raise ReplayError("grace_period", self.grace_period,
+                              f"steps in 1..{self.max_t} (max_t)")
+        if not (math.isfinite(self.reduction_factor) and self.reduction_factor > 1):
+            raise ReplayError("reduction_factor", self.reduction_factor, "a number > 1")
+        if self.min_samples < 1:
+            raise ReplayError("min_samples", self.min_samples, "a whole number >= 1")
+        if self.mode not in ("min", "max"):
+            raise ReplayError("mode", self.mode, "min or max")

@@ -1,0 +1,67 @@
+"""The Ray Tune trainable: one trial = ``models.lm_family.fit`` on one (order, seed).
+
+It reports every evaluation with ``ray.tune.report`` and hands each checkpoint to
+Tune, so a restarted trial resumes from its last evaluation. A restored trial first
+reports again the evaluation its checkpoint holds, so a driver that died before
+recording it still gets it (``MlflowTracking`` skips steps it has).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any
+
+import ray
+from ray import tune
+
+from sublayer_search.models.checkpoint import load_checkpoint
+from sublayer_search.search.plan.sweep_plan import SweepPlan, Trial
+from sublayer_search.spaces.records import STATUS_KEY, TrialStatus
+
+__all__ = ["train_trial", "FAIL_ENV"]
+
+FAIL_ENV = "SUBLAYER_FAIL_TRIALS"
+"""Comma-separated trial names that raise before training (fault injection for tests and
+for checking a cluster's failure policy)."""
+
+
+class InjectedFailure(RuntimeError):
+    pass
+
+
+def _node_ip(node_id: str) -> str:
+    """The address the node registered with (``ray start --node-ip-address``)."""
+    for node in ray.nodes():
+        if node.get("NodeID") == node_id:
+            return str(node.get("NodeManagerAddress", ""))
+    return ray.util.get_node_ip_address()
+
+
+def train_trial(config: dict[str, Any], plan: SweepPlan) -> None:
+    trial = Trial.from_config(config["trial"])
+    if trial.name in os.environ.get(FAIL_ENV, "").split(","):
+        raise InjectedFailure(f"trial {trial.name} failed on purpose (listed in ${FAIL_ENV})")
+    spec = plan.spec_for(trial)
+    with tempfile.TemporaryDirectory(prefix="sublayer-trial-") as work:
+        resume, resumed_from, held = None, 0, {}
+        restored = tune.get_checkpoint()
+        if restored is not None:
+            resume = restored.to_directory(os.path.join(work, "resume"))
+            state = load_checkpoint(resume)
+            resumed_from, held = int(state["step"]), dict(state.get("metrics") or {})
+
+        node_id = ray.get_runtime_context().get_node_id()
+        where = {"node_id": node_id, "node_ip": _node_ip(node_id),
+                 "gpu_ids": ",".join(str(g) for g in ray.get_gpu_ids()),
+                 "resumed_from_step": resumed_from}
+
+        def report(metrics: dict[str, Any], checkpoint: str | None = None) -> None:
+            ckpt = tune.Checkpoint.from_directory(checkpoint) if checkpoint else None
+            tune.report({**metrics, **where}, checkpoint=ckpt)
+
+        if held and resumed_from < spec.train.steps:
+            # the evaluation this checkpoint was saved at: the driver may have died before
+            # recording it (the tracker skips steps it already has)
+            report({**held, STATUS_KEY: TrialStatus.RUNNING.value})
+        plan.task.fit(spec, report, checkpoint_dir=os.path.join(work, "ckpt"), resume_from=resume)

@@ -1,0 +1,204 @@
+"""Optuna searchers: a study (ask/tell) over the candidates, one or several objectives."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import optuna
+from ray.tune.search import Searcher
+
+from sublayer_search.search.plan.experiment import STATIC_OBJECTIVES
+from sublayer_search.search.plan.guidance_axis import label_of
+from sublayer_search.search.plan.sweep_plan import Trial
+from sublayer_search.search.plan.variant import Identity, default_identity, variant_key
+from sublayer_search.search.searchers.base import Stateful
+from sublayer_search.search.searchers.observation import Observation
+from sublayer_search.spaces.candidate import Candidate
+from sublayer_search.spaces.records import direction
+
+__all__ = ["OptunaTrials", "objective_mode", "optuna_searcher"]
+
+
+def _guidance(cand: Candidate) -> str:
+    """A candidate's cross-layer guidance label (``none`` unless guided)."""
+    return label_of(cand.params)
+
+
+def _base(cand: Candidate) -> str:
+    """The candidate's name without its guidance label (``sandwich4_1+hg-kq`` → ``sandwich4_1``)."""
+    label = _guidance(cand)
+    return cand.name if label == "none" else cand.name.removesuffix(f"+{label}")
+
+
+class _CandidateSpace:
+    """Optuna define-by-run space (a class, so the searcher pickles for ``--resume``)."""
+
+    def __init__(
+        self, by_k: dict[int, Candidate] | None, names: list[str], labels: list[str] | None = None
+    ) -> None:
+        self.ks = sorted(by_k) if by_k is not None else None
+        self.names = names
+        self.labels = labels or ["none"]
+        """Guidance labels (``model.guidance`` as a sweep axis): a categorical of its own."""
+
+    def distribution(self) -> tuple[str, optuna.distributions.BaseDistribution]:
+        """The one parameter: ``k`` (an integer range, or a categorical) or ``candidate``."""
+        if self.ks is not None and self.ks == list(range(self.ks[0], self.ks[-1] + 1)):
+            return "k", optuna.distributions.IntDistribution(self.ks[0], self.ks[-1])
+        if self.ks is not None:
+            return "k", optuna.distributions.CategoricalDistribution(self.ks)
+        return "candidate", optuna.distributions.CategoricalDistribution(self.names)
+
+    def __call__(self, trial: optuna.Trial) -> Any:
+        name, dist = self.distribution()
+        if len(getattr(self, "labels", ())) > 1:  # guidance: the study's trial.params has it
+            trial.suggest_categorical("guidance", self.labels)
+        if isinstance(dist, optuna.distributions.IntDistribution):
+            return trial.suggest_int(name, dist.low, dist.high)
+        assert isinstance(dist, optuna.distributions.CategoricalDistribution)
+        return trial.suggest_categorical(name, list(dist.choices))
+
+
+def objective_mode(name: str) -> str:
+    """``min`` for parameters and FLOPs per token, else the metric's direction."""
+    return "min" if name in STATIC_OBJECTIVES else direction(name)
+
+
+class OptunaTrials(Stateful):
+    """An Optuna study (ask/tell) choosing among the candidates.
+
+    For one sandwich space the parameter is ``k`` (an integer, so TPE can use its
+    order); otherwise a categorical over candidate names. A candidate proposed again
+    is trained with the next seed of ``seeds`` (a replicate), so no (order, seed)
+    pair is ever trained twice. With several ``objectives`` (the metric first; a trial's
+    ``params`` / ``flops_per_token`` come from ``statics``, keyed by
+    :func:`~.variant.variant_key`: a hard-guided variant has fewer parameters than its
+    order unguided) the study is
+    multi-objective: ``sampler`` ``tpe`` (multi-objective TPE) or ``nsga2`` (NSGA-II).
+    """
+
+    def __init__(
+        self,
+        candidates: Sequence[Candidate],
+        *,
+        num_samples: int,
+        seeds: Sequence[int],
+        metric: str,
+        mode: str = "min",
+        seed: int = 0,
+        objectives: Sequence[str] | None = None,
+        statics: dict[str, dict[str, float]] | None = None,
+        sampler: str = "tpe",
+        identity: Identity = default_identity,
+    ) -> None:
+        super().__init__(metric=metric, mode=mode)
+        self.identity = identity
+        """The task's identity of a candidate: with its order, what one seed trains once."""
+        labels = list(dict.fromkeys(_guidance(c) for c in candidates)) or ["none"]
+        self.variants = {(_base(c), _guidance(c)): c for c in candidates}
+        self.by_key = {self._key(c): c for c in reversed(list(candidates))}
+        candidates = [c for c in candidates if _guidance(c) == labels[0]]  # one per order
+        self.by_name = {_base(c): c for c in candidates}
+        ks = [c.params.get("k") for c in candidates]
+        self.by_k = (
+            {int(c.params["k"]): c for c in candidates}
+            if {c.space for c in candidates} == {"sandwich"} and None not in ks
+            else None
+        )
+        self.seeds = list(seeds)
+        self.num_samples = num_samples
+        self.taken: set[tuple[str, int]] = set()
+        self.suggested = 0
+        self.objectives = list(objectives) if objectives else [metric]
+        self.statics = dict(statics or {})
+        self.space = _CandidateSpace(self.by_k, list(self.by_name), labels)
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        chosen = (
+            optuna.samplers.NSGAIISampler(seed=seed)
+            if sampler == "nsga2"
+            else optuna.samplers.TPESampler(seed=seed)
+        )
+        modes = [objective_mode(o) for o in objectives] if objectives else [mode]
+        self.study = optuna.create_study(
+            directions=["minimize" if m == "min" else "maximize" for m in modes], sampler=chosen
+        )
+        self.live: dict[str, tuple[int, str]] = {}
+
+    def set_search_properties(
+        self, metric: str | None, mode: str | None, config: dict, **spec: Any
+    ) -> bool:
+        return True  # metric and mode were given to the study itself
+
+    def _key(self, cand: Any) -> str:
+        """What must not be trained twice with one seed (:func:`~.variant.variant_key`)."""
+        return variant_key(cand.order, self.identity(cand))
+
+    def mark_taken(self, order: str, seed: int) -> None:
+        """Another searcher trains (order, seed): propose the order with another seed."""
+        self.taken.add((order, seed))
+
+    def _values(self, key: str, result: dict[str, Any] | None) -> list[float] | None:
+        """The objectives' values of the variant ``key`` (:func:`_key`) given its result."""
+        merged = {**self.statics.get(key, {}), **(result or {})}
+        values = [merged.get(name) for name in self.objectives]
+        if any(v is None or not math.isfinite(float(v)) for v in values):
+            return None
+        return [float(v) for v in values if v is not None]
+
+    def warm_start(self, observations: Sequence[Observation]) -> None:
+        """Earlier results of orders in the pool become finished trials of the study."""
+        name, dist = self.space.distribution()
+        for obs in observations:
+            key = variant_key(obs.order, obs.identity)
+            self.mark_taken(key, obs.seed)
+            cand = self.by_key.get(key)
+            values = self._values(key, {self.metric: obs.value, **obs.extra})
+            if cand is None or values is None:
+                continue  # a flat categorical cannot place a model outside the pool
+            value = int(cand.params["k"]) if name == "k" else _base(cand)
+            params: dict[str, Any] = {name: value}
+            dists: dict[str, Any] = {name: dist}
+            if len(self.space.labels) > 1:  # the earlier run's guidance is its choice
+                params["guidance"] = _guidance(cand)
+                dists["guidance"] = optuna.distributions.CategoricalDistribution(self.space.labels)
+            self.study.add_trial(
+                optuna.trial.create_trial(params=params, distributions=dists, values=values)
+            )
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:  # type: ignore[override]  # Ray returns Searcher.FINISHED, a str
+        if self.suggested >= self.num_samples:
+            return Searcher.FINISHED
+        trial = self.study.ask()
+        picked = self.space(trial)
+        cand = self.by_k[int(picked)] if self.by_k is not None else self.by_name[picked]
+        cand = self.variants[(_base(cand), trial.params.get("guidance", _guidance(cand)))]
+        key = self._key(cand)
+        seed = next(
+            s
+            for s in itertools.chain(self.seeds, itertools.count(max(self.seeds) + 1))
+            if (key, s) not in self.taken
+        )
+        self.mark_taken(key, seed)
+        self.suggested += 1
+        self.live[trial_id] = (trial.number, key)
+        return {"trial": Trial.of(cand, seed).to_config()}
+
+    def on_trial_complete(
+        self, trial_id: str, result: dict | None = None, error: bool = False
+    ) -> None:
+        got = self.live.pop(trial_id, None)
+        if got is None:
+            return
+        number, key = got
+        values = None if error else self._values(key, result)
+        if values is None:
+            self.study.tell(number, state=optuna.trial.TrialState.FAIL)
+        else:
+            self.study.tell(number, values)
+
+
+def optuna_searcher(candidates: Sequence[Candidate], **kwargs: Any) -> OptunaTrials:
+    return OptunaTrials(candidates, **kwargs)

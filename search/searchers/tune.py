@@ -1,0 +1,289 @@
+"""Search algorithms over orders, as Ray Tune ``Searcher`` s.
+
+Every searcher suggests configs of the form ``{"trial": Trial.to_config()}`` and
+never suggests the same (order, seed) twice; the shared contract test in
+``tests/search/test_searchers.py`` holds each of them to that.
+
+- :class:`GridSearcher`: every planned trial, in order.
+- :class:`OptunaTrials`: an Optuna study (TPE, or NSGA-II / TPE over several
+  ``search.objectives``) over the candidates (the sandwich coefficient ``k`` as an
+  integer when the space is one sandwich, else a categorical of candidate names).
+- :class:`~search.searchers.surrogate.SurrogateSearcher`: order-aware, a GP over order features.
+- :class:`EvolutionSearcher`: regularized evolution (Real et al., 2019) with
+  budget-keeping mutations (``spaces.mutations``), for any task and several spaces.
+- :class:`WithBaseline`: runs the baseline seeds first, then defers to another searcher.
+
+Adaptive searchers take ``warm_start(observations)``: finished trials of earlier sweeps
+(``search.warm_start``), told before the first suggestion and never trained again.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from ray.tune.search import Searcher
+
+from sublayer_search.search.plan.experiment import STATIC_OBJECTIVES
+from sublayer_search.search.plan.sweep_plan import Trial
+from sublayer_search.search.plan.variant import Identity, default_identity, variant_key
+from sublayer_search.search.searchers.base import Stateful as _Stateful
+from sublayer_search.search.searchers.base import score as _score
+from sublayer_search.search.searchers.observation import Observation
+from sublayer_search.search.searchers.optuna_study import (
+    OptunaTrials,
+    objective_mode,
+    optuna_searcher,
+)
+from sublayer_search.search.searchers.surrogate import SurrogateSearcher
+from sublayer_search.spaces.candidate import Candidate
+from sublayer_search.spaces.cost import f_units_for, units
+from sublayer_search.spaces.features import feature_matrix
+from sublayer_search.spaces.mutations import moves
+
+__all__ = ["GridSearcher", "EvolutionSearcher", "WithBaseline", "OptunaTrials", "optuna_searcher",
+           "make_searcher", "objective_mode"]
+
+INHERITED = ("side",)
+"""Params a child order takes from its parent (which stack of a translation model it is)."""
+
+
+class GridSearcher(_Stateful):
+    """Suggest each planned trial once, then ``FINISHED``."""
+
+    def __init__(self, trials: Sequence[Trial], *, metric: str | None = None,
+                 mode: str | None = "min") -> None:
+        super().__init__(metric=metric, mode=mode)
+        self._pending = deque(t.to_config() for t in trials)
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:  # type: ignore[override]  # Ray returns Searcher.FINISHED, a str
+        if not self._pending:
+            return Searcher.FINISHED
+        return {"trial": self._pending.popleft()}
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None,
+                          error: bool = False) -> None:
+        pass
+
+
+class WithBaseline(_Stateful):
+    """Run ``baseline`` trials first, then hand over to ``inner`` (which never sees them)."""
+
+    def __init__(self, inner: Searcher, baseline: Sequence[Trial], *,
+                 identity: Identity = default_identity) -> None:
+        super().__init__(metric=inner.metric, mode=inner.mode)
+        self.inner = inner
+        self._baseline = deque(t.to_config() for t in baseline)
+        mark = getattr(inner, "mark_taken", None)
+        for t in baseline:  # the baseline model may lie in the space: never train it twice
+            if mark is not None:
+                mark(variant_key(t.order, identity(t)), t.seed)
+        self._mine: set[str] = set()
+
+    def set_search_properties(self, metric: str | None, mode: str | None, config: dict,
+                              **spec: Any) -> bool:
+        super().set_search_properties(metric, mode, config, **spec)
+        return self.inner.set_search_properties(metric, mode, config, **spec)
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:  # type: ignore[override]  # Ray returns Searcher.FINISHED, a str
+        if self._baseline:
+            self._mine.add(trial_id)
+            return {"trial": self._baseline.popleft()}
+        return self.inner.suggest(trial_id)
+
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        if trial_id not in self._mine:
+            self.inner.on_trial_result(trial_id, result)
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None,
+                          error: bool = False) -> None:
+        if trial_id not in self._mine:
+            self.inner.on_trial_complete(trial_id, result=result, error=error)
+
+
+class EvolutionSearcher(_Stateful):
+    """Regularized evolution over orders (Real et al., 2019, "aging evolution").
+
+    The first ``population`` trials are drawn from the space's candidates (in a
+    seeded random order). Afterwards each suggestion takes a tournament of
+    ``sample_size`` from the ``population`` most recent finished trials, mutates the
+    best with a budget-keeping mutation (swap two neighbouring different sublayers, or
+    ``f`` <-> ``ss`` where an ``f`` costs two ``s``: ``f_units``), and retries until the
+    child is an order never tried before. A child keeps its parent's ``side`` (encoder
+    or decoder of a translation model); parents of several spaces keep their own budget.
+    Trials that failed or diverged do not enter the population. Every trial trains with
+    ``seed``.
+
+    With ``domain`` (the orders of a recorded table, :mod:`search.searchers.oracle`) a
+    mutation is the untried domain order nearest the parent in standardised order
+    features (ties at random): a sparse table holds almost no true neighbours.
+    """
+
+    def __init__(self, candidates: Sequence[Candidate], *, num_samples: int, population: int = 8,
+                 sample_size: int = 3, seed: int = 0, trial_seed: int = 0,
+                 metric: str | None = None, mode: str | None = "min",
+                 max_attempts: int = 200, f_units: float = 2.0, c_units: float = 1.0,
+                 domain: Sequence[str] | None = None) -> None:
+        super().__init__(metric=metric, mode=mode)
+        self.rng = random.Random(seed)
+        self._initial = deque(self.rng.sample(list(candidates), len(candidates)))
+        self.num_samples = num_samples
+        self.population_size = population
+        self.sample_size = sample_size
+        self.trial_seed = trial_seed
+        self.max_attempts = max_attempts
+        self.units = (f_units, c_units)
+        self.tried: set[str] = set()
+        self.population: deque[tuple[str, float, str, dict[str, Any]]] = deque(maxlen=population)
+        self.live: dict[str, dict[str, Any]] = {}
+        self.suggested = 0
+        self.domain = list(dict.fromkeys(domain)) if domain is not None else None
+        if self.domain:
+            raw = np.array(feature_matrix(self.domain, f_units=f_units, c_units=c_units))
+            self._scale = (raw.mean(axis=0), np.where(raw.std(axis=0) > 0, raw.std(axis=0), 1.0))
+            self._domain_x = (raw - self._scale[0]) / self._scale[1]
+
+    def mark_taken(self, order: str, seed: int) -> None:
+        """Another searcher trains (order, seed): never propose it."""
+        if seed == self.trial_seed:
+            self.tried.add(order)
+
+    def warm_start(self, observations: Sequence[Observation]) -> None:
+        """Earlier results: never retrained; the best ``population`` of them are the first
+        population (oldest first, so aging removes the worst first)."""
+        scored = []
+        for obs in observations:
+            self.tried.add(obs.order)
+            loss = _score({"v": obs.value}, "v", self.mode)
+            if loss is not None:
+                inherit = {k: obs.params[k] for k in INHERITED if k in obs.params}
+                scored.append((obs.order, loss, obs.name, inherit))
+        for entry in sorted(scored, key=lambda e: -e[1])[-self.population_size:]:
+            self.population.append(entry)
+
+    def _trial(self, order: str, name: str, space: str, params: dict[str, Any]) -> dict[str, Any]:
+        self.tried.add(order)
+        self.suggested += 1
+        trial = Trial(name=f"{name}@seed{self.trial_seed}", candidate=name, order=order,
+                      seed=self.trial_seed, space=space, params=params)
+        return trial.to_config()
+
+    def _nearest(self, parent: str) -> str | None:
+        assert self.domain is not None
+        free = [i for i, o in enumerate(self.domain) if o not in self.tried]
+        if not free:
+            return None
+        x = (np.array(feature_matrix([parent], f_units=self.units[0], c_units=self.units[1])[0])
+             - self._scale[0]) / self._scale[1]
+        dist = np.linalg.norm(self._domain_x[free] - x, axis=1)
+        return self.domain[self.rng.choice([i for i, d in zip(free, dist, strict=True)
+                                            if d <= dist.min() + 1e-9])]
+
+    def _mutant(self, parent: str) -> str | None:
+        if self.domain is not None:
+            return self._nearest(parent)
+        f_units, c_units = self.units
+        budget = units(parent, f_units=f_units, c_units=c_units)
+        child = parent
+        for _ in range(self.max_attempts):
+            options = [o for o in moves(child)
+                       if math.isclose(units(o, f_units=f_units, c_units=c_units), budget)]
+            if not options:
+                return None
+            child = self.rng.choice(options)
+            if child not in self.tried:
+                return child
+        return None  # the neighbourhood is exhausted
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:  # type: ignore[override]  # Ray returns Searcher.FINISHED, a str
+        if self.suggested >= self.num_samples:
+            return Searcher.FINISHED
+        done = len(self.population)
+        if done < self.population_size or not self.population:
+            while self._initial:
+                cand = self._initial.popleft()
+                if cand.order not in self.tried:
+                    cfg = self._trial(cand.order, cand.name, cand.space, dict(cand.params))
+                    self.live[trial_id] = cfg
+                    return {"trial": cfg}
+            if not self.population:
+                # wait for the first results; with none to come, the search is over
+                return None if self.live else Searcher.FINISHED
+        contenders = self.rng.sample(list(self.population), min(self.sample_size, len(self.population)))
+        winner = min(contenders, key=lambda c: c[1])
+        # a parent whose neighbourhood is exhausted gives way to the next best of the population
+        for parent_order, _, parent_name, inherit in [winner, *sorted(
+                (p for p in self.population if p is not winner), key=lambda c: c[1])]:
+            child = self._mutant(parent_order)
+            if child is not None:
+                cfg = self._trial(child, f"evo{self.suggested:03d}", "evolution",
+                                  {"parent": parent_name, **inherit})
+                self.live[trial_id] = cfg
+                return {"trial": cfg}
+        return Searcher.FINISHED  # every parent's neighbourhood is exhausted
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None,
+                          error: bool = False) -> None:
+        cfg = self.live.pop(trial_id, None)
+        loss = None if error else _score(result, self.metric, self.mode)
+        if cfg is not None and loss is not None:
+            inherit = {k: cfg["params"][k] for k in INHERITED if k in cfg["params"]}
+            self.population.append((cfg["order"], loss, cfg["candidate"], inherit))
+
+
+def _unit_costs(plan: Any) -> tuple[float, float]:
+    """(``f``, ``c``) in ``s``-units for the sweep's model dims (``c`` = 4d² = one ``s``)."""
+    d_model, d_ff = getattr(plan.model, "d_model", None), getattr(plan.model, "d_ff", None)
+    return (f_units_for(d_model, d_ff) if d_model and d_ff else 2.0), 1.0
+
+
+def _statics(plan: Any, objectives: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Static objectives of every candidate, keyed by variant (:mod:`.variant`: order and
+    identity; a hard-guided model has fewer parameters than its order unguided)."""
+    wanted = [o for o in objectives if o in STATIC_OBJECTIVES]
+    if not wanted:
+        return {}
+    out = {}
+    for cand in plan.candidates:
+        row = plan.row(Trial.of(cand, 0))
+        key = variant_key(cand.order, plan.task.identity(cand))
+        out[key] = {k: float(row[k]) for k in wanted if row.get(k) is not None}
+    return out
+
+
+def make_searcher(plan: Any) -> Searcher:
+    """The searcher an experiment asks for (baseline seeds first for adaptive ones),
+    warm-started with ``plan.warm`` (finished trials of earlier sweeps)."""
+    exp = plan.experiment
+    algo = exp.search.algorithm
+    if algo == "grid":
+        return GridSearcher(plan.trials, metric=plan.metric, mode=plan.mode)
+    seeds = exp.seed_list
+    f_units, c_units = _unit_costs(plan)
+    inner: OptunaTrials | SurrogateSearcher | EvolutionSearcher
+    if algo == "optuna":
+        objectives = exp.search.objectives or [plan.metric]
+        inner = OptunaTrials(plan.candidates, num_samples=exp.search.num_samples,
+                             seeds=seeds, metric=plan.metric, mode=plan.mode,
+                             seed=exp.search.seed, objectives=objectives,
+                             statics=_statics(plan, objectives), sampler=exp.search.sampler,
+                             identity=plan.task.identity)
+    elif algo == "surrogate":
+        inner = SurrogateSearcher(plan.candidates, num_samples=exp.search.num_samples,
+                                  seeds=seeds, metric=plan.metric, mode=plan.mode,
+                                  seed=exp.search.seed, f_units=f_units, c_units=c_units,
+                                  identity=plan.task.identity)
+    else:
+        inner = EvolutionSearcher(plan.candidates, num_samples=exp.search.num_samples,
+                                  population=exp.search.population,
+                                  sample_size=exp.search.sample_size, seed=exp.search.seed,
+                                  trial_seed=seeds[0], metric=plan.metric, mode=plan.mode,
+                                  f_units=f_units, c_units=c_units)
+    warm = getattr(plan, "warm", ())
+    if warm:
+        inner.warm_start(warm)
+    return WithBaseline(inner, plan.trials, identity=plan.task.identity) if plan.trials else inner

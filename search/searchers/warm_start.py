@@ -1,0 +1,147 @@
+"""Warm start (``search.warm_start``): finished trials of earlier sweeps, told to the searcher.
+
+A run qualifies by the content key of reuse: the same config hash (every resolved
+model/data/train setting) and an identity among this sweep's candidates (an IOT subset,
+a translation side); its order and seed are what it trained. Its value is the final
+value of the sweep's metric; other objectives come from its metrics and its params
+(``params``, ``flops_per_token``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from mlflow.tracking import MlflowClient
+
+from sublayer_search.analysis.store.mlflow_store import redact_uri
+from sublayer_search.search.plan.experiment import STATIC_OBJECTIVES
+from sublayer_search.search.plan.guidance_axis import label_of
+from sublayer_search.search.plan.problems import ExperimentError, Problem
+from sublayer_search.search.plan.sweep_plan import SweepPlan
+from sublayer_search.search.searchers.observation import Observation
+from sublayer_search.search.searchers.tune import INHERITED
+from sublayer_search.spaces.records import Tag, TrialStatus, final
+
+__all__ = ["warm_observations", "with_warm_start"]
+
+
+def _scope(client: MlflowClient, plan: SweepPlan, uri: str) -> list[str]:
+    spec = plan.experiment.search.warm_start
+    names = (
+        [plan.experiment.experiment_name]
+        if spec is True
+        else [spec]
+        if isinstance(spec, str)
+        else list(spec or [])
+    )
+    ids, missing = [], []
+    for name in names:
+        found = client.get_experiment_by_name(name)
+        if found is not None:
+            ids.append(found.experiment_id)
+        elif spec is not True:  # true: a first sweep has no earlier runs, that is fine
+            missing.append(name)
+    if missing:
+        raise ExperimentError(
+            plan.source,
+            [
+                Problem("search.warm_start", name, f"the name of an MLflow experiment in {redact_uri(uri)}")
+                for name in missing
+            ],
+        )
+    return ids
+
+
+def _number(value: Any) -> float | None:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if math.isfinite(out) else None
+
+
+def warm_observations(client: MlflowClient, plan: SweepPlan, uri: str) -> tuple[Observation, ...]:
+    """Finished trials of the experiments ``search.warm_start`` names that share this
+    sweep's content key (newest first, one per order, seed and identity: an IOT subset
+    and a guided model are models of their own)."""
+    scope = _scope(client, plan, uri)
+    if not scope:
+        return ()
+    runs = client.search_runs(
+        scope,
+        max_results=50000,
+        order_by=["attributes.start_time DESC"],
+        filter_string=f"params.config_hash = '{plan.config_hash}' and "
+        f"tags.`{Tag.STATUS}` = '{TrialStatus.FINISHED}' "
+        "and attributes.status = 'FINISHED'",
+    )
+    inherit = {
+        plan.task.identity(c): {k: c.params[k] for k in INHERITED if k in c.params}
+        for c in plan.candidates
+    }
+    objectives = plan.experiment.search.objectives or []
+    out: dict[tuple[str, int, str], Observation] = {}  # (order, seed, identity)
+    for run in runs:
+        params, metrics = run.data.params, run.data.metrics
+        ident = plan.task.identity(SimpleNamespace(params=params))
+        value = _number(metrics.get(final(plan.metric)))
+        seed = _number(params.get("seed"))
+        if ident not in inherit or value is None or seed is None or "order" not in params:
+            continue
+        extra = {}
+        for name in objectives:
+            got = _number(
+                params.get(name)
+                if name in STATIC_OBJECTIVES
+                else metrics.get(final(name), metrics.get(name))
+            )
+            if got is not None:
+                extra[name] = got
+        key = (params["order"], int(seed), ident)
+        out.setdefault(
+            key,
+            Observation(
+                order=key[0],
+                seed=key[1],
+                identity=ident,
+                guidance=label_of(params),
+                value=value,
+                name=params.get("candidate", "warm"),
+                params=dict(inherit[ident]),
+                extra=extra,
+            ),
+        )
+    return tuple(out.values())
+
+
+def with_warm_start(plan: SweepPlan, uri: str) -> SweepPlan:
+    """``plan`` with its warm-start observations (unchanged without ``search.warm_start``).
+
+    A SQLite store that does not exist yet holds no earlier sweep: it is not created here
+    (a name then is bad input, reported before anything is written)."""
+    spec = plan.experiment.search.warm_start
+    if spec is False:
+        return plan
+    if (
+        uri.startswith("sqlite:///")
+        and not Path(uri.removeprefix("sqlite:///")).expanduser().is_file()
+    ):
+        if spec is True:
+            return plan
+        names = [spec] if isinstance(spec, str) else list(spec)
+        raise ExperimentError(
+            plan.source,
+            [
+                Problem(
+                    "search.warm_start",
+                    name,
+                    f"the name of an MLflow experiment in {redact_uri(uri)} (the store does not exist yet)",
+                )
+                for name in names
+            ],
+        )
+    return replace(plan, warm=warm_observations(MlflowClient(tracking_uri=uri), plan, uri))

@@ -1,0 +1,169 @@
+"""MLflow tracking, written by the driver only, in batches.
+
+One parent run per sweep (tag ``sublayer.role=sweep``), one child run per trial
+(tags ``mlflow.parentRunId`` and ``sublayer.role=trial``). Ray's own
+``MLflowLoggerCallback`` makes one HTTP call per metric key; this callback makes one
+``log_batch`` call per report.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mlflow.entities import Param
+from mlflow.tracking import MlflowClient
+from ray.tune.result import AUTO_RESULT_KEYS
+
+from sublayer_search.search.plan.sweep_plan import SweepPlan
+from sublayer_search.search.tracking.values import chunks
+from sublayer_search.spaces.records import Role, Tag, TrialStatus
+
+__all__ = ["open_sweep_run", "close_sweep", "finished_trials", "ensure_store",
+           "environment_tags", "PLACEMENT_KEYS", "metrics_of"]
+
+PLACEMENT_KEYS = ("node_id", "node_ip", "gpu_ids", "resumed_from_step")
+"""What the trainable adds to each report about where the trial runs (tags, not metrics)."""
+_NOT_METRICS = frozenset({*AUTO_RESULT_KEYS, *PLACEMENT_KEYS, "step", "done", "trial_id",
+                          "experiment_tag", "should_checkpoint", "experiment_id"})
+ROLE, STATUS, STORAGE = Tag.ROLE, Tag.STATUS, Tag.RAY_RUN
+
+
+def metrics_of(result: dict[str, Any]) -> dict[str, float]:
+    """Every numeric metric the trainer reported (Ray's own fields and placement left out)."""
+    return {k: float(v) for k, v in result.items()
+            if k not in _NOT_METRICS and isinstance(v, int | float) and not isinstance(v, bool)}
+
+
+def _create_sqlite(path: Path) -> None:
+    """Create a new SQLite store whole or not at all: MLflow builds its tables in a private
+    file that is then linked into place (a driver killed halfway through MLflow's table
+    creation left a file that every later start refused: "table … already exists")."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for stale in path.parent.glob(f".{path.name}.*.part*"):  # of a process killed meanwhile
+        pid = stale.name.removeprefix(f".{path.name}.").split(".")[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            stale.unlink(missing_ok=True)
+    if path.exists():
+        return
+    part = path.with_name(f".{path.name}.{os.getpid()}.part")
+    part.unlink(missing_ok=True)
+    MlflowClient(tracking_uri=f"sqlite:///{part}").search_experiments(max_results=1)
+    try:
+        os.link(part, path)  # atomic, and never over a store another process just made
+    except FileExistsError:
+        pass
+    finally:
+        for left in (part, part.with_name(part.name + "-journal")):
+            left.unlink(missing_ok=True)
+
+
+def ensure_store(uri: str) -> MlflowClient:
+    """A client whose store exists (a new SQLite file is created here, once, by the driver)."""
+    if uri.startswith("sqlite:///"):
+        _create_sqlite(Path(uri.removeprefix("sqlite:///")).expanduser().resolve())
+    client = MlflowClient(tracking_uri=uri)
+    client.search_experiments(max_results=1)
+    return client
+
+
+def _version(pkg: str) -> str:
+    try:
+        return importlib.metadata.version(pkg)
+    except importlib.metadata.PackageNotFoundError:
+        return "absent"
+
+
+def environment_tags() -> dict[str, str]:
+    """Git commit of the project and versions of the packages that shape results."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                                cwd=Path(__file__).resolve().parent, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    tags = {Tag.GIT_COMMIT: commit or "unknown"}
+    for pkg in ("sublayer-search", "torch", "ray", "mlflow", "optuna"):
+        tags[f"version.{pkg}"] = _version(pkg)
+    return tags
+
+
+def open_sweep_run(client: MlflowClient, plan: SweepPlan, ray_run: str,
+                   *, resume: bool) -> tuple[str, str]:
+    """(experiment id, parent run id): reused on ``--resume``, created otherwise.
+
+    A reused run gets whichever of the sweep's params it lacks: an attempt that created
+    the run and then failed before logging them (an outage between the two requests)
+    leaves a run that the retry finds."""
+    exp = plan.experiment
+    found = client.get_experiment_by_name(exp.experiment_name)
+    exp_id = found.experiment_id if found else client.create_experiment(exp.experiment_name)
+    params = [Param("source", plan.source), Param("search", exp.search.algorithm),
+              Param("scheduler", exp.scheduler.type), Param("trials_planned", str(len(plan.trials))),
+              Param("config_hash", plan.config_hash)]
+    if resume:
+        runs = client.search_runs([exp_id], filter_string=f"tags.`{STORAGE}` = '{ray_run}' and "
+                                  f"tags.`{ROLE}` = '{Role.SWEEP}'", max_results=1)
+        if runs:
+            run_id = runs[0].info.run_id
+            missing = [p for p in params if p.key not in runs[0].data.params]
+            if missing:
+                client.log_batch(run_id, params=missing)
+            client.update_run(run_id, status="RUNNING")
+            return exp_id, run_id
+    tags = {ROLE: Role.SWEEP.value, STORAGE: ray_run, Tag.NOTE: exp.description,
+            Tag.SEARCH: exp.search.algorithm, Tag.METRIC: plan.metric,
+            **environment_tags()}
+    run = client.create_run(exp_id, run_name=exp.name, tags=tags)
+    client.log_batch(run.info.run_id, params=params)
+    return exp_id, run.info.run_id
+
+
+def finished_trials(client: MlflowClient, exp_ids: str | list[str], config_hash: str,
+                    identity: Callable[[dict[str, str]], str] | None = None,
+                    ) -> dict[tuple[str, int, str], str]:
+    """(order, seed, identity) -> run id of every trial that finished with these settings
+    (the oldest one, when several experiments hold the same trial). ``identity`` reads
+    what else tells models apart from a run's params (an IOT subset: its codes)."""
+    runs = client.search_runs(
+        [exp_ids] if isinstance(exp_ids, str) else exp_ids, max_results=50000,
+        order_by=["attributes.start_time DESC"],
+        filter_string=f"params.config_hash = '{config_hash}' and "
+                      f"tags.`{STATUS}` = '{TrialStatus.FINISHED}' "
+                      "and attributes.status = 'FINISHED'")
+    key = identity or (lambda params: "")
+    return {(r.data.params["order"], int(r.data.params["seed"]), key(r.data.params)): r.info.run_id
+            for r in runs}
+
+
+def copy_trial(client: MlflowClient, run_id: str, exp_id: str, parent_id: str) -> str:
+    """Copy a finished trial run (params, tags, every metric's history) into this sweep as
+    a child run tagged ``sublayer.reused_from``; return the new run's id."""
+    source = client.get_run(run_id)
+    tags = {k: v for k, v in source.data.tags.items() if not k.startswith("mlflow.")}
+    tags.update({Tag.PARENT: parent_id, Tag.REUSED_FROM: run_id})
+    run = client.create_run(exp_id, run_name=source.info.run_name, tags=tags)
+    new_id = run.info.run_id
+    params = [Param(k, v) for k, v in source.data.params.items()]
+    for chunk in chunks(params):
+        client.log_batch(new_id, params=chunk)
+    history = [m for key in source.data.metrics for m in client.get_metric_history(run_id, key)]
+    for chunk in chunks(history, 1000):
+        client.log_batch(new_id, metrics=chunk)
+    client.set_terminated(new_id, status="FINISHED")
+    return new_id
+
+
+def close_sweep(client: MlflowClient, exp_id: str, parent_id: str, status: str) -> None:
+    """Finish the parent run and mark any child still RUNNING as KILLED."""
+    children = client.search_runs([exp_id], filter_string=f"tags.mlflow.parentRunId = '{parent_id}' "
+                                  "and attributes.status = 'RUNNING'")
+    for run in children:
+        client.set_tag(run.info.run_id, STATUS, TrialStatus.KILLED.value)
+        client.set_terminated(run.info.run_id, status="KILLED")
+    if children and status == "FINISHED":
+        status = "KILLED"  # Ray stopped on Ctrl-C with trials still running: resumable
+    client.set_terminated(parent_id, status=status)
