@@ -1,29 +1,51 @@
-PY ?= python3.11
+# The interpreter for the virtualenv: the first of these that is Python >= 3.11
+# (override: make install PY=/path/to/python3.12).
+PY_CANDIDATES := python3.13 python3.12 python3.11 python3
+PY ?= $(shell for p in $(PY_CANDIDATES); do $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+        >/dev/null 2>&1 && { command -v $$p; break; }; done)
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Corpora: a folder of offline copies when one sits beside the project (../shared/data) or
+# SUBLAYER_DATA_DIR names one; otherwise they are downloaded into ~/.cache/sublayer-search
+# (SUBLAYER_CACHE_DIR) on first use.
+ifneq ($(wildcard ../shared/data),)
 export SUBLAYER_DATA_DIR ?= $(abspath ../shared/data)
+endif
 export MLFLOW_DISABLE_TELEMETRY ?= true
 # Ray: a local sweep binds 127.0.0.1 and keeps token auth on (token in ~/.ray/auth_token);
 # RAY_AUTH_MODE is left to the user (search/run/local_ray.py).
 
-.PHONY: install test lint run train ui notebooks clean
+.PHONY: install test test-fast test-deps lint run train ui notebooks clean
 
-# torch comes from pip's configured index (here: the local CPU wheel in /opt/wheels); on a
-# CPU-only machine elsewhere: make install TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# torch comes from pip's configured index (PyPI's default build, or a local wheel where pip
+# is configured so); for the smaller CPU-only build:
+#   make install TORCH_INDEX=https://download.pytorch.org/whl/cpu
 TORCH_INDEX ?=
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
+	@test -x $(BIN)/python || test -n "$(PY)" || { echo "make: no Python >= 3.11 found (tried \
+	$(PY_CANDIDATES)); install one, or name it: make install PY=/path/to/python3.x" >&2; exit 1; }
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-test: install
+# The whole suite (~30 min on 2 cores). Its system tools (Chromium, PostgreSQL,
+# docker-compose) are installed first when missing: .ci/test-deps.sh (apt-get, as root).
+test: install test-deps
 	$(BIN)/python -m pytest -q
+
+# Daily work: the suite without the end-to-end tests marked `slow` (Ray sweeps, MLflow
+# servers, browsers).
+test-fast: install test-deps
+	$(BIN)/python -m pytest -q -m "not slow"
+
+test-deps:
+	.ci/test-deps.sh
 
 lint: install
 	$(BIN)/ruff check .
@@ -37,7 +59,7 @@ run: install
 
 # A single short training run, no Ray, no MLflow.
 train: install
-	$(BIN)/sublayer train --order 'sandwich(4,2)' --data tinyshakespeare --config configs/debug_train.yaml
+	$(BIN)/sublayer train --order 'sandwich(4,2)' --data tinyshakespeare --config configs/train/debug.yaml
 
 # The MLflow UI on ./mlflow.db at http://127.0.0.1:5000
 ui: install

@@ -161,8 +161,8 @@ def _docker_compose() -> list[str]:
         return [exe, "compose"]
     pytest.fail(
         "docker-compose is required to validate docker/compose.yaml and was not "
-        "found; install it with `apt-get install -y docker-compose` (CI does this "
-        "in .ci/run)"
+        "found; install it with `apt-get install -y docker-compose` (`make test` "
+        "does this: .ci/test-deps.sh)"
     )
 
 

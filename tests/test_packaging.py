@@ -25,9 +25,11 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for pkg in PACKAGES:
         shutil.copytree(REPO / pkg, src / pkg, ignore=shutil.ignore_patterns("__pycache__"))
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(out), str(src)], check=True, capture_output=True,
-                   env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                            "--no-build-isolation", "-v", "-w", str(out), str(src)], check=True,
+                           capture_output=True, text=True,
+                           env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    (out / "build.log").write_text(built.stdout + built.stderr)
     (path,) = out.glob("sublayer_search-*.whl")
     return path
 
@@ -48,6 +50,15 @@ def test_wheel_holds_every_source_file(wheel: Path) -> None:
     expected |= {f"sublayer_search/analysis/data/{name}"  # the built-in paper tables
                  for name in ("press2020_tables.csv", "crossformer_tables.csv")}
     assert expected - names == set()
+
+
+def test_build_has_no_ignored_package_warning(wheel: Path) -> None:
+    """The data folder is a declared package: setuptools prints no "would be ignored" banner."""
+    log = (wheel.parent / "build.log").read_text()
+    assert "Building wheel" in log or "wheel" in log  # the verbose build output was kept
+    assert "would be ignored" not in log, log[-3000:]
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert "sublayer_search/analysis/data/mini_press2020_meta.json" in names
 
 
 def test_installed_wheel_entry_point_runs(wheel: Path, tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ def pg_bin() -> Path:
     pytest.fail("PostgreSQL is required for the PostgreSQL-backed MLflow tests and was not "
                 "found (no initdb/postgres in $SUBLAYER_PG_BIN, /usr/lib/postgresql/*/bin or "
                 "PATH): install the Debian package with `apt-get install -y postgresql` "
-                "(.ci/run does), or point SUBLAYER_PG_BIN at its bin folder")
+                "(make test does: .ci/test-deps.sh), or point SUBLAYER_PG_BIN at its bin folder")
 
 
 def _unprivileged() -> tuple[list[str], int | None, int | None]:

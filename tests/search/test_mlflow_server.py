@@ -46,7 +46,7 @@ def _chromium() -> str:
             return found
     pytest.fail("headless Chromium is required for the MLflow UI check and was not found "
                 f"(tried {', '.join(CHROMIUM_CANDIDATES)}); install it with "
-                "`apt-get install -y chromium` (CI does this in .ci/run)")
+                "`apt-get install -y chromium` (`make test` does this: .ci/test-deps.sh)")
 
 
 def _browse(chromium: str, url: str, profile: Path, *extra: str) -> subprocess.CompletedProcess[str]:
