@@ -1,5 +1,5 @@
 """float32 GEMM on the CPU: BLAS (``F.linear``, MKL in the x86 wheels) against oneDNN
-(:mod:`models.linear`), on the products one training step of the benchmark LM makes.
+(:mod:`models.kernels.linear`), on the products one training step of the benchmark LM makes.
 
 Shapes are those of ``model_throughput.py``'s default LM (d 256, d_ff 1024, batch 8 ×
 context 256 = 2048 rows, vocabulary 8192; the fused loss's chunks of 256 rows): each
@@ -10,8 +10,8 @@ oneDNN plus a copy). Median of ``--repeat`` timings after warm-up, one thread:
     .venv/bin/python benchmarks/cpu_gemm.py
     .venv/bin/python benchmarks/cpu_gemm.py --rows 4096 --json
 
-:func:`models.linear.linear` runs forwards and input gradients on oneDNN and weight
-gradients on BLAS, and :mod:`models.fused_loss` its chunk products on BLAS; this
+:func:`models.kernels.linear.linear` runs forwards and input gradients on oneDNN and weight
+gradients on BLAS, and :mod:`models.kernels.fused_loss` its chunk products on BLAS; this
 benchmark shows why on the machine at hand.
 """
 
@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sublayer_search.models import linear as lin  # noqa: E402
+from sublayer_search.models.kernels import linear as lin  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -19,7 +19,7 @@ model keeps the fused q/k/v projection, so ``ratio`` (ordered vs. GPT-2) is unch
     .venv/bin/python benchmarks/model_throughput.py --threads 2
     .venv/bin/python benchmarks/model_throughput.py --device cuda --batch 16 --context 1024 --json
 
-On the CPU, OrderedLM's float32 products run on oneDNN (:mod:`models.linear`;
+On the CPU, OrderedLM's float32 products run on oneDNN (:mod:`models.kernels.linear`;
 ``--cpu-gemm blas`` for BLAS as ``F.linear`` runs them, ``--cpu-gemm both`` times the
 model both ways in the same rounds, ``ordered-blas``); GPT-2 runs as Hugging Face ships it.
 
@@ -52,7 +52,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sublayer_search.models import linear as lin  # noqa: E402
+from sublayer_search.models.kernels import linear as lin  # noqa: E402
 from sublayer_search.models.accounting import flops_per_token, param_count  # noqa: E402
 from sublayer_search.models.config import ModelConfig  # noqa: E402
 from sublayer_search.models.guidance.config import GuidanceConfig  # noqa: E402
@@ -82,7 +82,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--guidance", default="hg-kq+v+ffn,sg-kq+v+ffn",
                    help="comma-separated guidance labels also timed ('' for none)")
     p.add_argument("--cpu-gemm", choices=("onednn", "blas", "both"), default="onednn",
-                   help="float32 CPU GEMM of OrderedLM (models.linear); both: also time "
+                   help="float32 CPU GEMM of OrderedLM (models.kernels.linear); both: also time "
                         "'ordered-blas', the same model on BLAS, in the same rounds")
     p.add_argument("--adamw", choices=("plain", "fused"), default="plain",
                    help="AdamW of every model: torch's default (plain) or fused=True, as "
@@ -146,7 +146,7 @@ def guided_models(cfg: ModelConfig, args: argparse.Namespace) -> dict[str, Order
 
 def make_step(model: torch.nn.Module, kind: str, args: argparse.Namespace,
               gemm: str | None = None) -> Callable[[], float]:
-    """One training step; ``gemm`` sets the CPU GEMM of :mod:`models.linear` around it."""
+    """One training step; ``gemm`` sets the CPU GEMM of :mod:`models.kernels.linear` around it."""
     device = torch.device(args.device)
     model.to(device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4,

@@ -40,7 +40,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--adamw", choices=("plain", "fused"), default="plain")
     p.add_argument("--cpu-gemm", choices=("onednn", "blas"), default="onednn",
-                   help="float32 CPU GEMM of OrderedLM (models.linear)")
+                   help="float32 CPU GEMM of OrderedLM (models.kernels.linear)")
     args = p.parse_args(argv)
     args.device, args.compile = "cpu", False
     return args

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from sublayer_search.models.linear import Linear, linear
+from sublayer_search.models.kernels.linear import Linear, linear
 from sublayer_search.spaces.cost import half_width
 
 __all__ = [

@@ -37,7 +37,7 @@ from torch import Tensor, nn
 
 from sublayer_search.models.blocks import SelfAttention, build_sublayer, output_projection
 from sublayer_search.models.config import ModelConfig, adaptive_bands
-from sublayer_search.models.fused_loss import linear_cross_entropy
+from sublayer_search.models.kernels.fused_loss import linear_cross_entropy
 from sublayer_search.models.guidance.apply import WeightPair, guidance_penalty, guide_stack
 
 __all__ = [
@@ -267,7 +267,7 @@ class OrderedLM(nn.Module):
         return self.embed.logits(h)
 
     def _fused_head(self, h: Tensor) -> bool:
-        """Train with :func:`~models.fused_loss.linear_cross_entropy` (no (B, T, V) logits):
+        """Train with :func:`~models.kernels.fused_loss.linear_cross_entropy` (no (B, T, V) logits):
         a plain linear head, gradients wanted, no autocast and no ``torch.compile`` trace
         (those keep the standard path, which the compiler fuses itself)."""
         return (self.fused_loss and self.head is not None and torch.is_grad_enabled()
@@ -279,7 +279,7 @@ class OrderedLM(nn.Module):
         """``idx``/``targets`` (B, T) long → loss (mean NLL, nats) and logits (B, T, V).
 
         When training (gradients enabled) with a full-softmax head the loss comes from
-        the chunked :func:`~models.fused_loss.linear_cross_entropy` and ``logits`` is
+        the chunked :func:`~models.kernels.fused_loss.linear_cross_entropy` and ``logits`` is
         None; call the model without targets for logits. ``fused_loss = False`` turns
         this off."""
         h = self.hidden(idx)

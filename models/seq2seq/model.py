@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from sublayer_search.models.blocks import Residual, build_sublayer, output_projection
-from sublayer_search.models.fused_loss import fusable, linear_cross_entropy
+from sublayer_search.models.kernels.fused_loss import fusable, linear_cross_entropy
 from sublayer_search.models.guidance.apply import WeightPair, guidance_penalty, guide_stack
 from sublayer_search.models.lm import sinusoidal_table
 from sublayer_search.models.seq2seq.config import (
@@ -196,7 +196,7 @@ class Seq2SeqBase(nn.Module):
     def head_nll(self, h: Tensor, tgt_out: Tensor, label_smoothing: float = 0.0,
                  weights: Tensor | None = None) -> Tensor:
         """Loss of decoder states ``h`` (B, T, d) through the head, fused when training
-        (:func:`~models.fused_loss.linear_cross_entropy`, no logits). Without ``weights``:
+        (:func:`~models.kernels.fused_loss.linear_cross_entropy`, no logits). Without ``weights``:
         :meth:`loss`; with sentence weights (B,): ``Σ_b weights_b · Σ_t nll_bt``."""
         if not self.fused(h):
             logits = self.head(h)

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sublayer_search.models.config import ModelConfig
-from sublayer_search.models.fused_loss import chunk_rows, linear_cross_entropy
+from sublayer_search.models.kernels.fused_loss import chunk_rows, linear_cross_entropy
 from sublayer_search.models.lm import OrderedLM
 
 
