@@ -1,4 +1,13 @@
-"""Shared test setup: quiet, single-threaded, offline-friendly defaults."""
+"""Shared test setup: quiet, single-threaded, offline-friendly defaults, and a clean house.
+
+Hygiene: the suite writes nothing into the working tree and leaves nothing in the temp
+folder. Every test runs in a fresh current folder of its own (MLflow's default artifact
+root ``./mlruns`` and the like land there); everything that asks ``tempfile`` (Ray's
+session folders, torch's compile cache, MLflow, the product) gets this session's private
+``TMPDIR``, removed when the run ends; pytest keeps the ``tmp_path`` folders of failed
+tests only (pyproject). At the end the run fails if it left files in the working tree's
+output folders (:data:`OUTPUTS`).
+"""
 
 from __future__ import annotations
 
@@ -6,10 +15,18 @@ import atexit
 import os
 import secrets
 import shutil
+import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+# pytest's own tmp_path root stays where it was (short: Ray's socket paths are limited)
+os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
+# "/tmp/slt-XXXXXXXX": short enough for the folders Ray puts its sockets in
+SESSION_TMP = Path(tempfile.mkdtemp(prefix="slt-", dir="/tmp" if os.path.isdir("/tmp") else None))
+os.environ["TMPDIR"] = str(SESSION_TMP)
+tempfile.tempdir = None  # re-read TMPDIR
 if "RAY_AUTH_MODE" not in os.environ:
     # Ray token auth, as a local sweep uses it; the token is a private file of this test
     # session, never the developer's ~/.ray/auth_token. (helpers.subprocess_env says why
@@ -20,6 +37,7 @@ if "RAY_AUTH_MODE" not in os.environ:
         (_token_dir / "auth_token").write_text(secrets.token_hex(32))
         os.environ["RAY_AUTH_TOKEN_PATH"] = str(_token_dir / "auth_token")
         atexit.register(shutil.rmtree, _token_dir, True)
+atexit.register(shutil.rmtree, SESSION_TMP, True)  # also after a crash of the session
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -36,6 +54,66 @@ try:  # torch is optional for the pure-Python spaces tests
     torch.set_num_threads(1)
 except ImportError:  # pragma: no cover
     pass
+
+
+OUTPUTS = ("mlruns", "mlartifacts", "mlflow.db", "ray_results", "runs", "reports",
+           ".sublayer_cache", "build")
+"""What a sweep, an analysis or a build may leave in the working tree (all git-ignored)."""
+
+
+def tree_outputs(root: Path = REPO) -> set[str]:
+    """The files (and empty folders) under ``root``'s :data:`OUTPUTS`, relative to ``root``."""
+    found: set[str] = set()
+    for name in OUTPUTS:
+        top = root / name
+        if top.is_file() or top.is_symlink():
+            found.add(name)
+        elif top.is_dir():
+            found.add(name + "/")
+            found.update(str(p.relative_to(root)) for p in top.rglob("*"))
+    return found
+
+
+_BEFORE = tree_outputs()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # the private folders of local Rays whose driver a test killed (SIGKILL tests): the
+    # product removes them on its next start; the suite does it now, the same way
+    from sublayer_search.search.run.local_ray import remove_stale
+
+    for base in {os.environ.get("RAY_TMPDIR") or "/tmp", "/tmp"}:
+        remove_stale(base)
+    left = sorted(tree_outputs() - _BEFORE)
+    if left:
+        shown = "\n  ".join(left[:20]) + ("\n  …" if len(left) > 20 else "")
+        print(f"\nHYGIENE: the tests left {len(left)} path(s) in the working tree "
+              f"{REPO}:\n  {shown}", file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _in_fresh_folder(factory: pytest.TempPathFactory, name: str) -> Iterator[Path]:
+    with pytest.MonkeyPatch.context() as mp:
+        folder = factory.mktemp(name)
+        mp.chdir(folder)
+        yield folder
+
+
+# Each test, and each module's and the session's fixtures (a module-scoped fixture that
+# runs a sweep runs before any test's own folder exists), start in a fresh empty folder.
+@pytest.fixture(autouse=True, scope="session")
+def _session_cwd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    yield from _in_fresh_folder(tmp_path_factory, "session-cwd")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _module_cwd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    yield from _in_fresh_folder(tmp_path_factory, "module-cwd")
+
+
+@pytest.fixture(autouse=True)
+def _own_cwd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    yield from _in_fresh_folder(tmp_path_factory, "cwd")
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,9 @@ logs that may contain the environment (cloud credentials included). So a local s
   ``ray[default]`` is installed, follow the node address too);
 * keeps token auth on: ``RAY_AUTH_MODE=token`` unless the user chose a mode; the token
   is ``$HOME/.ray/auth_token``, created 0600 here if missing (Ray would write it 0644);
-* keeps Ray's temp folder inside a fresh 0700 folder, removed by :func:`shutdown_ray`.
+* keeps Ray's temp folder inside a fresh 0700 folder, removed by :func:`shutdown_ray`;
+  one left by a driver that was killed (SIGKILL, a crash) is removed by the next local
+  start (:func:`remove_stale`): it names its driver's process id, and that one is gone.
 
 Joining a cluster (``--address``) does none of this: that cluster's settings apply.
 """
@@ -23,15 +25,18 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import secrets
 import shutil
+import stat
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import ray
 
-__all__ = ["LOOPBACK", "start_local_ray", "shutdown_ray", "private_dir"]
+__all__ = ["LOOPBACK", "start_local_ray", "shutdown_ray", "private_dir", "remove_stale"]
 
 LOOPBACK = "127.0.0.1"
 _CLUSTER_MODE_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
@@ -84,6 +89,59 @@ def _loopback_node() -> Iterator[None]:
             os.environ[_CLUSTER_MODE_ENV] = saved_env
 
 
+PREFIX = "sublayer-ray-"
+OWNER_FILE = "driver.pid"
+"""In a private folder: the process id of the driver that made it."""
+_SESSION_PID = re.compile(r"^session_.*_(\d+)$")  # Ray's session folder ends with the driver pid
+UNOWNED_GRACE_S = 600.0
+"""A folder naming no driver (killed while it was being made) is removed after this."""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def _driver(folder: Path) -> int | None:
+    """The process id of the driver that made ``folder`` (None if it names none)."""
+    try:
+        return int((folder / OWNER_FILE).read_text().strip())
+    except (OSError, ValueError):
+        pass
+    with contextlib.suppress(OSError):
+        for session in (folder / "ray").iterdir():
+            if match := _SESSION_PID.match(session.name):
+                return int(match[1])
+    return None
+
+
+def remove_stale(base: str | os.PathLike[str]) -> list[Path]:
+    """Remove this user's private folders under ``base`` whose driver is no longer running."""
+    removed: list[Path] = []
+    now = time.time()
+    with contextlib.suppress(OSError):
+        for folder in Path(base).glob(PREFIX + "*"):
+            try:
+                info = folder.lstat()
+            except OSError:
+                continue
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+                continue
+            pid = _driver(folder)
+            if pid == os.getpid() or (pid is not None and _alive(pid)):
+                continue
+            if pid is None and now - info.st_mtime < UNOWNED_GRACE_S:
+                continue  # perhaps being made right now
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
 MAX_BASE = 24
 """Longest parent folder for the private one: ``<base>/sublayer-ray-XXXXXXXX/ray/session_<date>_<pid>/sockets/plasma_store`` must fit in 107 bytes."""
 
@@ -93,8 +151,13 @@ def start_local_ray(*, num_cpus: int | None, num_gpus: int | None) -> Path:
     base = os.environ.get("RAY_TMPDIR") or ("/tmp" if os.path.isdir("/tmp") else None)
     if base is None or len(base) > MAX_BASE:  # Ray's Unix sockets: 107 bytes in all
         base = "/tmp" if os.path.isdir("/tmp") else None
-    folder = Path(tempfile.mkdtemp(prefix="sublayer-ray-", dir=base))  # 0700
+    removed = remove_stale(base or tempfile.gettempdir())
+    if removed:
+        log.info("removed %d folder(s) of local Rays whose driver had died: %s", len(removed),
+                 ", ".join(map(str, removed)))
+    folder = Path(tempfile.mkdtemp(prefix=PREFIX, dir=base))  # 0700
     try:
+        (folder / OWNER_FILE).write_text(str(os.getpid()))
         _token_auth()
         with _loopback_node():
             ray.init(num_cpus=num_cpus, num_gpus=num_gpus, include_dashboard=False,

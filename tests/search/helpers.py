@@ -111,8 +111,10 @@ def subprocess_env(home: Path, **overrides: str) -> dict[str, str]:
 
 
 def start(cmd: Sequence[str | os.PathLike[str]], *, env: Mapping[str, str], log: Path,
-          cwd: Path = REPO) -> subprocess.Popen[bytes]:
-    """Start ``cmd`` in a new session (its own process group), output to ``log``."""
+          cwd: Path | None = None) -> subprocess.Popen[bytes]:
+    """Start ``cmd`` in a new session (its own process group), output to ``log``; in the
+    test's own current folder unless ``cwd`` is given (never the working tree: a sweep's
+    ``./mlruns`` would land there)."""
     with open(log, "ab") as out:
         return subprocess.Popen([str(c) for c in cmd], env=dict(env), stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -1,0 +1,106 @@
+"""The suite's own hygiene: nothing in the working tree, nothing left in the temp folder.
+
+tests/conftest.py runs each test in a fresh folder, gives the session a private TMPDIR
+(removed at the end) and fails the run when the working tree's output folders gained
+files; these tests check that machinery, and that the product cleans the private Ray
+folders a killed sweep leaves behind.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import conftest
+import pytest
+
+from sublayer_search.search.run import local_ray
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_each_test_runs_outside_the_working_tree() -> None:
+    cwd = Path.cwd().resolve()
+    assert REPO not in (cwd, *cwd.parents)
+    assert list(cwd.iterdir()) == []
+
+
+def test_temp_files_go_to_the_sessions_private_folder() -> None:
+    assert os.environ["TMPDIR"] == str(conftest.SESSION_TMP)
+    assert Path(tempfile.gettempdir()) == conftest.SESSION_TMP
+
+
+def test_the_output_check_sees_a_new_run(tmp_path: Path) -> None:
+    before = conftest.tree_outputs(tmp_path)
+    (tmp_path / "mlruns" / "1" / "abc").mkdir(parents=True)
+    (tmp_path / "mlruns" / "1" / "abc" / "trials.csv").write_text("x")
+    (tmp_path / "notes.txt").write_text("not an output")
+    assert conftest.tree_outputs(tmp_path) - before == {
+        "mlruns/", "mlruns/1", "mlruns/1/abc", "mlruns/1/abc/trials.csv"}
+
+
+def test_a_dry_run_writes_nothing_in_its_folder(tmp_path: Path) -> None:
+    """``sublayer sweep --dry-run`` run in an empty folder leaves it empty."""
+    sublayer = Path(sys.executable).parent / "sublayer"
+    env = {**os.environ, "HOME": str(tmp_path / "home")}
+    work = tmp_path / "work"
+    work.mkdir()
+    done = subprocess.run([str(sublayer), "sweep", str(REPO / "configs" / "quickstart.yaml"),
+                           "--dry-run"], cwd=work, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert list(work.iterdir()) == []
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_killed_sweeps_ray_folder_is_removed_by_the_next_start(tmp_path: Path) -> None:
+    dead = tmp_path / "sublayer-ray-dead1234"
+    (dead / "ray").mkdir(parents=True)
+    (dead / local_ray.OWNER_FILE).write_text(str(_dead_pid()))
+    old_style = tmp_path / "sublayer-ray-old12345"  # no pid file: Ray's session name has it
+    (old_style / "ray" / f"session_2026-01-01_00-00-00_000001_{_dead_pid()}").mkdir(parents=True)
+    alive = tmp_path / "sublayer-ray-live1234"
+    alive.mkdir()
+    (alive / local_ray.OWNER_FILE).write_text(str(os.getppid()))
+    fresh = tmp_path / "sublayer-ray-fresh123"  # names no driver yet: perhaps being made
+    fresh.mkdir()
+    unowned = tmp_path / "sublayer-ray-unowned1"
+    unowned.mkdir()
+    past = time.time() - local_ray.UNOWNED_GRACE_S - 60
+    os.utime(unowned, (past, past))
+    other = tmp_path / "something-else"
+    other.mkdir()
+    removed = local_ray.remove_stale(tmp_path)
+    assert sorted(removed) == sorted([dead, old_style, unowned])
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "something-else", "sublayer-ray-fresh123", "sublayer-ray-live1234"]
+
+
+@pytest.mark.slow
+def test_a_local_ray_cleans_a_dead_drivers_folder_and_its_own(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    base = Path(tempfile.mkdtemp(prefix="r-", dir="/tmp"))  # short: Ray's socket paths
+    try:
+        monkeypatch.setenv("RAY_TMPDIR", str(base))
+        dead = base / "sublayer-ray-dead1234"
+        dead.mkdir()
+        (dead / local_ray.OWNER_FILE).write_text(str(_dead_pid()))
+        folder = local_ray.start_local_ray(num_cpus=1, num_gpus=0)
+        try:
+            assert folder.parent == base and not dead.exists()
+            assert (folder / local_ray.OWNER_FILE).read_text() == str(os.getpid())
+        finally:
+            local_ray.shutdown_ray()
+        assert list(base.iterdir()) == []
+    finally:
+        import shutil
+        shutil.rmtree(base, ignore_errors=True)
