@@ -1,13 +1,16 @@
-"""Every command of the README's ```bash blocks runs as written, in a fresh clone.
+"""Every command of the ```bash blocks of README.md and docs/*.md runs as written, in a fresh clone.
 
-The clone sits in a temporary folder beside a ``shared/data`` link to the corpora (the
-layout the README assumes), with ``.venv`` linked to this checkout's virtualenv, so
-``source .venv/bin/activate`` and ``export SUBLAYER_DATA_DIR=...`` work as written.
-Each command runs with bash after the README's setup lines (``source``/``export``).
+The clone sits in a temporary folder, with ``.venv`` linked to this checkout's
+virtualenv, so ``source .venv/bin/activate`` works as written; HOME is a fresh folder
+(nothing cached, no corpus downloaded yet) holding ``corpora``, the folder of local
+corpora that docs/data.md names in ``SUBLAYER_DATA_DIR``. Each command runs with bash
+after the setup lines (``source``/``export``) of the README and of its own file.
 Commands that need a cluster, a server that runs until stopped or a long run are
 listed in EXCLUDED with the reason; every other command (and ``--help`` of every
-``sublayer`` subcommand the README uses) must exit 0. A new README command is run as
-soon as it is written; an excluded command that left the README fails the test.
+``sublayer`` subcommand the files use, and of every benchmark script an excluded
+command runs) must exit 0. A command whose ```bash block is followed at once by a
+```text block must print those lines. A new command is run as soon as it is written;
+an excluded command that left the files fails the test.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ EXCLUDED = {
     "make install TORCH_INDEX=https://download.pytorch.org/whl/cpu": "downloads torch",
     "make run": "a 3-5 minute sweep; tests/search/test_sweep_local.py runs sweeps",
     "make test": "the whole test suite, this test included",
+    "make test-fast": "the suite without the slow tests (minutes)",
     "make ui": "a server that runs until stopped; tests/search/test_ui*.py",
     "sublayer ui --tracking-uri sqlite:///mlflow.db": "a server that runs until stopped; "
                                                       "tests/search/test_ui*.py",
@@ -49,6 +53,18 @@ EXCLUDED = {
     "sublayer replay quickstart --tracking-uri sqlite:///mlflow.db --grid --figure "
     "reports/replay.png": "needs the quickstart sweep of `make run`",
     "sublayer analyze --experiment A --experiment B --out DIR": "placeholders",
+    "sublayer export NAME --tracking-uri sqlite:///mlflow.db --out DIR": "placeholders",
+    "python benchmarks/oneshot_ranking.py": "trains a supernet (minutes)",
+    "python benchmarks/model_throughput.py --rounds 9 --steps 3 --guidance \"\"":
+        "a benchmark of minutes; tests/models/test_benchmark_throughput.py runs it small",
+    "python benchmarks/seq2seq_throughput.py --rounds 5 --steps 2 --iot 2 3":
+        "a benchmark of minutes",
+    "python benchmarks/profile_lm.py --model both": "a profile of minutes",
+    "python benchmarks/cpu_gemm.py": "a benchmark of minutes",
+    "python benchmarks/lm_mfu.py --cpu-mirror": "about a minute; "
+                                                "tests/models/test_benchmark_lm_mfu.py runs it",
+    "python benchmarks/gpu_sharing.py --device cpu": "about a minute of Ray trials; "
+                                                     "tests/search/test_benchmark_gpu_sharing.py",
     "sublayer sweep configs/mini_press2020.yaml": "the 68-minute programme it describes",
     "sublayer analyze --experiment mini_press2020 --study replication --tracking-uri "
     "sqlite:///mlflow.db --out reports/mine": "needs the programme's sweep",
@@ -59,6 +75,8 @@ EXCLUDED = {
         "needs the quickstart sweep of `make run`; executes every notebook",
 }
 SETUP = re.compile(r"^(source |export )")
+DOCS = ("README.md", *sorted(f"docs/{p.name}" for p in (REPO / "docs").glob("*.md")))
+BENCHMARK = re.compile(r"^(?:\S+=\S+ )*python (benchmarks/\S+\.py)\b")
 
 
 def readme_commands(text: str) -> list[str]:
@@ -72,12 +90,49 @@ def readme_commands(text: str) -> list[str]:
     return commands
 
 
+def shown_outputs(text: str) -> list[tuple[str, list[str]]]:
+    """(command, lines) for each one-command ```bash block followed at once by ```text."""
+    pairs = []
+    for block, shown in re.findall(r"^```bash\n((?:(?!```).)*)^```\n\s*^```text\n(.*?)^```",
+                                   text, flags=re.S | re.M):
+        (command,) = readme_commands(f"```bash\n{block}```\n")
+        pairs.append((command, [line.rstrip() for line in shown.splitlines()]))
+    return pairs
+
+
+def all_commands(root: Path) -> dict[str, list[str]]:
+    """The commands of every documentation file, by file."""
+    return {name: readme_commands((root / name).read_text()) for name in DOCS}
+
+
 def test_readme_commands_are_found() -> None:
-    commands = readme_commands((REPO / "README.md").read_text())
+    by_file = all_commands(REPO)
+    assert len(by_file) >= 8, sorted(by_file)  # README.md and the docs/ files
+    assert all(by_file.values()), [name for name, found in by_file.items() if not found]
+    commands = by_file["README.md"]
     assert "sublayer sweep configs/quickstart.yaml --dry-run" in commands
     assert any(SETUP.match(c) for c in commands)
-    stale = sorted(set(EXCLUDED) - set(commands))
-    assert not stale, f"EXCLUDED names commands the README no longer has: {stale}"
+    everywhere = {c for found in by_file.values() for c in found}
+    stale = sorted(set(EXCLUDED) - everywhere)
+    assert not stale, f"EXCLUDED names commands the documentation no longer has: {stale}"
+    readme = (REPO / "README.md").read_text()
+    assert [c for c, _ in shown_outputs(readme)] == [
+        "sublayer sweep configs/quickstart.yaml --dry-run"]  # the worked example
+
+
+def test_readme_is_short() -> None:
+    """What it is, install/run/test, one worked example, the vocabulary, links."""
+    lines = (REPO / "README.md").read_text().splitlines()
+    assert len(lines) <= 250, len(lines)
+
+
+def test_docs_speak_of_the_users_machine() -> None:
+    """No particular machine's paths: the user has neither the shared corpora nor a
+    local wheel folder."""
+    for name in DOCS:
+        text = (REPO / name).read_text()
+        for words in ("/opt/wheels", "shared corpora", "this machine"):
+            assert words not in text.lower(), (name, words)
 
 
 @pytest.fixture(scope="module")
@@ -86,16 +141,15 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = root / "main"
     subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(REPO), str(work)], check=True,
                    timeout=120)
-    # the working tree's README and configs, committed or not, are what is checked
-    for rel in ("README.md", "Makefile"):
+    # the working tree's documentation and configs, committed or not, are what is checked
+    (work / "docs").mkdir(exist_ok=True)
+    for rel in (*DOCS, "Makefile"):
         (work / rel).write_text((REPO / rel).read_text())
-    (root / "shared").mkdir()
-    (root / "shared" / "data").symlink_to(DATA)
     (work / ".venv").symlink_to(VENV)
     return work
 
 
-def _run(command: str, setup: list[str], cwd: Path, home: Path) -> subprocess.CompletedProcess[str]:
+def _run(command: str, setup: tuple[str, ...], cwd: Path, home: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items()
            if k not in ("SUBLAYER_DATA_DIR", "VIRTUAL_ENV", "PYTHONPATH")}
     env.update(HOME=str(home), MLFLOW_DISABLE_TELEMETRY="true", RAY_USAGE_STATS_ENABLED="0",
@@ -106,19 +160,37 @@ def _run(command: str, setup: list[str], cwd: Path, home: Path) -> subprocess.Co
                           text=True, timeout=300)
 
 
+def _contains(lines: list[str], shown: list[str]) -> bool:
+    return any(lines[i:i + len(shown)] == shown for i in range(len(lines) - len(shown) + 1))
+
+
 def test_readme_commands_run_as_written(clone: Path, tmp_path: Path) -> None:
-    commands = readme_commands((clone / "README.md").read_text())
-    setup = [c for c in commands if SETUP.match(c)]
-    to_run = [c for c in commands if not SETUP.match(c) and c not in EXCLUDED]
+    by_file = all_commands(clone)
+    (tmp_path / "corpora").symlink_to(DATA)  # the local corpora of docs/data.md
+    readme_setup = tuple(c for c in by_file["README.md"] if SETUP.match(c))
+    shown = {c: lines for name in DOCS for c, lines in shown_outputs((clone / name).read_text())}
+    to_run: list[tuple[str, tuple[str, ...]]] = []
+    for name, commands in by_file.items():
+        setup = (*readme_setup, *(c for c in commands if SETUP.match(c) and c not in readme_setup))
+        to_run += [(c, setup) for c in commands if not SETUP.match(c) and c not in EXCLUDED]
+    commands = [c for found in by_file.values() for c in found]
     subcommands = sorted({c.split()[1] for c in commands if c.startswith("sublayer ")
                           and len(c.split()) > 1 and not c.split()[1].startswith("-")})
-    to_run += [f"sublayer {sub} --help" for sub in subcommands] + ["sublayer spaces sample --help"]
-    assert "sublayer --help" in to_run and len(to_run) >= 8, to_run
+    scripts = sorted({m.group(1) for c in EXCLUDED if c in commands
+                      for m in [BENCHMARK.match(c)] if m})
+    to_run += [(f"sublayer {sub} --help", readme_setup) for sub in subcommands]
+    to_run += [("sublayer spaces sample --help", readme_setup)]
+    to_run += [(f"python {script} --help", readme_setup) for script in scripts]
+    assert ("sublayer --help", readme_setup) in to_run and len(to_run) >= 8, to_run
+    assert len(scripts) >= 5, scripts  # the excluded benchmarks still take their flags
     failed = []
-    for command in to_run:
+    for command, setup in dict.fromkeys(to_run):
         done = _run(command, setup, clone, tmp_path)
         if done.returncode != 0:
             failed.append(f"$ {command}\n(exit {done.returncode})\n{done.stdout[-1500:]}"
                           f"{done.stderr[-1500:]}")
-    assert not failed, "README commands that fail as written:\n\n" + "\n\n".join(failed)
+        elif command in shown and not _contains([x.rstrip() for x in done.stdout.splitlines()],
+                                                shown[command]):
+            failed.append(f"$ {command}\nprints, unlike the output shown:\n{done.stdout[-3000:]}")
+    assert not failed, "documented commands that fail as written:\n\n" + "\n\n".join(failed)
     assert (clone / "reports" / "paper").is_dir()  # the paper analysis wrote its report
