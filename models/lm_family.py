@@ -25,6 +25,7 @@ from sublayer_search.models.data import (
     metrics_from_loss,
     random_batch,
 )
+from sublayer_search.models.distributed import unwrap
 from sublayer_search.models.errors import ConfigError
 from sublayer_search.models.guidance.config import GuidanceConfig
 from sublayer_search.models.lm import OrderedLM
@@ -106,10 +107,10 @@ def model_for_corpus(model: ModelConfig, corpus: Corpus) -> ModelConfig:
 
 
 def train_batch(corpus: Corpus, context: int, ctx: StepContext) -> tuple[torch.Tensor, torch.Tensor]:
-    """A random training batch (inputs, targets) of ``corpus`` on ``ctx``'s device."""
+    """This worker's share of a random training batch (inputs, targets) on ``ctx``'s device."""
     x, y = random_batch(corpus.train, context=context, batch_size=ctx.batch_size,
-                        generator=ctx.generator)
-    return x.to(ctx.device), y.to(ctx.device)
+                        generator=ctx.generator)  # the global batch: this worker keeps its share
+    return ctx.workers.local(x).to(ctx.device), ctx.workers.local(y).to(ctx.device)
 
 
 class LMFamily(Family):
@@ -127,7 +128,7 @@ class LMFamily(Family):
     def loss(self, model: Any, ctx: StepContext) -> tuple[torch.Tensor, int]:
         x, y = train_batch(self.corpus, self.model_config.context, ctx)
         loss = model(x, y).loss
-        term = guidance_term(model, self.model_config.guidance)
+        term = guidance_term(unwrap(model), self.model_config.guidance)
         return (loss if term is None else loss + term), y.numel()
 
     def evaluate(

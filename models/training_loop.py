@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from sublayer_search.models.checkpoint import restore_training, save_checkpoint, training_state
+from sublayer_search.models.distributed import SINGLE, Workers
 from sublayer_search.models.optim import (
     autocast_for,
     build_optimizer,
@@ -66,7 +67,9 @@ class StepContext:
     autocast: AbstractContextManager[object]
     generator: torch.Generator
     batch_size: int
+    """The global training batch: every worker draws all of it, then keeps its share."""
     eval_batch_size: int
+    workers: Workers = SINGLE
 
 
 class Family(ABC):
@@ -104,15 +107,21 @@ def train(
     checkpoint_dir: str | None = None,
     resume_from: str | None = None,
     on_step: Callable[[dict[str, float]], None] | None = None,
+    workers: Workers | None = None,
 ) -> FitResult:
     """Train ``family``'s model with ``cfg``; call ``report`` after every evaluation.
 
     ``checkpoint_dir``: where to write a checkpoint at every evaluation (its path is
     passed to ``report``); ``None`` writes none. ``resume_from``: a checkpoint folder to
     continue from. A NaN or infinite loss stops training with status ``diverged``.
+    ``workers``: this process's rank among a trial's data-parallel workers
+    (:mod:`models.distributed`; default: the initialised process group, as Ray Train
+    sets it up, else one worker); every worker calls ``report``, only rank 0 checkpoints.
     """
     report = report or _no_report
     metric = family.metric
+    workers = workers or Workers.from_process_group()
+    workers.check_batch(cfg.batch_size)
     generator = seed_everything(cfg.seed)
     device = device_for(cfg)
     model = family.build().to(device)
@@ -124,10 +133,12 @@ def train(
     if resume_from is not None:
         step, best_value, metrics = restore_training(resume_from, model, optimizer, scheduler,
                                                      generator)
-    run_model: Any = torch.compile(model) if cfg.compile and device.type == "cuda" else model
+    run_model: Any = workers.wrap(model, device)
+    if cfg.compile and device.type == "cuda":
+        run_model = torch.compile(run_model)
     ctx = StepContext(device=device, autocast=autocast_for(cfg, device), generator=generator,
                       batch_size=cfg.batch_size,
-                      eval_batch_size=cfg.eval_batch_size or cfg.batch_size)
+                      eval_batch_size=cfg.eval_batch_size or cfg.batch_size, workers=workers)
 
     def update_best(scores: Scores) -> None:
         nonlocal best_value
@@ -159,6 +170,7 @@ def train(
             loss.backward()
             step_loss += float(loss.detach())
             tokens += n_tokens
+        step_loss = workers.mean(step_loss, device)  # the same value on every worker
         if not math.isfinite(step_loss):
             status = "diverged"
             step += 1
@@ -173,6 +185,7 @@ def train(
             on_step({"step": step, "train_loss": step_loss, "lr": lr})
         if step % cfg.eval_every == 0 or step == cfg.steps:
             elapsed = time.perf_counter() - clock
+            tokens = workers.total(tokens, device)
             scores = family.evaluate(model, ctx, step=step, final=step == cfg.steps)
             update_best(scores)
             metrics = {"step": step,
@@ -180,7 +193,7 @@ def train(
                        **scores, best(metric): best_value, "lr": lr,
                        "tokens_per_s": tokens / max(elapsed, 1e-9)}
             train_losses.clear()
-            if ckpt_root is not None:
+            if ckpt_root is not None and workers.lead:
                 state = training_state(model, optimizer, scheduler, generator, step=step,
                                        best=best_value, metrics=metrics)
                 last_ckpt = save_checkpoint(ckpt_root, state)

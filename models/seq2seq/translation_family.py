@@ -34,6 +34,7 @@ from sublayer_search.models.data.parallel import (
     load_parallel,
     random_pairs,
 )
+from sublayer_search.models.distributed import unwrap
 from sublayer_search.models.errors import ConfigError
 from sublayer_search.models.lm_family import guidance_term
 from sublayer_search.models.seq2seq.decoding import translate_batch
@@ -224,10 +225,14 @@ class TranslationFamily(Family):
             max_src=ctx_len,
             max_tgt=ctx_len,
         )
-        src, tgt_in, tgt_out = (t.to(ctx.device) for t in batch[:3])
+        # the global batch: this worker keeps its share of the pairs (DDP weights the
+        # workers' mean losses equally, so shares of unequal token counts are weighted
+        # per worker, not per token)
+        src, tgt_in, tgt_out = (ctx.workers.local(t).to(ctx.device) for t in batch[:3])
         out = model(src, tgt_in, tgt_out, label_smoothing=self.settings.label_smoothing)
-        term = guidance_term(model, self.model_config.guidance)
-        return (out.loss if term is None else out.loss + term), batch.n_tokens
+        term = guidance_term(unwrap(model), self.model_config.guidance)
+        n_tokens = int((tgt_out != 0).sum()) if ctx.workers.parallel else batch.n_tokens
+        return (out.loss if term is None else out.loss + term), n_tokens
 
     def evaluate(
         self, model: torch.nn.Module, ctx: StepContext, *, step: int, final: bool
