@@ -3,15 +3,33 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
-__all__ = ["unusable_folder"]
+__all__ = ["unusable_folder", "write_refused"]
+
+
+def write_refused(folder: Path) -> str | None:
+    """Why a file cannot be created in the existing ``folder``, or None when one can.
+
+    ``os.access`` says yes to root everywhere, /proc and /sys included; so a nameless
+    temporary file is made and dropped at once (nothing is left behind).
+    """
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return "not writable"
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        return f"not writable: {exc.strerror or type(exc).__name__}"
+    return None
 
 
 def unusable_folder(path: Path) -> str | None:
     """Why ``path`` can neither be used nor created as a folder, or None when it can."""
     if path.is_dir():
-        return None if os.access(path, os.W_OK) else "it is not writable"
+        refused = write_refused(path)
+        return None if refused is None else f"it is {refused}"
     if path.exists() or path.is_symlink():
         return "it is an existing file"
     parent = path.absolute().parent
@@ -19,6 +37,7 @@ def unusable_folder(path: Path) -> str | None:
         parent = parent.parent
     if not parent.is_dir():
         return f"it cannot be created: {parent} is a file"
-    if not os.access(parent, os.W_OK):
-        return f"it cannot be created: {parent} is not writable"
+    refused = write_refused(parent)
+    if refused:
+        return f"it cannot be created: {parent} is {refused}"
     return None

@@ -91,7 +91,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         for problem in resource_problems(exp, args.address):
             print(f"sublayer: warning: {problem} (a cluster must provide this; give --address "
                   "to check it there)", file=sys.stderr)
-        shown = [{**r, "order": _shown_order(r["order"], t.params)}
+        shown = [{**r, "order": _shown_order(r["order"], t.variant.params())}
                  for r, t in zip(rows, plan.trials, strict=True)]
         half = [c for c in ("n_h", "guidance") if any(c in r for r in rows)]
         _print_table(shown, ["name", "family", "seed", "n_s", "n_f", *half, "units", "params",
@@ -225,10 +225,18 @@ def build_parser() -> argparse.ArgumentParser:
                    "trials")
     p.set_defaults(func=_cmd_sweep)
 
-    p = sub.add_parser("ui", help="open the MLflow UI on a sweep's store")
-    p.add_argument("--tracking-uri", type=_tracking_uri, default="sqlite:///mlflow.db")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=_port, default=5000, help="TCP port, 1..65535")
+    p = sub.add_parser("ui", help="open the MLflow UI on a sweep's store",
+                       description="Serve the MLflow UI on a store of sweeps (a light `mlflow "
+                                   "server`) until Ctrl-C.")
+    p.add_argument("--tracking-uri", type=_tracking_uri, default="sqlite:///mlflow.db",
+                   help="the MLflow store to show (default: sqlite:///mlflow.db, where `sublayer "
+                        "sweep` writes by default)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default: 127.0.0.1, this machine only; the UI "
+                        "has no authentication, so another address is warned about)")
+    p.add_argument("--port", type=_port, default=5000,
+                   help="TCP port, 1..65535 (default: 5000; one in use is refused with a free "
+                        "one named)")
     p.set_defaults(func=_cmd_ui)
 
     p = sub.add_parser("analyze", help="figures, tables and a report from sweeps or paper data")

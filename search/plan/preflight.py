@@ -30,9 +30,10 @@ def _writable_folder(folder: Path) -> str | None:
         probe = probe.parent
     if not probe.is_dir():
         return f"{probe} is a file, not a folder"
-    if not os.access(probe, os.W_OK | os.X_OK):
-        return f"{probe} is not writable"
-    return None
+    from sublayer_search.analysis.paths import write_refused
+
+    refused = write_refused(probe)
+    return f"{probe} is {refused}" if refused else None
 
 
 def tracking_problems(uri: str, path: str = "tracking.uri") -> list[Problem]:
