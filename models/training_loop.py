@@ -40,7 +40,14 @@ from sublayer_search.models.optim import (
 from sublayer_search.models.train_config import TrainConfig
 from sublayer_search.spaces.records import STATUS_KEY, TrialStatus, best, direction, is_better
 
-__all__ = ["Family", "FitResult", "Report", "Scores", "StepContext", "train"]
+__all__ = ["Family", "FitResult", "Report", "Scores", "StepContext", "train", "use_threads"]
+
+
+def use_threads(n: int) -> int:
+    """Run torch's CPU work on ``n`` threads (``sublayer train`` picks one per usable CPU;
+    under Ray a trial gets ``OMP_NUM_THREADS`` from its CPUs). Returns the count in use."""
+    torch.set_num_threads(max(1, int(n)))
+    return int(torch.get_num_threads())
 
 Scores = dict[str, Any]
 """Evaluation results: floats, plus strings for structured extras (IOT's routing matrix)."""
