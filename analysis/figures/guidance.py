@@ -38,7 +38,7 @@ def _qualifiers(label: str) -> str:
 
 def plot_guidance(info: GuidanceInfo, *, title: str | None = None) -> Figure:
     """Difference from the baseline mean by guided blocks (x) and mode (colour), one
-    panel per candidate: seeds as dots, the group mean with its bootstrap CI, the
+    panel per candidate: seeds as dots, the group mean with its Welch t interval, the
     baseline seeds' ± sd band around 0. Filled markers: a tested difference."""
     table = info.table
     cands = list(dict.fromkeys(table["candidate"]))
@@ -113,7 +113,7 @@ def plot_guidance(info: GuidanceInfo, *, title: str | None = None) -> Figure:
     handles, labels = axes[0][0].get_legend_handles_labels()
     for mode in modes:
         handles.append(plt.Line2D([], [], marker="o", color=_MODE_COLORS[mode], linestyle=""))
-        labels.append(f"{_MODE_NAMES[mode]}: mean, {info.confidence:.0%} bootstrap CI")
+        labels.append(f"{_MODE_NAMES[mode]}: mean, {info.confidence:.0%} Welch t interval")
     handles.append(
         plt.Line2D([], [], marker="o", color="black", linestyle="", markerfacecolor="white")
     )

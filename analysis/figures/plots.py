@@ -88,6 +88,11 @@ def plot_distribution(info: DistributionInfo, *, title: str | None = None) -> Fi
     return fig
 
 
+_GROUP_LABELS = {GROUPS[0]: "at least as good as the baseline mean, untested",
+                 GROUPS[1]: "not as good as the baseline mean, untested"}
+"""Legend of the halves groups: a split of single values at the baseline mean, not a test."""
+
+
 def plot_halves(info: HalvesInfo, *, title: str | None = None) -> Figure:
     """Grouped bars: mean count of each sublayer kind per half, per group (Fig. 4)."""
     kinds = [k for k in "sfch" if info.means.loc[info.means["kind"] == k, "mean"].sum() > 0]
@@ -101,12 +106,13 @@ def plot_halves(info: HalvesInfo, *, title: str | None = None) -> Figure:
         heights = [info.mean(group, half, k) for half, k in cats]
         bars = ax.bar(x + (i - (len(present) - 1) / 2) * width, heights, width,
                       color=_COLORS[group],
-                      label=f"{group} than the average baseline (n={sizes[group]})")
+                      label=f"{_GROUP_LABELS[group]} (n={sizes[group]})")
         ax.bar_label(bars, fmt="%.2f", fontsize=8)
     ax.set_xticks(x, [f"{half} half: {k}" for half, k in cats])
     ax.set_xlabel(f"half of the model by parameter count (straddle: {info.straddle})")
     ax.set_ylabel("mean number of sublayers (count)")
-    ax.set_title(title or "Sublayers per half: better vs not better models")
+    ax.set_title(title or "Sublayers per half: at least as good as the baseline mean vs not "
+                          "(untested grouping)")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
 
@@ -120,7 +126,7 @@ def plot_position_map(info: HalvesInfo, *, title: str | None = None) -> Figure:
             continue
         mid = (rows["lo"] + rows["hi"]) / 2
         ax.plot(mid, rows["p_s"], marker="o", color=_COLORS[group],
-                label=f"{group} than the average baseline (n={int(rows['n'].iloc[0])})")
+                label=f"{_GROUP_LABELS[group]} (n={int(rows['n'].iloc[0])})")
     share = 1.0 / (1.0 + info.f_units)
     ax.axhline(share, color="black", linestyle=":", linewidth=1,
                label=f"interleaved baseline ({share:.2f} of parameters in s)")

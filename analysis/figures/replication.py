@@ -32,8 +32,10 @@ def _band(ax: plt.Axes, base: BaselineStats, *, vertical: bool = False) -> None:
 
 
 def plot_overview(frame: pd.DataFrame, base: BaselineStats, halves: HalvesInfo | None, *,
-                  metric: str, title: str) -> Figure:
-    """Three panels: models by family, the sandwich curve, metric against bottom-half s."""
+                  metric: str, title: str, families: pd.DataFrame | None = None) -> Figure:
+    """Three panels: models by family, the sandwich curve, metric against bottom-half s
+    (one colour per random family; ``families``, :func:`replication.by_family`'s table,
+    gives each family's Spearman rho in the legend and the pooled one in the title)."""
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), layout="constrained")
     rows = frame[frame["status"] == "finished"]
     ax = axes[0]
@@ -72,16 +74,30 @@ def plot_overview(frame: pd.DataFrame, base: BaselineStats, halves: HalvesInfo |
         fig.suptitle(title)
         return fig
     models = halves.models
-    ax.scatter(models["bottom_s"], models["value"], s=18, color="black", alpha=0.75,
-               label="random model (both tables)")
+    family_of = frame.set_index("run_id")["family"].to_dict() if "run_id" in frame else {}
+    fams = models["run_id"].map(family_of) if "run_id" in models else None
+    rhos = {} if families is None else {
+        r.family: f" (rho {r.spearman_rho:+.2f}, p = {r.spearman_p:.2g}, n = {r.n})"
+        for r in families.itertuples()}
+    colors = {"permutations": "black", "budgeted": "tab:orange"}
+    if fams is None or fams.isna().all():
+        ax.scatter(models["bottom_s"], models["value"], s=18, color="black", alpha=0.75,
+                   label="random model (both tables)")
+    else:
+        for fam in RANDOM_FAMILIES:
+            sel = (fams == fam).to_numpy()
+            if sel.any():
+                ax.scatter(models.loc[sel, "bottom_s"], models.loc[sel, "value"], s=18,
+                           color=colors.get(fam, "0.3"), alpha=0.75,
+                           label=f"{fam}{rhos.get(fam, '')}")
     _band(ax, base)
     rho = halves.spearman
     ax.set_xlabel("self-attention sublayers in the bottom half (count)")
     ax.set_ylabel(metric_label(metric))
     ax.set_title("random models: attention in the bottom half" + (
-        f"\nSpearman rho {rho.rho:+.2f}, p = {rho.pvalue:.2g}, n = {rho.n}"
+        f"\npooled Spearman rho {rho.rho:+.2f}, p = {rho.pvalue:.2g}, n = {rho.n}"
         if rho is not None else ""), fontsize=10)
-    ax.legend(fontsize=8, loc="best", framealpha=0.85)
+    ax.legend(fontsize=7, loc="best", framealpha=0.85)
     fig.suptitle(title)
     return fig
 
@@ -105,8 +121,9 @@ def plot_single_runs(runs: pd.DataFrame, *, metric: str) -> Figure:
     ax.invert_yaxis()
     ax.set_xlabel(f"difference from the baseline mean ({metric_label(metric)})")
     conf = runs.attrs.get("confidence", 0.95)
-    ax.set_title(f"Random orders (one seed each) against the baseline seeds:\n{conf:.0%} "
-                 f"prediction intervals, {runs.attrs.get('adjust', 'holm')}-adjusted verdicts",
+    ax.set_title(f"Random orders against the baseline seeds: {conf:.0%} intervals, "
+                 f"{runs.attrs.get('adjust', 'holm')}-adjusted verdicts\none seed: prediction "
+                 "interval assuming the order's seed sd is the baseline's; several: Welch",
                  fontsize=9)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig

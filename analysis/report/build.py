@@ -84,7 +84,7 @@ def experiment_report(
                                 straddle=straddle)
         plain = unguided(frame)  # guided trials: the guidance section
         if candidates(plain, metric)["k"].notna().any():
-            sandwich_section(w, sandwich_curve(plain, metric=metric))
+            sandwich_section(w, sandwich_curve(plain, metric=metric), adjust=adjust)
         if has_guidance(frame):  # the seeds by (candidate, guidance), not by order alone
             guidance_section(w, frame, metric=metric, adjust=adjust)
         elif cands.groupby("order").size().max() >= 2:

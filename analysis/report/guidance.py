@@ -36,7 +36,7 @@ def guidance_section(
         f"{_tested(info)} groups tested ({ADJUST_NAMES[info.adjust]}; a group needs 2 "
         "seeds); 'better' or 'worse' only "
         f"when the adjusted p is below {info.alpha:g} and the {info.confidence:.0%} "
-        "bootstrap interval of the difference excludes 0. 'params change' is the group's "
+        "Welch t interval of the difference excludes 0. 'params change' is the group's "
         "parameter count minus the baseline's (hard guidance shares matrices)."
     )
     base = info.baseline

@@ -15,7 +15,7 @@ from sublayer_search.analysis.report.writer import Writer
 from sublayer_search.analysis.store.frame import BaselineStats
 from sublayer_search.analysis.studies.distribution import distribution
 from sublayer_search.analysis.studies.halves import halves_study
-from sublayer_search.analysis.studies.sandwich import SandwichInfo
+from sublayer_search.analysis.studies.sandwich import SandwichInfo, leaders
 from sublayer_search.analysis.studies.seeds import SeedsInfo
 from sublayer_search.analysis.studies.significance import ADJUST_NAMES
 
@@ -75,20 +75,23 @@ def distribution_and_halves(
 
 def halves_section(
     w: Writer, frame: pd.DataFrame, *, label: str, stem: str, metric: str, straddle: str,
-    fig: str = "Fig. 4", text: str = "",
+    fig: str = "Fig. 4", text: str = "", scale: str | None = None,
 ) -> None:
     h = halves_study(frame, metric=metric, straddle=straddle)
     sec = w.section(f"{fig}: {label}, sublayers in the bottom and top halves")
     sec.text = (text + "Each model is cut in half by parameter count (f = 2 s-units); counts "
                 f"of each sublayer kind per half, straddling sublayer counted '{straddle}'. "
-                "'Better' = at least as good as the average baseline.")
+                "'Better' = a value at least as good as the baseline mean: an untested "
+                "grouping, not a claim that these models beat the baseline.")
+    if scale:
+        sec.numbers.append(("scale", scale))
     for group, n in h.group_sizes().items():
         if n:
             sec.numbers.append((
-                f"{group} (n={n}): mean s bottom / top",
+                f"{group} (n={n}, untested grouping): mean s bottom / top",
                 f"{h.mean(group, 'bottom', 's'):.2f} / {h.mean(group, 'top', 's'):.2f}"))
             sec.numbers.append((
-                f"{group} (n={n}): mean f bottom / top",
+                f"{group} (n={n}, untested grouping): mean f bottom / top",
                 f"{h.mean(group, 'bottom', 'f'):.2f} / {h.mean(group, 'top', 'f'):.2f}"))
     if h.mann_whitney is not None:
         mw = h.mann_whitney
@@ -100,7 +103,8 @@ def halves_section(
                             f"rho = {h.spearman.rho:+.2f}, p = {h.spearman.pvalue:.3g}, "
                             f"n = {h.spearman.n}"))
     w.figure(sec, f"{stem}_halves", plots.plot_halves(
-        h, title=f"{fig}: mean sublayer counts per half, better vs not better models"))
+        h, title=f"{fig}: mean sublayer counts per half\nmodels grouped at the baseline "
+                 "mean (an untested grouping)"))
     w.figure(sec, f"{stem}_position_map", plots.plot_position_map(
         h, title=f"{fig}, by depth: share of parameters in self-attention"))
     w.table(sec, f"{stem}_halves_models", h.models)
@@ -119,13 +123,34 @@ def halves_section(
 
 def sandwich_section(w: Writer, info: SandwichInfo, *,
                      title: str = "Fig. 5: sandwich coefficient",
-                     stem: str = "sandwich", vs_best: bool = True) -> None:
-    """Best k and the ks at least as good as the average (and, with ``vs_best``, the best)
-    baseline, the curve and its points."""
+                     stem: str = "sandwich", vs_best: bool = True, adjust: str = "holm",
+                     scale: str | None = None) -> None:
+    """The k with the lowest mean, the set of k that cannot be told apart from it
+    (:func:`analysis.studies.sandwich.leaders`), the ks at least as good as the average
+    (and, with ``vs_best``, the best) baseline, the curve and its points."""
+    lead = leaders(info, adjust=adjust)
+    top = lead.attrs["best_k"]
     sec = w.section(title)
     sec.text = ("Mean per k against the baseline seeds; 'at least as good' compares means "
-                "and is not a tested claim (see the seeds section for tests).")
-    sec.numbers += [("best k", info.best_k),
+                "and is not a tested claim (see the seeds section for tests). The k with the "
+                "best mean is tested against every other k (Welch's t, "
+                f"{ADJUST_NAMES[adjust]} over the comparisons, alpha "
+                f"{lead.attrs['alpha']:g}; paired t and Wilcoxon over shared seeds in the "
+                "table); a 'best k' is named only when no other k is left in its set.")
+    if scale:
+        sec.numbers.append(("scale", scale))
+    if not lead.attrs["tested"]:
+        best_text = f"k = {top} has the best mean (one run per k: untested, no best k claimed)"
+        head = f"best mean at k = {top} (untested)"
+    elif len(lead.attrs["leaders"]) == 1:
+        best_text = f"k = {top}: every other k is told apart from it (tested)"
+        head = f"best k = {top} (tested)"
+    else:
+        ks = ", ".join(map(str, sorted(lead.attrs["leaders"])))
+        best_text = (f"k = {top} has the best mean, but k = {ks} cannot be told apart from it "
+                     "(no best k claimed)")
+        head = f"best mean at k = {top}; not told apart: k = {ks}"
+    sec.numbers += [("best k", best_text),
                     ("k at least as good as the average baseline",
                      str(info.ks_beating("average")))]
     if vs_best:
@@ -133,20 +158,30 @@ def sandwich_section(w: Writer, info: SandwichInfo, *,
                             str(info.ks_beating("best"))))
     w.figure(sec, stem, plots.plot_sandwich(info, title=f"{title.split(':')[0]}: "
                                                f"{info.metric} against the sandwich "
-                                               f"coefficient k (best k = {info.best_k})"))
+                                               f"coefficient k ({head})"))
     w.table(sec, stem, info.points)
+    w.table(sec, f"{stem}_leaders", lead)
 
 
-def seeds_section(w: Writer, info: SeedsInfo, *, label: str, stem: str) -> None:
+def seeds_section(w: Writer, info: SeedsInfo, *, label: str, stem: str,
+                  scale: str | None = None) -> None:
     sec = w.section(f"Fig. 6: {label}, over seeds against the baseline")
     sec.text = (f"Test: Welch's t-test per order against the baseline seeds; p-values "
                 f"adjusted for the number of orders compared ({ADJUST_NAMES[info.adjust]}). "
                 "'Better' (or 'worse') than the baseline is claimed only when the adjusted p "
                 f"is below alpha {info.alpha:g} and the {info.confidence:.0%} confidence "
                 "interval of the difference of means excludes 0 on that side; otherwise 'no "
-                "evidence'. Each line gives the effect (difference of means) with its interval, "
-                "the baseline's seed sd, and the seeds per arm that would detect the observed "
-                "difference at 80% power (two-sided t-test, alpha 0.05).")
+                "evidence'. The interval is the Welch t interval (with few seeds a "
+                "percentile bootstrap is too narrow). Where an order shares seeds with the "
+                "baseline (same data order and initial draws), the paired t-test and the "
+                "Wilcoxon signed-rank test over the shared seeds follow, unadjusted (with 3 "
+                "pairs the exact two-sided Wilcoxon p cannot go below 2 / 2^n: 0.25 for 3). Each line gives the effect "
+                "(difference of means) with its interval, the baseline's seed sd, the seeds "
+                "per arm that would detect the observed difference at 80% power (post hoc: "
+                "computed from the observed effect) and the planned power of this design for "
+                "a stated difference of one baseline seed sd (two-sided t, alpha 0.05).")
+    if scale:
+        sec.numbers.append(("scale", scale))
     for _, row in info.table.iterrows():
         sec.numbers.append((str(row["name"]), str(row["statement"])))
     w.figure(sec, f"{stem}_seeds", plots.plot_seeds(info))

@@ -7,8 +7,8 @@ with the guidance suffix removed, so ``sandwich16_6+hg-kq@seed0`` is candidate
 ``sandwich16_6``, label ``hg-kq``. Each group is compared with the baseline seeds (the
 unguided baseline trials; a baseline row that carries guidance is studied as a candidate)
 by the rules of :mod:`analysis.studies.seeds`: Welch's t, p adjusted over the groups
-(Holm / Benjamini–Hochberg / none), a percentile bootstrap CI of the difference, verdict
-better / worse / no evidence, seeds for 80 % power. Unguided candidates (mode none) stay
+(Holm / Benjamini–Hochberg / none), a Welch t interval of the difference, verdict
+better / worse / no evidence, seeds for 80 % power (post hoc). Unguided candidates (mode none) stay
 in the family, as the reference of their order.
 
 Call it on a sweep with :func:`study_experiment` (``study_experiment("my-sweep", uri)``)

@@ -43,7 +43,7 @@ def translation_seeds(
     """Every translation candidate (IOT subset ``iot<id>``, else its candidate name) over
     seeds against the baseline, with the rules of :mod:`analysis.studies.seeds`: better (= higher
     BLEU) only when Welch's t, its p adjusted over the candidates (``adjust``), is
-    significant at ``alpha`` and the bootstrap CI of the
+    significant at ``alpha`` and the Welch t interval of the
     difference lies above 0. Grouping is by candidate, not by order string: IOT trials of
     different subsets, and encoder-side sandwiches, share their decoder order. When the
     baseline is the subset {1} trials, that subset is not compared with itself."""

@@ -1,17 +1,20 @@
 """Studies a complete replication needs beyond the sweep report's sections.
 
-* :func:`single_runs`: each random order (one seed) against the baseline seeds, as a tested
+* :func:`single_runs`: each random order against the baseline seeds, as a tested
   claim. One run of an order cannot estimate its own seed noise, so the test assumes it
   equals the baseline's: ``d = x - mean(b)`` and ``d / (s_b * sqrt(1 + 1/n))`` follows
-  Student's t with ``n - 1`` degrees of freedom (the prediction interval of one new run).
-  p-values are adjusted over the orders (Holm by default); the verdict needs the adjusted p
-  below alpha and the interval of ``d`` on one side of 0.
+  Student's t with ``n - 1`` degrees of freedom (the prediction interval of one new run);
+  the row states that assumption. An order with several seeds uses its own variance
+  (Welch's t and its t interval). p-values are adjusted over the orders (Holm by default);
+  the verdict needs the adjusted p below alpha and the interval of ``d`` on one side of 0.
 * :func:`noise`: how large seed noise is against the differences between orders. The spread
   of the random orders (one seed each: order effect plus seed noise) against the spread of
   the baseline seeds (seed noise alone): variance ratio, its F-test and confidence interval,
   and the share of the random orders' variance that seed noise cannot explain. With
   several seeds per sandwich coefficient also a one-way ANOVA over k (baseline = k 0) and
   its intraclass correlation.
+* :func:`by_family`: the variance share and the Fig. 4 pattern per family and pooled.
+* :func:`scale_statement`: the scale every answer holds at (stated next to each).
 * :func:`end_slopes`: where training stands at the end: the least-squares slope of the
   validation metric over each trial's first and last evaluations (per 1,000 steps).
 """
@@ -25,9 +28,11 @@ import numpy as np
 import pandas as pd
 
 from sublayer_search.analysis.store.frame import baseline_stats, lower_is_better, usable
-from sublayer_search.analysis.studies.significance import adjust_pvalues, verdict
+from sublayer_search.analysis.studies.halves import halves_study
+from sublayer_search.analysis.studies.significance import adjust_pvalues, verdict, welch_interval
 
-__all__ = ["RANDOM_FAMILIES", "NoiseStudy", "end_slopes", "noise", "single_runs"]
+__all__ = ["RANDOM_FAMILIES", "NoiseStudy", "by_family", "end_slopes", "noise",
+           "scale_statement", "single_runs"]
 
 RANDOM_FAMILIES = ("permutations", "budgeted")
 """The families of random models (the paper's Tables 1 and 2)."""
@@ -36,8 +41,11 @@ RANDOM_FAMILIES = ("permutations", "budgeted")
 def single_runs(frame: pd.DataFrame, metric: str, *, families: tuple[str, ...] = RANDOM_FAMILIES,
                 adjust: str = "holm", alpha: float = 0.05,
                 confidence: float = 0.95) -> pd.DataFrame:
-    """One row per finished trial of ``families``: value, difference from the baseline mean
-    with its interval, p, adjusted p and verdict (better / worse / no evidence)."""
+    """One row per order of ``families``: value (mean over its seeds), n, difference from
+    the baseline mean with its interval, p, adjusted p and verdict (better / worse / no
+    evidence). An order with one seed gets the prediction-interval t-test, which assumes
+    its seed sd is the baseline's (column ``test`` and ``assumption`` say so); an order
+    with several seeds gets Welch's t-test and Welch t interval with its own variance."""
     from scipy import stats
 
     base = baseline_stats(frame, metric)
@@ -46,20 +54,37 @@ def single_runs(frame: pd.DataFrame, metric: str, *, families: tuple[str, ...] =
     n, lower = base.n, lower_is_better(metric)
     scale = base.sd * math.sqrt(1 + 1 / n) if n >= 2 else math.nan
     crit = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) if n >= 2 else math.nan
-    out = pd.DataFrame({
-        "name": rows["name"].to_numpy(), "order": rows["order"].to_numpy(),
-        "family": rows["family"].to_numpy(), "value": rows["final"].to_numpy(dtype=float)})
-    out["difference"] = out["value"] - base.mean
-    out["ci_low"] = out["difference"] - crit * scale
-    out["ci_high"] = out["difference"] + crit * scale
-    t = out["difference"] / scale
-    out["p"] = 2 * stats.t.sf(np.abs(t.to_numpy(dtype=float)), n - 1) if n >= 2 else math.nan
+    records = []
+    for order, group in rows.groupby("order", sort=False):
+        values = group["final"].to_numpy(dtype=float)
+        rec = {"name": str(group["name"].iloc[0]), "order": order,
+               "family": str(group["family"].iloc[0]), "n": len(values),
+               "value": float(values.mean()), "sd": float(np.std(values, ddof=1))
+               if len(values) >= 2 else math.nan}
+        rec["difference"] = rec["value"] - base.mean
+        if len(values) >= 2 and n >= 2:
+            test = stats.ttest_ind(values, base.values, equal_var=False)
+            lo, hi = welch_interval(values, base.values, confidence)
+            rec.update(ci_low=lo, ci_high=hi, p=float(test.pvalue),
+                       test="Welch t (own seed sd)", assumption="")
+        else:
+            rec.update(ci_low=rec["difference"] - crit * scale,
+                       ci_high=rec["difference"] + crit * scale,
+                       p=float(2 * stats.t.sf(abs(rec["difference"]) / scale, n - 1))
+                       if n >= 2 else math.nan,
+                       test="prediction-interval t (one seed)",
+                       assumption=f"its seed sd taken to be the baseline's {base.sd:.2g}")
+        records.append(rec)
+    out = pd.DataFrame(records, columns=["name", "order", "family", "n", "value", "sd",
+                                         "difference", "ci_low", "ci_high", "p", "test",
+                                         "assumption"])
     out["p_adjusted"] = adjust_pvalues(out["p"].to_numpy(dtype=float), adjust)
     out["verdict"] = [verdict(p, lo, hi, alpha=alpha, lower=lower) for p, lo, hi in
                       zip(out["p_adjusted"], out["ci_low"], out["ci_high"], strict=True)]
     out["beats_average"] = out["value"] <= base.mean if lower else out["value"] >= base.mean
     out.attrs.update(adjust=adjust, alpha=alpha, confidence=confidence, baseline_n=n,
-                     baseline_mean=base.mean, baseline_sd=base.sd)
+                     baseline_mean=base.mean, baseline_sd=base.sd,
+                     one_seed=int((out["n"] == 1).sum()))
     return out.sort_values("value", ascending=lower, kind="stable").reset_index(drop=True)
 
 
@@ -163,3 +188,48 @@ def end_slopes(history: pd.DataFrame, frame: pd.DataFrame, metric: str, *,
     return pd.DataFrame(rows, columns=["run_id", "name", "first_step", "last_step",
                                        "early_slope_per_1k", "end_slope_per_1k",
                                        "end_to_early"])
+
+
+def by_family(frame: pd.DataFrame, metric: str, *, families: tuple[str, ...] = RANDOM_FAMILIES,
+              straddle: str = "fractional") -> pd.DataFrame:
+    """The variance share (:func:`noise`) and the Fig. 4 pattern (:func:`halves_study`:
+    Spearman of the metric with the bottom-half share of ``s``, Mann–Whitney of bottom-half
+    ``s``, better vs not) for each family alone and for the families pooled (last row). The
+    families differ in their s/f mix (budgeted draws), so a pooled figure can rest on one."""
+    rows = usable(frame, metric)
+    out = []
+    for label, fams in [*((f, (f,)) for f in families), ("pooled", families)]:
+        sub = rows[rows["family"].isin(fams) & ~rows["baseline"]]
+        if sub.empty:
+            continue
+        study = noise(frame, metric, families=fams)
+        halves = halves_study(rows[rows["family"].isin(fams) | rows["baseline"]],
+                              metric=metric, straddle=straddle)
+        rho, mw = halves.spearman, halves.mann_whitney
+        out.append({"family": label, "n": study.order_n, "order_sd": study.order_sd,
+                    "variance_ratio": study.variance_ratio, "ratio_ci_low": study.ratio_ci[0],
+                    "ratio_ci_high": study.ratio_ci[1], "ratio_p": study.ratio_p,
+                    "order_share": study.order_share,
+                    "n_better": halves.group_sizes()["better"],
+                    "spearman_rho": rho.rho if rho else math.nan,
+                    "spearman_p": rho.pvalue if rho else math.nan,
+                    "mann_whitney_p": mw.pvalue if mw else math.nan})
+    return pd.DataFrame(out)
+
+
+def scale_statement(frame: pd.DataFrame, history: pd.DataFrame | None, metric: str) -> str:
+    """The scale an answer holds at: parameters, training steps and, with ``history``, how
+    much of the early slope is left at the end (median over trials)."""
+    rows = usable(frame, metric)
+    parts = []
+    if "params" in rows and rows["params"].notna().any():
+        parts.append(f"{float(rows['params'].median()) / 1e3:.0f}k parameters")
+    if "steps" in rows and rows["steps"].notna().any():
+        parts.append(f"{int(rows['steps'].max())} training steps")
+    text = "at this scale only: " + (", ".join(parts) if parts else "scale not recorded")
+    if history is not None and not history.empty:
+        slopes = end_slopes(history, frame, metric)
+        if not slopes.empty:
+            text += (f"; the curves end at {slopes['end_to_early'].median():.2f} of their early "
+                     "slope (median): not converged")
+    return text

@@ -1,10 +1,20 @@
-"""Sandwich coefficient study (Press et al. 2020, Fig. 5): metric against k."""
+"""Sandwich coefficient study (Press et al. 2020, Fig. 5): metric against k.
+
+:func:`sandwich_curve` gives the mean per k; the k with the best mean is only the *lowest
+mean* (``best_k``). :func:`leaders` tests it against every other k (Welch's t, p adjusted
+over those comparisons; paired t and Wilcoxon over shared seeds alongside) and returns the
+set of k that cannot be told apart from it: a "best k" claim is made only when that set
+has one member.
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
+from scipy import stats
 
 from sublayer_search.analysis.errors import AnalysisError
 from sublayer_search.analysis.store.frame import (
@@ -12,8 +22,9 @@ from sublayer_search.analysis.store.frame import (
     at_least_as_good,
     study_inputs,
 )
+from sublayer_search.analysis.studies.significance import adjust_pvalues, paired
 
-__all__ = ["SandwichInfo", "sandwich_curve"]
+__all__ = ["SandwichInfo", "leaders", "sandwich_curve"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,3 +91,49 @@ def sandwich_curve(
     points["beats_average"] = at_least_as_good(points["mean"], base.mean, lower=lower)
     points["beats_best"] = at_least_as_good(points["mean"], base.best, lower=lower)
     return SandwichInfo(metric=metric, baseline=base, points=points, trials=trials)
+
+
+def leaders(info: SandwichInfo, *, alpha: float = 0.05, adjust: str = "holm") -> pd.DataFrame:
+    """The k with the best mean against every other k: one row per k (best first) with
+    n, mean, sd, the difference from the best k, Welch's t and p
+    (``scipy.stats.ttest_ind(equal_var=False)``), p adjusted over the comparisons
+    (``adjust``), the paired t-test and Wilcoxon p over the seeds both share (unadjusted),
+    and ``told_apart`` (adjusted Welch p below ``alpha``). A k with fewer than 2 trials
+    (or a best k with fewer than 2) cannot be tested: ``told_apart`` False, ``tested``
+    False. ``attrs``: best_k, leaders (the k not told apart from it, best included),
+    tested (whether any comparison was possible), alpha, adjust, comparisons."""
+    best = info.best_k
+    by_k = {int(k): g for k, g in info.trials.groupby("k")}
+    ref = by_k[best]
+    a = ref["value"].to_numpy(dtype=float)
+    rows = []
+    for k, g in by_k.items():
+        v = g["value"].to_numpy(dtype=float)
+        t = p = math.nan
+        if k != best and len(v) >= 2 and len(a) >= 2:
+            res = stats.ttest_ind(v, a, equal_var=False)
+            t, p = float(res.statistic), float(res.pvalue)
+        pair = None if k == best else paired(_seeds(g), _seeds(ref))
+        rows.append({"k": k, "n": len(v), "mean": float(v.mean()),
+                     "sd": float(np.std(v, ddof=1)) if len(v) >= 2 else math.nan,
+                     "difference_from_best": float(v.mean() - a.mean()), "welch_t": t,
+                     "welch_p": p, "paired_n": pair.n if pair else 0,
+                     "paired_p": pair.p if pair else math.nan,
+                     "wilcoxon_p": pair.wilcoxon_p if pair else math.nan})
+    out = pd.DataFrame(rows)
+    out["p_adjusted"] = adjust_pvalues(out["welch_p"].to_numpy(dtype=float), adjust)
+    out["tested"] = out["welch_p"].notna()
+    out["told_apart"] = out["tested"] & (out["p_adjusted"] < alpha)
+    out = out.sort_values("mean", ascending=info.baseline.lower_is_better, kind="stable")
+    out = out.reset_index(drop=True)
+    out.attrs.update(best_k=best, leaders=[int(k) for k in out.loc[~out["told_apart"], "k"]],
+                     tested=bool(out["tested"].any()), alpha=alpha, adjust=adjust,
+                     comparisons=int(out["tested"].sum()))
+    return out
+
+
+def _seeds(group: pd.DataFrame) -> dict[int, float]:
+    seeds = group["seed"]
+    if seeds.isna().any() or seeds.duplicated().any():
+        return {}
+    return dict(zip(seeds.astype(int), group["value"].astype(float), strict=True))

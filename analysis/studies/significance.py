@@ -6,19 +6,26 @@
 * :func:`verdict`: "better" / "worse" / "no evidence" from the *adjusted* p-value and the
   side of the confidence interval of the difference.
 * :func:`seeds_for_power`: seeds per arm that a two-sided two-sample t-test at ``alpha``
-  needs to detect the observed difference with the given power (noncentral t).
+  needs to detect the observed difference with the given power (noncentral t). This is
+  *post hoc* power (from the observed effect) and is labelled so wherever it is shown;
+  :func:`design_power` is the power of a design for a stated effect of interest.
+* :func:`welch_interval`: the Welch–Satterthwaite t interval of a difference of means (the
+  seeds study's interval: a percentile bootstrap is too narrow with few seeds).
+* :func:`paired`: paired t and Wilcoxon signed-rank over the seeds two arms share.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from sublayer_search.analysis.errors import AnalysisError
 
-__all__ = ["ADJUST", "VERDICTS", "adjust_pvalues", "seeds_for_power", "verdict"]
+__all__ = ["ADJUST", "VERDICTS", "Paired", "adjust_pvalues", "design_power", "paired",
+           "seeds_for_power", "verdict", "welch_interval"]
 
 ADJUST = ("holm", "bh", "none")
 """``--adjust`` choices: Holm–Bonferroni, Benjamini–Hochberg, no adjustment."""
@@ -103,3 +110,86 @@ def seeds_for_power(
         else:
             lo = mid + 1
     return float(hi)
+
+
+def welch_interval(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray,
+                   confidence: float = 0.95) -> tuple[float, float]:
+    """Welch–Satterthwaite t interval of ``mean(a) − mean(b)`` (the interval that goes with
+    Welch's t-test); NaN with fewer than 2 values on a side. With few seeds a percentile
+    bootstrap is too narrow (it ignores that the sd itself is estimated), so this is the
+    seeds study's interval."""
+    from scipy import stats
+
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if len(x) < 2 or len(y) < 2:
+        return math.nan, math.nan
+    va, vb = float(np.var(x, ddof=1)) / len(x), float(np.var(y, ddof=1)) / len(y)
+    diff = float(x.mean() - y.mean())
+    if va + vb == 0:
+        return diff, diff
+    dof = (va + vb) ** 2 / (va**2 / (len(x) - 1) + vb**2 / (len(y) - 1))
+    half = float(stats.t.ppf(0.5 + confidence / 2, dof)) * math.sqrt(va + vb)
+    return diff - half, diff + half
+
+
+@dataclass(frozen=True, kw_only=True)
+class Paired:
+    """Paired tests of ``a − b`` over the seeds both arms trained (same data order and
+    initial draws): paired t (``scipy.stats.ttest_rel``) with its t interval, and the
+    Wilcoxon signed-rank test (``scipy.stats.wilcoxon``, exact for small n; NaN when every
+    difference is 0). ``seeds``: the shared seeds, ascending."""
+
+    seeds: tuple[int, ...]
+    difference: float
+    t: float
+    p: float
+    ci_low: float
+    ci_high: float
+    wilcoxon_p: float
+
+    @property
+    def n(self) -> int:
+        return len(self.seeds)
+
+
+def paired(a: Mapping[int, float], b: Mapping[int, float], *,
+           confidence: float = 0.95) -> Paired | None:
+    """Paired t and Wilcoxon over the seeds in both ``a`` and ``b`` (seed -> value);
+    None with fewer than 2 shared seeds."""
+    from scipy import stats
+
+    seeds = tuple(sorted(set(a) & set(b)))
+    if len(seeds) < 2:
+        return None
+    d = np.array([a[s] - b[s] for s in seeds], dtype=float)
+    mean, n = float(d.mean()), len(d)
+    sd = float(np.std(d, ddof=1))
+    if sd == 0:
+        t = p = math.nan
+        lo = hi = mean
+    else:
+        res = stats.ttest_rel([a[s] for s in seeds], [b[s] for s in seeds])
+        t, p = float(res.statistic), float(res.pvalue)
+        half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * sd / math.sqrt(n)
+        lo, hi = mean - half, mean + half
+    w = math.nan
+    if np.any(d != 0):
+        w = float(stats.wilcoxon(d).pvalue)
+    return Paired(seeds=seeds, difference=mean, t=t, p=p, ci_low=lo, ci_high=hi, wilcoxon_p=w)
+
+
+def design_power(n_a: int, n_b: int, difference: float, sd: float, *,
+                 alpha: float = 0.05) -> float:
+    """Power of a two-sided two-sample t-test (``n_a`` and ``n_b`` values, common ``sd``)
+    to detect a *stated* ``difference``: P(|T| > t_crit), T ~ noncentral t with
+    n_a + n_b − 2 degrees of freedom and noncentrality difference / (sd·sqrt(1/n_a + 1/n_b)).
+    Planned power for an effect of interest, unlike :func:`seeds_for_power`, which is
+    post hoc (from the observed difference). NaN when it cannot be computed."""
+    from scipy import stats
+
+    if n_a < 2 or n_b < 2 or not (math.isfinite(difference) and math.isfinite(sd)) or sd <= 0:
+        return math.nan
+    dof = n_a + n_b - 2
+    crit = float(stats.t.ppf(1 - alpha / 2, dof))
+    nc = abs(difference) / (sd * math.sqrt(1 / n_a + 1 / n_b))
+    return float(stats.nct.sf(crit, dof, nc) + stats.nct.cdf(-crit, dof, nc))

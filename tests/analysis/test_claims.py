@@ -1,0 +1,219 @@
+"""Claims that never outrun the data (issue 26): t intervals for few seeds, the paired
+analysis over shared seeds, leaders instead of a "best k", one-seed assumptions stated,
+each random family alone, the scale next to every answer, post-hoc power labelled.
+Statistics against scipy and hand computations; legends and report text by content."""
+
+from __future__ import annotations
+
+import math
+import re
+from html import unescape
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from sublayer_search.analysis.store.study_export import builtin_export
+from sublayer_search.analysis.studies.replication import by_family, scale_statement, single_runs
+from sublayer_search.analysis.studies.sandwich import leaders, sandwich_curve
+from sublayer_search.analysis.studies.seeds import seed_comparison
+from sublayer_search.analysis.studies.significance import design_power, paired, welch_interval
+
+METRIC = "val_bpc"
+
+
+@pytest.fixture(scope="module")
+def study():  # type: ignore[no-untyped-def]
+    return builtin_export("mini_press2020")
+
+
+def _sandwich(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame[(frame["family"] == "sandwich") | frame["baseline"]]
+
+
+def _values(frame: pd.DataFrame, k: int | None) -> pd.Series:
+    rows = frame[frame["baseline"]] if k is None else frame[frame["k"] == k]
+    return rows.set_index("seed")["final"].astype(float)
+
+
+def test_welch_interval_by_hand_and_wider_than_the_bootstrap_for_three_seeds(study) -> None:
+    a, b = _values(study.trials, 5).to_numpy(), _values(study.trials, None).to_numpy()
+    lo, hi = welch_interval(a, b, 0.95)
+    va, vb = a.var(ddof=1) / 3, b.var(ddof=1) / 8
+    dof = (va + vb) ** 2 / (va**2 / 2 + vb**2 / 7)
+    half = stats.t.ppf(0.975, dof) * math.sqrt(va + vb)
+    assert (lo, hi) == pytest.approx((a.mean() - b.mean() - half, a.mean() - b.mean() + half))
+    assert round(lo, 3) == -0.257 and round(hi, 3) == -0.041  # the issue's Welch interval
+    boot = stats.bootstrap((a, b), lambda x, y, axis=-1: x.mean(axis) - y.mean(axis),
+                           vectorized=True, method="percentile", n_resamples=4999,
+                           rng=np.random.default_rng(0)).confidence_interval
+    assert boot.high - boot.low < 0.6 * (hi - lo)  # why the bootstrap is not used
+
+
+def test_paired_tests_over_shared_seeds_match_scipy(study) -> None:
+    k5, base = _values(study.trials, 5), _values(study.trials, None)
+    pair = paired(k5.to_dict(), base.to_dict())
+    assert pair is not None and pair.seeds == (0, 1, 2)
+    d = (k5 - base.loc[[0, 1, 2]]).to_numpy()
+    ref = stats.ttest_rel(k5.to_numpy(), base.loc[[0, 1, 2]].to_numpy())
+    assert pair.difference == pytest.approx(d.mean())
+    assert pair.t == pytest.approx(ref.statistic) and pair.p == pytest.approx(ref.pvalue)
+    half = stats.t.ppf(0.975, 2) * d.std(ddof=1) / math.sqrt(3)
+    assert (pair.ci_low, pair.ci_high) == pytest.approx((d.mean() - half, d.mean() + half))
+    assert pair.wilcoxon_p == pytest.approx(stats.wilcoxon(d).pvalue)
+    assert pair.wilcoxon_p == pytest.approx(0.25)  # all three below 0: 2 / 2^3
+    assert paired({0: 1.0}, {0: 2.0, 1: 3.0}) is None
+
+
+def test_design_power_is_planned_power_for_a_stated_effect() -> None:
+    # G*Power: two-sided two-sample t, d = 0.8, 20 per group, alpha 0.05 -> 0.6934
+    assert design_power(20, 20, 0.8, 1.0) == pytest.approx(0.6934, abs=5e-4)
+    dof, nc = 9, 1.0 / (1.0 * math.sqrt(1 / 3 + 1 / 8))
+    crit = stats.t.ppf(0.975, dof)
+    assert design_power(3, 8, 1.0, 1.0) == pytest.approx(
+        stats.nct.sf(crit, dof, nc) + stats.nct.cdf(-crit, dof, nc))
+    assert math.isnan(design_power(1, 8, 1.0, 1.0))
+
+
+def test_seed_comparison_states_which_test_each_number_comes_from(study) -> None:
+    info = seed_comparison(_sandwich(study.trials), metric=METRIC)
+    row = info.row("sandwich6_5")
+    assert row["ci_method"] == "Welch t interval"
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx(welch_interval(
+        _values(study.trials, 5).to_numpy(), _values(study.trials, None).to_numpy()))
+    assert row["paired_n"] == 3 and row["paired_seeds"] == "0, 1, 2"
+    ref = stats.ttest_rel(_values(study.trials, 5).to_numpy(),
+                          _values(study.trials, None).loc[[0, 1, 2]].to_numpy())
+    assert row["paired_p"] == pytest.approx(ref.pvalue)
+    base_sd = float(np.std(_values(study.trials, None), ddof=1))
+    assert row["effect"] == pytest.approx(base_sd)
+    assert row["design_power"] == pytest.approx(design_power(3, 8, base_sd, base_sd))
+    text = row["statement"]
+    for phrase in ("95% Welch t interval [-0.257, -0.0414]", "Welch t-test t = ",
+                   "Holm-adjusted over 5 comparisons p = 0.0258",
+                   "paired over the 3 shared seeds (0, 1, 2)", "paired t-test p = 0.0435",
+                   "Wilcoxon signed-rank p = 0.25 (both unadjusted)",
+                   "post hoc (from the observed difference): 3 seeds per arm",
+                   "planned power of this design (n=3 vs 8"):
+        assert phrase in text, phrase
+    boot = seed_comparison(_sandwich(study.trials), metric=METRIC, interval="bootstrap")
+    assert "no bootstrap" in boot.row("sandwich6_5")["ci_method"]  # 3 < BOOTSTRAP_MIN_N
+
+
+def test_no_best_k_without_a_test_among_the_leaders(study) -> None:
+    info = sandwich_curve(_sandwich(study.trials), metric=METRIC)
+    lead = leaders(info)
+    assert lead.attrs["best_k"] == 5 == info.best_k
+    assert sorted(lead.attrs["leaders"]) == [1, 2, 3, 4, 5]  # none told apart from k = 5
+    row = lead.set_index("k")
+    for k, p in ((3, 0.74), (4, 0.84)):  # the issue's k5 vs k3, k5 vs k4
+        ref = stats.ttest_ind(_values(study.trials, k), _values(study.trials, 5),
+                              equal_var=False)
+        assert row.loc[k, "welch_p"] == pytest.approx(ref.pvalue)
+        assert round(row.loc[k, "welch_p"], 2) == p
+    p = lead.loc[lead["k"] != 5, "welch_p"].to_numpy()
+    assert lead.loc[lead["k"] != 5, "p_adjusted"].to_numpy() == pytest.approx(
+        np.minimum(1, np.maximum.accumulate(np.sort(p) * np.arange(4, 0, -1)))[
+            np.argsort(np.argsort(p))])
+    # a k told apart: a clearly worse k with several seeds leaves the set
+    far = info.trials.assign(value=np.where(info.trials["k"] == 1, 4.0 + info.trials["seed"]
+                                            * 0.01, info.trials["value"]))
+    moved = leaders(type(info)(metric=info.metric, baseline=info.baseline,
+                               points=info.points, trials=far))
+    assert 1 not in moved.attrs["leaders"] and bool(moved.set_index("k").loc[1, "told_apart"])
+
+
+def test_single_runs_use_an_orders_own_variance_where_it_has_seeds(study) -> None:
+    frame = study.trials.copy()
+    runs = single_runs(frame, METRIC)
+    assert set(runs["test"]) == {"prediction-interval t (one seed)"}
+    assert set(runs["assumption"]) == {"its seed sd taken to be the baseline's 0.029"}
+    # the sandwich orders (3 seeds each) treated as a random family: Welch, own variance
+    as_random = frame.assign(family=frame["family"].replace("sandwich", "permutations"))
+    runs = single_runs(as_random, METRIC).set_index("order")
+    k5 = frame.loc[frame["k"] == 5, "order"].iloc[0]
+    ref = stats.ttest_ind(_values(frame, 5), _values(frame, None), equal_var=False)
+    assert runs.loc[k5, "n"] == 3 and runs.loc[k5, "test"] == "Welch t (own seed sd)"
+    assert runs.loc[k5, "p"] == pytest.approx(ref.pvalue)
+    assert runs.loc[k5, "sd"] == pytest.approx(0.0497, abs=1e-4)
+    assert runs.loc[k5, "assumption"] == ""
+
+
+def test_each_family_alone_and_pooled(study) -> None:
+    fam = by_family(study.trials, METRIC).set_index("family")
+    assert list(fam.index) == ["permutations", "budgeted", "pooled"]
+    base = _values(study.trials, None).to_numpy()
+    for name in ("permutations", "budgeted"):
+        vals = study.trials.loc[study.trials["family"] == name, "final"].to_numpy(dtype=float)
+        ratio = vals.var(ddof=1) / base.var(ddof=1)
+        assert fam.loc[name, "variance_ratio"] == pytest.approx(ratio)
+        assert fam.loc[name, "ratio_p"] == pytest.approx(stats.f.sf(ratio, len(vals) - 1, 7))
+        assert fam.loc[name, "order_share"] == pytest.approx(1 - 1 / ratio)
+    assert round(fam.loc["permutations", "variance_ratio"], 1) == 3.6
+    assert round(fam.loc["permutations", "ratio_p"], 3) == 0.044
+    assert round(fam.loc["permutations", "spearman_rho"], 2) == -0.78
+    assert round(fam.loc["budgeted", "spearman_rho"], 2) == -0.17
+    assert round(fam.loc["budgeted", "spearman_p"], 2) == 0.48
+    assert round(fam.loc["pooled", "variance_ratio"], 1) == 8.1
+
+
+def test_scale_statement(study) -> None:
+    text = scale_statement(study.trials, study.history, METRIC)
+    assert text == ("at this scale only: 312k parameters, 800 training steps; the curves end "
+                    "at 0.17 of their early slope (median): not converged")
+
+
+def test_fig4_legend_says_the_grouping_is_untested(study) -> None:
+    from sublayer_search.analysis.figures.plots import plot_halves, plot_position_map
+    from sublayer_search.analysis.studies.halves import halves_study
+
+    frame = study.trials[study.trials["family"].isin(("permutations", "budgeted"))
+                         | study.trials["baseline"]]
+    h = halves_study(frame, metric=METRIC)
+    for fig in (plot_halves(h), plot_position_map(h)):
+        texts = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+        assert "at least as good as the baseline mean, untested (n=12)" in texts
+        assert "not as good as the baseline mean, untested (n=27)" in texts
+        assert not any("better than the average baseline" in t for t in texts)
+
+
+def _sections(html: str) -> dict[str, str]:
+    """Each ``<h2>`` title -> its section's text (tags dropped, spaces collapsed)."""
+    out = {}
+    for part in html.split("<h2>")[1:]:
+        head = unescape(part.split("</h2>")[0]).strip()
+        out[head] = re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", " ", part)))
+    return out
+
+
+def test_the_shipped_report_says_nothing_its_tests_do_not_support(tmp_path: Path) -> None:
+    from sublayer_search.analysis.report.build import builtin_study_report
+
+    report = builtin_study_report("mini_press2020", tmp_path)
+    sections = _sections(report.html.read_text())
+    answers = [h for h in sections if h.startswith(("(a)", "(b)", "(c)", "(d)", "(b, d)",
+                                                    "Fig. 6: (c)"))]
+    assert len(answers) == 6
+    for head in answers:  # the scale next to every answer
+        assert "at this scale only: 312k parameters, 800 training steps" in sections[head], head
+    sandwich = sections["(c) Fig. 5: sandwich coefficient"]
+    assert ("k = 5 has the best mean, but k = 1, 2, 3, 4, 5 cannot be told apart from it "
+            "(no best k claimed)") in sandwich
+    single = sections["(a) Random orders against the average baseline, tested"]
+    assert "39 of 39 orders have one seed: their seed sd is taken to be the baseline's 0.029" \
+        in single
+    assert "0.008 to 0.050 over 5 orders (baseline 0.029)" in single
+    seeds = sections["Fig. 6: (c) sandwich coefficients, over seeds against the baseline"]
+    assert "post hoc" in seeds and "Welch t interval" in seeds and "bootstrap (percentile)" \
+        not in seeds and "Wilcoxon signed-rank p" in seeds
+    fam = sections["(b, d) Each family alone and pooled"]
+    for phrase in ("permutations (n=20): Fig. 4 pattern Spearman rho = -0.78",
+                   "budgeted (n=19): Fig. 4 pattern Spearman rho = -0.17, p = 0.48",
+                   "permutations (n=20): variance ratio orders / seeds 3.6",
+                   "F-test p = 0.044; share beyond seed noise 72%",
+                   "pooled (n=39): variance ratio orders / seeds 8.1"):
+        assert phrase in fam, phrase
+    assert "untested grouping" in sections[
+        "(b) Fig. 4: random models of both tables pooled, sublayers in the bottom and top halves"]
