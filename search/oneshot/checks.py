@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 from sublayer_search.models.supernet.config import SupernetConfig
 from sublayer_search.search.plan.experiment import Experiment
-from sublayer_search.search.plan.guidance_axis import label_of
 from sublayer_search.search.plan.problems import Problem, problems_from
+from sublayer_search.search.plan.variant import variant_of
 from sublayer_search.spaces.candidate import Candidate
 
 __all__ = ["DEFAULT_TOP_K", "oneshot_problems", "supernet_config", "supernet_orders", "top_k"]
@@ -90,7 +90,7 @@ def oneshot_problems(exp: Experiment, pool: Sequence[Candidate]) -> list[Problem
         SupernetConfig.from_dict({k: v for k, v in raw.items() if k in known})
     except ValueError as exc:
         problems += problems_from(exc, "search.supernet", value=raw)
-    guided = sorted({label_of(c.params) for c in pool} - {"none"})
+    guided = sorted({variant_of(c).label for c in pool if variant_of(c).guided})
     if guided:
         problems.append(
             Problem(

@@ -10,16 +10,15 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, Generic
 
 from sublayer_search.search.oneshot.checks import oneshot_problems
 from sublayer_search.search.plan.experiment import STATIC_OBJECTIVES, Experiment, config_hash
 from sublayer_search.search.plan.guidance_axis import (
+    Settings,
     check_guided,
     cross,
     guidance_settings,
-    label_of,
-    with_guidance,
 )
 from sublayer_search.search.plan.preflight import (
     address_problems,
@@ -28,8 +27,10 @@ from sublayer_search.search.plan.preflight import (
 )
 from sublayer_search.search.plan.problems import ExperimentError, Problem, from_exception
 from sublayer_search.search.plan.resources import resource_problems
+from sublayer_search.search.plan.variant import Variant, VariantCandidate, variant_of
 from sublayer_search.search.searchers.observation import Observation
 from sublayer_search.search.tasks import Task, task_for
+from sublayer_search.search.tasks.base import DataT, ExtraT, ModelT, SpecT
 from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.errors import OrderError
 from sublayer_search.spaces.order import counts, parse_order
@@ -43,16 +44,23 @@ AnyTask = Task[Any, Any, Any, Any]
 
 @dataclass(frozen=True, kw_only=True)
 class Trial:
-    """One (order, seed) to train: what Ray gets as ``config["trial"]``."""
+    """One (variant, seed) to train: what Ray gets as ``config["trial"]``."""
 
     name: str
     """Readable and unique in the sweep: ``sandwich16_6@seed2``, ``sandwich16_6+hg-kq@seed0``."""
     candidate: str
-    order: str
+    variant: Variant
+    """The model it trains: order, guidance, IOT subset, side."""
     seed: int
     space: str
     baseline: bool = False
     params: dict[str, Any] = field(default_factory=dict)
+    """Facts about the trial that do not identify its model (``k``, ``family``, a
+    one-shot rank); recorded as MLflow params."""
+
+    @property
+    def order(self) -> str:
+        return self.variant.order
 
     @property
     def family(self) -> str:
@@ -63,43 +71,48 @@ class Trial:
 
     @property
     def guidance(self) -> str:
-        """Cross-layer guidance label: ``none``, ``sg-kq``, ``hg-kq+ffn``, …"""
-        return label_of(self.params)
+        """Cross-layer guidance label, for display: ``none``, ``sg-kq``, ``hg-kq+ffn``, …"""
+        return self.variant.label
 
     def to_config(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain data for Ray (``order`` too, for readers of Tune's configs)."""
+        return {"name": self.name, "candidate": self.candidate, "order": self.order,
+                "seed": self.seed, "space": self.space, "baseline": self.baseline,
+                "params": dict(self.params), "variant": self.variant.to_dict()}
 
     @classmethod
     def from_config(cls, data: dict[str, Any]) -> Trial:
-        return cls(**data)
+        return cls(name=data["name"], candidate=data["candidate"], seed=data["seed"],
+                   space=data["space"], baseline=data["baseline"], params=dict(data["params"]),
+                   variant=Variant.from_dict(data["variant"]))
 
     @classmethod
     def of(cls, cand: Candidate, seed: int, *, baseline: bool = False) -> Trial:
-        return cls(name=f"{cand.name}@seed{seed}", candidate=cand.name, order=cand.order,
+        return cls(name=f"{cand.name}@seed{seed}", candidate=cand.name, variant=variant_of(cand),
                    seed=seed, space=cand.space, baseline=baseline or cand.baseline,
                    params=dict(cand.params))
 
 
 @dataclass(frozen=True, kw_only=True)
-class SweepPlan:
-    """A validated experiment with its expanded candidates and trials."""
+class SweepPlan(Generic[ModelT, DataT, ExtraT, SpecT]):
+    """A validated experiment with its expanded candidates and trials, typed by its task."""
 
     experiment: Experiment
     source: str
-    model: Any
+    model: ModelT
     """The model template (baseline orders, vocabulary filled in)."""
-    data: Any
+    data: DataT
     """The data config (``DataConfig``, or ``ParallelDataConfig`` for translation)."""
-    extra: Any = None
-    """Task settings beyond train (``TranslationConfig`` for translation)."""
-    candidates: list[Candidate]
+    extra: ExtraT | None = None
+    """The task's own section (``TranslationConfig`` for translation)."""
+    candidates: list[VariantCandidate]
     """The space's pool, baseline excluded (searchers draw from it)."""
-    baseline: Candidate | None
+    baseline: VariantCandidate | None
     trials: list[Trial]
     """Grid: every trial. Adaptive searchers: the baseline trials only."""
     metric: str
     """Main validation metric (``val_ppl``, ``val_bpc`` or ``val_bleu``)."""
-    task: AnyTask
+    task: Task[ModelT, DataT, ExtraT, SpecT]
     """LM, translation, …: configs, baseline, spec and fit of a trial."""
     warm: tuple[Observation, ...] = ()
     """Finished trials of earlier sweeps told to the searcher first (``search.warm_start``)."""
@@ -109,30 +122,31 @@ class SweepPlan:
         """``min`` for losses and perplexities, ``max`` for BLEU (the metric's direction)."""
         return direction(self.metric)
 
-    def model_for(self, trial: Trial) -> Any:
-        return with_guidance(self.task.model_for(self.model, trial.order, trial.params),
-                             trial.params)
+    def model_for(self, trial: Trial) -> ModelT:
+        return _build(self.task, self.model, trial.variant)
 
     @property
     def guided(self) -> bool:
         """Some candidate is guided (the trial table gets a ``guidance`` column)."""
-        return any(label_of(c.params) != "none" for c in self.candidates)
+        return any(c.variant.guided for c in self.candidates)
 
-    def spec_for(self, trial: Trial) -> Any:
+    def spec_for(self, trial: Trial) -> SpecT:
         train = replace(self.experiment.train, seed=trial.seed)
         return self.task.spec(self.model_for(trial), self.data, train, self.extra)
 
     def settings(self) -> dict[str, Any]:
         """Every data/train/model setting, flat (``train.lr``), for hashing and params."""
-        out = {f"data.{k}": v for k, v in asdict(self.data).items()}
+        out = {f"data.{k}": v for k, v in asdict(self.data).items()}  # type: ignore[call-overload]
         out.update({f"train.{k}": v for k, v in asdict(self.experiment.train).items()})
-        # a trial's guidance is in its identity (its label), not in the shared template
-        out.update({f"model.{k}": v for k, v in asdict(self.model).items() if k != "guidance"})
-        # IOT routing settings (tau_schedule, clamp, …) live beside the template: hash them
-        # too, so reuse never takes a run trained with other ones (absent: hash unchanged)
-        out.update({f"model.{k}": v for k, v in getattr(self.task, "iot_settings", {}).items()})
+        # a trial's guidance is in its identity (its variant), not in the shared template
+        out.update({f"model.{k}": v for k, v in asdict(self.model).items()  # type: ignore[call-overload]
+                    if k != "guidance"})
+        # settings beside the template (IOT routing): hashed too, so reuse never takes a
+        # run trained with other ones (none: the hash is unchanged)
+        out.update({f"model.{k}": v for k, v in self.task.settings().items()})
         if self.extra is not None and self.task.section is not None:
-            out.update({f"{self.task.section}.{k}": v for k, v in asdict(self.extra).items()})
+            out.update({f"{self.task.section}.{k}": v
+                        for k, v in asdict(self.extra).items()})  # type: ignore[call-overload]
         return out
 
     @property
@@ -149,8 +163,17 @@ class SweepPlan:
             row["n_h"] = c["h"]
         if self.guided:
             row["guidance"] = trial.guidance
-        row.update(self.task.row(self.model_for(trial), trial.order, trial.params))
+        row.update(self.task.row(self.model_for(trial), trial.variant))
         return row
+
+
+def _build(task: Task[ModelT, Any, Any, Any], template: ModelT, variant: Variant) -> ModelT:
+    """The model config of ``variant``: the task's, with the variant's guidance (validated
+    again by the config: hard guidance needs a pair)."""
+    model = task.model_for(template, variant)
+    if not variant.guided:
+        return model
+    return replace(model, guidance=variant.guidance)  # type: ignore[type-var]
 
 
 def trial_table(plan: SweepPlan) -> list[dict[str, Any]]:
@@ -165,10 +188,10 @@ def _space_error_path(prefix: str, exc: Exception, original: dict[str, Any]) -> 
 
 
 def _expand_spaces(exp: Experiment, task: AnyTask, problems: list[Problem],
-                   seeds_of: dict[tuple[str, str], list[int]]) -> list[Candidate]:
+                   seeds_of: dict[tuple[str, str], list[int]]) -> list[VariantCandidate]:
     """Every space's candidates; ``seeds_of`` gets the seeds of spaces that set their own,
     keyed by (space, candidate name)."""
-    out: list[Candidate] = []
+    out: list[VariantCandidate] = []
     many = isinstance(exp.space, list)
     for i, space in enumerate(exp.spaces):
         prefix = f"space[{i}]" if many else "space"
@@ -181,11 +204,10 @@ def _expand_spaces(exp: Experiment, task: AnyTask, problems: list[Problem],
             problems.append(Problem(f"{prefix}.type", space.type, unfit))
             continue
         try:
-            kind, args, extra = task.space_args(space.type, space.args)
-            cands = expand(space.type, space_arguments(args), kind=kind)
-            suffix = "_enc" if extra.get("side") == "encoder" else ""
-            cands = [replace(c, name=c.name + suffix, params={**c.params, **extra})
-                     for c in cands]
+            kind, args, side = task.space_args(space.type, space.args)
+            suffix = "_enc" if side == "encoder" else ""
+            cands = [VariantCandidate.of(replace(c, name=c.name + suffix), side=side)
+                     for c in expand(space.type, space_arguments(args), kind=kind)]
             out.extend(cands)
             own = space.seed_list
             for c in cands if own is not None else ():
@@ -197,7 +219,7 @@ def _expand_spaces(exp: Experiment, task: AnyTask, problems: list[Problem],
 
 
 def _baseline(exp: Experiment, task: AnyTask, pool: Sequence[Candidate], template: Any,
-              problems: list[Problem]) -> Candidate | None:
+              problems: list[Problem]) -> VariantCandidate | None:
     if not exp.baseline.enabled:
         return None
     if exp.baseline.order is not None:
@@ -208,12 +230,11 @@ def _baseline(exp: Experiment, task: AnyTask, pool: Sequence[Candidate], templat
                                     f"a valid {task.kind} order (position {exc.position}: "
                                     f"{exc.problem})"))
             return None
-        return Candidate(order=order, space="baseline", name=f"baseline_{len(order)}",
-                         params=task.baseline_params(order), baseline=True)
+        return task.explicit_baseline(order)
     return task.baseline(pool, template, problems)
 
 
-def _check_search(exp: Experiment, task: AnyTask, pool: Sequence[Candidate],
+def _check_search(exp: Experiment, task: AnyTask, pool: Sequence[VariantCandidate],
                   problems: list[Problem]) -> None:
     algo = exp.search.algorithm
     unfit = task.search_problem(algo)
@@ -222,12 +243,12 @@ def _check_search(exp: Experiment, task: AnyTask, pool: Sequence[Candidate],
     if algo not in ("grid", "oneshot") and exp.search.num_samples is None:
         problems.append(Problem("search.num_samples", None,
                                 f"a trial budget (a positive integer) for search.algorithm {algo}"))
-    if algo == "evolution" and any("subset" in c.params for c in pool):
+    if algo == "evolution" and any(c.variant.subset is not None for c in pool):
         problems.append(Problem("search.algorithm", algo, "grid, optuna or surrogate for "
                                 "iot_subsets (an IOT model is a set of orders, not one to mutate)"))
     _check_objectives(exp, problems)
     problems += oneshot_problems(exp, pool)  # supernet and top_k: oneshot only
-    if algo == "evolution" and any(label_of(c.params) != "none" for c in pool):
+    if algo == "evolution" and any(c.variant.guided for c in pool):
         problems.append(Problem("search.algorithm", algo,
                                 "grid or optuna with model.guidance (mutations keep no guidance)"))
     if exp.scheduler.type == "asha" and exp.scheduler.metric not in ("val_loss", "train_loss"):
@@ -280,7 +301,7 @@ def _objective_problems(exp: Experiment, task: AnyTask, data: Any) -> list[Probl
 
 def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | None = None,
                check_resources: bool = True, notes: list[str] | None = None,
-               tracking_uri: str | None = None) -> SweepPlan:
+               tracking_uri: str | None = None) -> SweepPlan[Any, Any, Any, Any]:
     """Validate everything about ``exp`` and expand it; raise one error listing every problem.
 
     Resources are checked against this machine unless a cluster ``address`` is given
@@ -294,16 +315,11 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
     guidance = guidance_settings(model_raw.pop("guidance", None), problems)
     template = task.template(model_raw, problems)
     data = task.data(exp.data, problems)
-    extra = None
-    if task.section == "translation":
-        extra = task.extra(exp.translation, problems)
-    elif exp.translation:
-        problems.append(Problem("translation", exp.translation, f"no translation section in an "
-                                f"{task.name} experiment (set task: translation)"))
+    extra = task.extra(exp.translation, problems)
     seeds_of: dict[tuple[str, str], list[int]] = {}
     pool = _expand_spaces(exp, task, problems, seeds_of)
     base = _baseline(exp, task, pool, template, problems)  # unguided, at the space's budget
-    pool = cross(pool, list(guidance))
+    pool = cross(pool, [setting for _, setting in guidance.values()])
     if check_resources:  # a real sweep: where it will run and write
         problems += resource_problems(exp, address)
         uri = tracking_uri or exp.tracking.uri
@@ -314,15 +330,8 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
     if template is not None and data is not None and not problems:
         template = task.resolve(template, data, base, problems, notes)
     if template is not None and not problems:
-        for cand in pool:
-            try:
-                task.model_for(template, cand.order, cand.params)
-            except ValueError as exc:
-                problems.append(from_exception(exc, f"space ({cand.name})"))
-                break
-        check_guided(pool, guidance, lambda c: task.model_for(template, c.order, c.params),
-                     problems)
-    if problems:
+        _check_models(task, template, pool, guidance, problems)
+    if problems or template is None or data is None:
         raise ExperimentError(source, problems)
     metric = exp.search.metric or task.metric(data)
     if exp.search.metric is not None and not task.reports(exp.search.metric, data):
@@ -331,12 +340,33 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
                                                + ", ".join(sorted(task.reported_metrics(data))))])
     if _objective_problems(exp, task, data):
         raise ExperimentError(source, _objective_problems(exp, task, data))
+    trials = _trials(exp, task, pool, base, seeds_of)
+    return SweepPlan(experiment=exp, source=source, model=template, data=data, extra=extra,
+                     candidates=pool, baseline=base, trials=trials, metric=metric, task=task)
 
+
+def _check_models(task: AnyTask, template: Any, pool: Sequence[VariantCandidate],
+                  guidance: Settings, problems: list[Problem]) -> None:
+    """Every candidate's model config builds; every guidance setting fits its orders."""
+    for cand in pool:
+        try:
+            task.model_for(template, cand.variant)
+        except ValueError as exc:
+            problems.append(from_exception(exc, f"space ({cand.name})"))
+            break
+    check_guided(pool, guidance, lambda c: _build(task, template, c.variant), problems)
+
+
+def _trials(exp: Experiment, task: AnyTask, pool: Sequence[VariantCandidate],
+            base: VariantCandidate | None,
+            seeds_of: dict[tuple[str, str], list[int]]) -> list[Trial]:
+    """The baseline's trials, then (grid) every candidate's with its seeds; a candidate
+    that is the baseline's model joins the baseline trial of its seed."""
     trials: list[Trial] = []
     seen: dict[tuple[str, int, str], int] = {}
 
-    def add(cand: Candidate, seed: int, baseline: bool) -> None:
-        key = (cand.order, seed, task.identity(cand))
+    def add(cand: VariantCandidate, seed: int, baseline: bool) -> None:
+        key = (cand.order, seed, task.identity(cand.variant))
         if key in seen:  # the baseline order inside the space (e.g. sandwich k=0): one trial
             i = seen[key]
             if baseline != trials[i].baseline:
@@ -351,9 +381,7 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
             add(base, seed, True)
     if exp.search.algorithm == "grid":
         for cand in pool:
-            key = (cand.space, cand.name.split("+")[0])  # a guided copy: its space's seeds
-            for seed in seeds_of.get(key, exp.seed_list):
+            # a guided copy has its space's seeds (its stem is the space's name)
+            for seed in seeds_of.get((cand.space, cand.stem), exp.seed_list):
                 add(cand, seed, False)
-    return SweepPlan(experiment=exp, source=source, model=template, data=data, extra=extra,
-                     candidates=pool, baseline=base, trials=trials, metric=metric, task=task)
-
+    return trials

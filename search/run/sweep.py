@@ -18,7 +18,6 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import ray
@@ -29,6 +28,7 @@ from ray.tune.search import ConcurrencyLimiter
 from sublayer_search.analysis.store.mlflow_store import redact_uri
 from sublayer_search.search.plan.problems import ExperimentError, Problem
 from sublayer_search.search.plan.sweep_plan import SweepPlan, Trial, trial_table
+from sublayer_search.search.plan.variant import run_variant
 from sublayer_search.search.run.checkpoints import fill_checkpoint_gaps
 from sublayer_search.search.run.local_ray import shutdown_ray, start_local_ray
 from sublayer_search.search.run.progress import SweepProgress
@@ -176,11 +176,12 @@ def _reuse(client: Any, exp_id: str, parent_id: str,
     if plan.experiment.reuse == "store":
         scope += [e.experiment_id for e in client.search_experiments(max_results=50000)
                   if e.experiment_id != exp_id]
-    def identity(params: dict[str, str]) -> str:  # from a run's params, as from a trial's
-        return plan.task.identity(SimpleNamespace(params=params))
+    def identity(params: dict[str, str]) -> str:  # a run's variant, read from its params
+        variant = run_variant(params)
+        return "?" if variant is None else plan.task.identity(variant)
 
     def key(t: Trial) -> tuple[str, int, str]:
-        return (t.order, t.seed, plan.task.identity(t))
+        return (t.order, t.seed, plan.task.identity(t.variant))
 
     done = finished_trials(client, scope, plan.config_hash, identity)
     same = (set(finished_trials(client, exp_id, plan.config_hash, identity))

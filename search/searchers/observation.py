@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+
+from sublayer_search.search.plan.variant import Variant
 
 __all__ = ["Observation"]
 
@@ -29,7 +30,9 @@ class Observation:
     a guided run is a variant of its order of its own, never told as the unguided one."""
     name: str = "warm"
     """The earlier trial's candidate name (evolution names its children's parent by it)."""
-    params: dict[str, Any] = field(default_factory=dict)
-    """What a child of this order inherits (``side`` of a translation order)."""
+    variant: Variant | None = None
+    """The model it trained (``None``: the plain model of ``order``): a child of this
+    order (evolution) is this variant with another order (the ``side`` of a translation
+    order)."""
     extra: dict[str, float] = field(default_factory=dict)
     """Other objectives' values (``params``, ``flops_per_token``) for multi-objective search."""

@@ -11,9 +11,14 @@ import optuna
 from ray.tune.search import Searcher
 
 from sublayer_search.search.plan.experiment import STATIC_OBJECTIVES
-from sublayer_search.search.plan.guidance_axis import label_of
 from sublayer_search.search.plan.sweep_plan import Trial
-from sublayer_search.search.plan.variant import Identity, default_identity, variant_key
+from sublayer_search.search.plan.variant import (
+    Identity,
+    VariantCandidate,
+    plain_identity,
+    variant_key,
+    variant_of,
+)
 from sublayer_search.search.searchers.base import Stateful
 from sublayer_search.search.searchers.observation import Observation
 from sublayer_search.spaces.candidate import Candidate
@@ -23,14 +28,13 @@ __all__ = ["OptunaTrials", "objective_mode", "optuna_searcher"]
 
 
 def _guidance(cand: Candidate) -> str:
-    """A candidate's cross-layer guidance label (``none`` unless guided)."""
-    return label_of(cand.params)
+    """A candidate's cross-layer guidance label (``none`` unless guided): a choice's name."""
+    return variant_of(cand).label
 
 
 def _base(cand: Candidate) -> str:
-    """The candidate's name without its guidance label (``sandwich4_1+hg-kq`` → ``sandwich4_1``)."""
-    label = _guidance(cand)
-    return cand.name if label == "none" else cand.name.removesuffix(f"+{label}")
+    """The candidate's name before the guidance axis (``sandwich4_1`` for ``sandwich4_1+hg-kq``)."""
+    return cand.stem if isinstance(cand, VariantCandidate) else cand.name
 
 
 class _CandidateSpace:
@@ -92,7 +96,7 @@ class OptunaTrials(Stateful):
         objectives: Sequence[str] | None = None,
         statics: dict[str, dict[str, float]] | None = None,
         sampler: str = "tpe",
-        identity: Identity = default_identity,
+        identity: Identity = plain_identity,
     ) -> None:
         super().__init__(metric=metric, mode=mode)
         self.identity = identity
@@ -132,9 +136,9 @@ class OptunaTrials(Stateful):
     ) -> bool:
         return True  # metric and mode were given to the study itself
 
-    def _key(self, cand: Any) -> str:
+    def _key(self, cand: Candidate) -> str:
         """What must not be trained twice with one seed (:func:`~.variant.variant_key`)."""
-        return variant_key(cand.order, self.identity(cand))
+        return variant_key(cand.order, self.identity(variant_of(cand)))
 
     def mark_taken(self, order: str, seed: int) -> None:
         """Another searcher trains (order, seed): propose the order with another seed."""

@@ -37,9 +37,8 @@ import numpy as np
 from ray.tune.search import Searcher
 from scipy.stats import norm
 
-from sublayer_search.search.plan.guidance_axis import label_of
 from sublayer_search.search.plan.sweep_plan import Trial
-from sublayer_search.search.plan.variant import Identity, default_identity, variant_key
+from sublayer_search.search.plan.variant import Identity, plain_identity, variant_key, variant_of
 from sublayer_search.search.searchers.base import Stateful, score
 from sublayer_search.search.searchers.observation import Observation
 from sublayer_search.spaces.candidate import Candidate
@@ -98,7 +97,14 @@ def expected_improvement(mean: np.ndarray, sd: np.ndarray, best: float) -> np.nd
 
 def _orders(cand: Candidate) -> list[str]:
     """The orders one model of the pool trains: an IOT subset's all, else its one."""
-    return [str(o) for o in cand.params.get("orders") or [cand.order]]
+    subset = variant_of(cand).subset
+    return list(subset.orders) if subset is not None and subset.orders else [cand.order]
+
+
+def _codes(cand: Candidate) -> tuple[int, ...]:
+    """The block codes of an IOT subset (none for other models)."""
+    subset = variant_of(cand).subset
+    return subset.codes if subset is not None else ()
 
 
 class SurrogateSearcher(Stateful):
@@ -116,11 +122,11 @@ class SurrogateSearcher(Stateful):
         n_initial: int = 3,
         f_units: float = 2.0,
         c_units: float = 1.0,
-        identity: Identity = default_identity,
+        identity: Identity = plain_identity,
     ) -> None:
         super().__init__(metric=metric, mode=mode)
         self.candidates = list(candidates)
-        self.keys = [variant_key(c.order, identity(c)) for c in self.candidates]
+        self.keys = [variant_key(c.order, identity(variant_of(c))) for c in self.candidates]
         """Each candidate's variant key (:mod:`.variant`): what one seed trains once."""
         self.num_samples = num_samples
         self.seeds = list(seeds) or [0]
@@ -128,14 +134,14 @@ class SurrogateSearcher(Stateful):
         self.units = (f_units, c_units)
         self.rng = random.Random(seed)
         self.seed = seed
-        self.labels = sorted({label_of(c.params) for c in self.candidates} - {"none"})
+        self.labels = sorted({variant_of(c).label for c in self.candidates} - {"none"})
         """Guidance labels of the pool (``model.guidance`` as an axis): one indicator
         feature each, so the GP tells a guided variant from its order unguided."""
-        self.codes = sorted({int(code) for c in self.candidates for code in c.params.get("codes", ())})
+        self.codes = sorted({code for c in self.candidates for code in _codes(c)})
         """Block codes of the pool's IOT subsets: one indicator feature each, and the
         subset's size (order features alone are too coarse to tell the blocks apart)."""
         raw = np.array(
-            [self._raw(_orders(c), label_of(c.params), c.params.get("codes", ()))
+            [self._raw(_orders(c), variant_of(c).label, _codes(c))
              for c in self.candidates], dtype=float
         ).reshape(len(self.candidates), -1)
         self._mean = raw.mean(axis=0) if len(raw) else np.zeros(raw.shape[1])

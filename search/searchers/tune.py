@@ -29,8 +29,14 @@ import numpy as np
 from ray.tune.search import Searcher
 
 from sublayer_search.search.plan.experiment import STATIC_OBJECTIVES
-from sublayer_search.search.plan.sweep_plan import Trial
-from sublayer_search.search.plan.variant import Identity, default_identity, variant_key
+from sublayer_search.search.plan.sweep_plan import SweepPlan, Trial
+from sublayer_search.search.plan.variant import (
+    Identity,
+    Variant,
+    plain_identity,
+    variant_key,
+    variant_of,
+)
 from sublayer_search.search.searchers.base import Stateful as _Stateful
 from sublayer_search.search.searchers.base import score as _score
 from sublayer_search.search.searchers.observation import Observation
@@ -47,10 +53,6 @@ from sublayer_search.spaces.mutations import moves
 
 __all__ = ["GridSearcher", "EvolutionSearcher", "WithBaseline", "OptunaTrials", "optuna_searcher",
            "make_searcher", "objective_mode"]
-
-INHERITED = ("side",)
-"""Params a child order takes from its parent (which stack of a translation model it is)."""
-
 
 class GridSearcher(_Stateful):
     """Suggest each planned trial once, then ``FINISHED``."""
@@ -74,14 +76,14 @@ class WithBaseline(_Stateful):
     """Run ``baseline`` trials first, then hand over to ``inner`` (which never sees them)."""
 
     def __init__(self, inner: Searcher, baseline: Sequence[Trial], *,
-                 identity: Identity = default_identity) -> None:
+                 identity: Identity = plain_identity) -> None:
         super().__init__(metric=inner.metric, mode=inner.mode)
         self.inner = inner
         self._baseline = deque(t.to_config() for t in baseline)
         mark = getattr(inner, "mark_taken", None)
         for t in baseline:  # the baseline model may lie in the space: never train it twice
             if mark is not None:
-                mark(variant_key(t.order, identity(t)), t.seed)
+                mark(variant_key(t.order, identity(t.variant)), t.seed)
         self._mine: set[str] = set()
 
     def set_search_properties(self, metric: str | None, mode: str | None, config: dict,
@@ -113,8 +115,9 @@ class EvolutionSearcher(_Stateful):
     ``sample_size`` from the ``population`` most recent finished trials, mutates the
     best with a budget-keeping mutation (swap two neighbouring different sublayers, or
     ``f`` <-> ``ss`` where an ``f`` costs two ``s``: ``f_units``), and retries until the
-    child is an order never tried before. A child keeps its parent's ``side`` (encoder
-    or decoder of a translation model); parents of several spaces keep their own budget.
+    child is an order never tried before. A child is its parent's variant with another
+    order (it keeps the ``side``, encoder or decoder of a translation model); parents of
+    several spaces keep their own budget.
     Trials that failed or diverged do not enter the population. Every trial trains with
     ``seed``.
 
@@ -138,7 +141,7 @@ class EvolutionSearcher(_Stateful):
         self.max_attempts = max_attempts
         self.units = (f_units, c_units)
         self.tried: set[str] = set()
-        self.population: deque[tuple[str, float, str, dict[str, Any]]] = deque(maxlen=population)
+        self.population: deque[tuple[str, float, str, Variant]] = deque(maxlen=population)
         self.live: dict[str, dict[str, Any]] = {}
         self.suggested = 0
         self.domain = list(dict.fromkeys(domain)) if domain is not None else None
@@ -160,15 +163,16 @@ class EvolutionSearcher(_Stateful):
             self.tried.add(obs.order)
             loss = _score({"v": obs.value}, "v", self.mode)
             if loss is not None:
-                inherit = {k: obs.params[k] for k in INHERITED if k in obs.params}
-                scored.append((obs.order, loss, obs.name, inherit))
+                variant = obs.variant or Variant(order=obs.order)
+                scored.append((obs.order, loss, obs.name, variant))
         for entry in sorted(scored, key=lambda e: -e[1])[-self.population_size:]:
             self.population.append(entry)
 
-    def _trial(self, order: str, name: str, space: str, params: dict[str, Any]) -> dict[str, Any]:
-        self.tried.add(order)
+    def _trial(self, variant: Variant, name: str, space: str,
+               params: dict[str, Any]) -> dict[str, Any]:
+        self.tried.add(variant.order)
         self.suggested += 1
-        trial = Trial(name=f"{name}@seed{self.trial_seed}", candidate=name, order=order,
+        trial = Trial(name=f"{name}@seed{self.trial_seed}", candidate=name, variant=variant,
                       seed=self.trial_seed, space=space, params=params)
         return trial.to_config()
 
@@ -207,7 +211,8 @@ class EvolutionSearcher(_Stateful):
             while self._initial:
                 cand = self._initial.popleft()
                 if cand.order not in self.tried:
-                    cfg = self._trial(cand.order, cand.name, cand.space, dict(cand.params))
+                    cfg = self._trial(variant_of(cand), cand.name, cand.space,
+                                      dict(cand.params))
                     self.live[trial_id] = cfg
                     return {"trial": cfg}
             if not self.population:
@@ -216,12 +221,12 @@ class EvolutionSearcher(_Stateful):
         contenders = self.rng.sample(list(self.population), min(self.sample_size, len(self.population)))
         winner = min(contenders, key=lambda c: c[1])
         # a parent whose neighbourhood is exhausted gives way to the next best of the population
-        for parent_order, _, parent_name, inherit in [winner, *sorted(
+        for parent_order, _, parent_name, parent in [winner, *sorted(
                 (p for p in self.population if p is not winner), key=lambda c: c[1])]:
             child = self._mutant(parent_order)
             if child is not None:
-                cfg = self._trial(child, f"evo{self.suggested:03d}", "evolution",
-                                  {"parent": parent_name, **inherit})
+                cfg = self._trial(parent.with_order(child), f"evo{self.suggested:03d}",
+                                  "evolution", {"parent": parent_name})
                 self.live[trial_id] = cfg
                 return {"trial": cfg}
         return Searcher.FINISHED  # every parent's neighbourhood is exhausted
@@ -231,17 +236,17 @@ class EvolutionSearcher(_Stateful):
         cfg = self.live.pop(trial_id, None)
         loss = None if error else _score(result, self.metric, self.mode)
         if cfg is not None and loss is not None:
-            inherit = {k: cfg["params"][k] for k in INHERITED if k in cfg["params"]}
-            self.population.append((cfg["order"], loss, cfg["candidate"], inherit))
+            variant = Variant.from_dict(cfg["variant"])
+            self.population.append((variant.order, loss, cfg["candidate"], variant))
 
 
-def _unit_costs(plan: Any) -> tuple[float, float]:
+def _unit_costs(plan: SweepPlan) -> tuple[float, float]:
     """(``f``, ``c``) in ``s``-units for the sweep's model dims (``c`` = 4d² = one ``s``)."""
     d_model, d_ff = getattr(plan.model, "d_model", None), getattr(plan.model, "d_ff", None)
     return (f_units_for(d_model, d_ff) if d_model and d_ff else 2.0), 1.0
 
 
-def _statics(plan: Any, objectives: Sequence[str]) -> dict[str, dict[str, float]]:
+def _statics(plan: SweepPlan, objectives: Sequence[str]) -> dict[str, dict[str, float]]:
     """Static objectives of every candidate, keyed by variant (:mod:`.variant`: order and
     identity; a hard-guided model has fewer parameters than its order unguided)."""
     wanted = [o for o in objectives if o in STATIC_OBJECTIVES]
@@ -250,12 +255,12 @@ def _statics(plan: Any, objectives: Sequence[str]) -> dict[str, dict[str, float]
     out = {}
     for cand in plan.candidates:
         row = plan.row(Trial.of(cand, 0))
-        key = variant_key(cand.order, plan.task.identity(cand))
+        key = variant_key(cand.order, plan.task.identity(cand.variant))
         out[key] = {k: float(row[k]) for k in wanted if row.get(k) is not None}
     return out
 
 
-def make_searcher(plan: Any) -> Searcher:
+def make_searcher(plan: SweepPlan) -> Searcher:
     """The searcher an experiment asks for (baseline seeds first for adaptive ones),
     warm-started with ``plan.warm`` (finished trials of earlier sweeps)."""
     exp = plan.experiment
@@ -263,27 +268,27 @@ def make_searcher(plan: Any) -> Searcher:
     if algo == "grid":
         return GridSearcher(plan.trials, metric=plan.metric, mode=plan.mode)
     seeds = exp.seed_list
+    num_samples = exp.search.num_samples or 0  # planning requires it for every algorithm but grid
     f_units, c_units = _unit_costs(plan)
     inner: OptunaTrials | SurrogateSearcher | EvolutionSearcher
     if algo == "optuna":
         objectives = exp.search.objectives or [plan.metric]
-        inner = OptunaTrials(plan.candidates, num_samples=exp.search.num_samples,
+        inner = OptunaTrials(plan.candidates, num_samples=num_samples,
                              seeds=seeds, metric=plan.metric, mode=plan.mode,
                              seed=exp.search.seed, objectives=objectives,
                              statics=_statics(plan, objectives), sampler=exp.search.sampler,
                              identity=plan.task.identity)
     elif algo == "surrogate":
-        inner = SurrogateSearcher(plan.candidates, num_samples=exp.search.num_samples,
+        inner = SurrogateSearcher(plan.candidates, num_samples=num_samples,
                                   seeds=seeds, metric=plan.metric, mode=plan.mode,
                                   seed=exp.search.seed, f_units=f_units, c_units=c_units,
                                   identity=plan.task.identity)
     else:
-        inner = EvolutionSearcher(plan.candidates, num_samples=exp.search.num_samples,
+        inner = EvolutionSearcher(plan.candidates, num_samples=num_samples,
                                   population=exp.search.population,
                                   sample_size=exp.search.sample_size, seed=exp.search.seed,
                                   trial_seed=seeds[0], metric=plan.metric, mode=plan.mode,
                                   f_units=f_units, c_units=c_units)
-    warm = getattr(plan, "warm", ())
-    if warm:
-        inner.warm_start(warm)
+    if plan.warm:
+        inner.warm_start(plan.warm)
     return WithBaseline(inner, plan.trials, identity=plan.task.identity) if plan.trials else inner

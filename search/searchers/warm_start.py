@@ -12,18 +12,16 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from mlflow.tracking import MlflowClient
 
 from sublayer_search.analysis.store.mlflow_store import redact_uri
 from sublayer_search.search.plan.experiment import STATIC_OBJECTIVES
-from sublayer_search.search.plan.guidance_axis import label_of
 from sublayer_search.search.plan.problems import ExperimentError, Problem
 from sublayer_search.search.plan.sweep_plan import SweepPlan
+from sublayer_search.search.plan.variant import run_variant
 from sublayer_search.search.searchers.observation import Observation
-from sublayer_search.search.searchers.tune import INHERITED
 from sublayer_search.spaces.records import Tag, TrialStatus, final
 
 __all__ = ["warm_observations", "with_warm_start"]
@@ -79,18 +77,18 @@ def warm_observations(client: MlflowClient, plan: SweepPlan, uri: str) -> tuple[
         f"tags.`{Tag.STATUS}` = '{TrialStatus.FINISHED}' "
         "and attributes.status = 'FINISHED'",
     )
-    inherit = {
-        plan.task.identity(c): {k: c.params[k] for k in INHERITED if k in c.params}
-        for c in plan.candidates
-    }
+    pool = {plan.task.identity(c.variant) for c in plan.candidates}
     objectives = plan.experiment.search.objectives or []
     out: dict[tuple[str, int, str], Observation] = {}  # (order, seed, identity)
     for run in runs:
         params, metrics = run.data.params, run.data.metrics
-        ident = plan.task.identity(SimpleNamespace(params=params))
+        variant = run_variant(params)
         value = _number(metrics.get(final(plan.metric)))
         seed = _number(params.get("seed"))
-        if ident not in inherit or value is None or seed is None or "order" not in params:
+        if variant is None or value is None or seed is None:
+            continue
+        ident = plan.task.identity(variant)
+        if ident not in pool:
             continue
         extra = {}
         for name in objectives:
@@ -101,17 +99,17 @@ def warm_observations(client: MlflowClient, plan: SweepPlan, uri: str) -> tuple[
             )
             if got is not None:
                 extra[name] = got
-        key = (params["order"], int(seed), ident)
+        key = (variant.order, int(seed), ident)
         out.setdefault(
             key,
             Observation(
                 order=key[0],
                 seed=key[1],
                 identity=ident,
-                guidance=label_of(params),
+                guidance=variant.label,
                 value=value,
                 name=params.get("candidate", "warm"),
-                params=dict(inherit[ident]),
+                variant=variant,
                 extra=extra,
             ),
         )

@@ -10,13 +10,14 @@ the searchers, Ray and MLflow are the same for every task. Add a task by subclas
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import pydantic
 
 from sublayer_search.models.data.errors import DataError
 from sublayer_search.models.train_config import TrainConfig, flat_settings
+from sublayer_search.search.plan.variant import Variant, VariantCandidate, plain_identity
 from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.records import best
 
@@ -76,13 +77,6 @@ def obtain_corpus(name: str, on_disk: Callable[[], object], download: Callable[[
     return True
 
 
-class HasParams(Protocol):
-    """A candidate, a trial, or a finished run's params: what :meth:`Task.identity` reads."""
-
-    @property
-    def params(self) -> Mapping[str, Any]: ...
-
-
 class Task(ABC, Generic[ModelT, DataT, ExtraT, SpecT]):
     """One kind of sweep. ``ModelT``: the model config a trial trains; ``DataT``: the data
     config; ``ExtraT``: the task's own experiment section (or ``None``); ``SpecT``: what
@@ -105,8 +99,17 @@ class Task(ABC, Generic[ModelT, DataT, ExtraT, SpecT]):
         """The data section as a config (availability is checked by :meth:`resolve`)."""
 
     def extra(self, raw: dict[str, Any], problems: list[Problem]) -> ExtraT | None:
-        """The task's own section (:attr:`section`); ``None`` when it has none."""
+        """The task's own section (:attr:`section`); ``None`` when it has none (then the
+        experiment's ``translation`` section must be empty)."""
+        if raw:
+            problems.append(Problem("translation", raw, f"no translation section in an "
+                                    f"{self.name} experiment (set task: translation)"))
         return None
+
+    def settings(self) -> dict[str, Any]:
+        """Model settings the template does not hold (hashed with it, so reuse never takes
+        a run trained with other ones); none by default."""
+        return {}
 
     @abstractmethod
     def metric(self, data: DataT) -> str:
@@ -128,10 +131,10 @@ class Task(ABC, Generic[ModelT, DataT, ExtraT, SpecT]):
         return None
 
     def space_args(self, space: str,
-                   args: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any]]:
-        """(alphabet for the space, the space's own arguments, extra params recorded on
-        each of its candidates)."""
-        return self.kind, args, {}
+                   args: dict[str, Any]) -> tuple[str, dict[str, Any], str | None]:
+        """(alphabet for the space, the space's own arguments, the side its candidates'
+        orders are: :attr:`~.variant.Variant.side`)."""
+        return self.kind, args, None
 
     def search_problem(self, algorithm: str) -> str | None:
         """What is expected instead, when this task cannot be searched with ``algorithm``."""
@@ -139,17 +142,18 @@ class Task(ABC, Generic[ModelT, DataT, ExtraT, SpecT]):
 
     @abstractmethod
     def baseline(self, pool: Sequence[Candidate], template: ModelT | None,
-                 problems: list[Problem]) -> Candidate | None:
+                 problems: list[Problem]) -> VariantCandidate | None:
         """The default baseline at the pool's budget (``None`` with a problem if none)."""
 
-    def baseline_params(self, order: str) -> dict[str, Any]:
-        """Params of a baseline given explicitly as ``order``."""
-        return {}
+    def explicit_baseline(self, order: str) -> VariantCandidate:
+        """The baseline given explicitly as ``order`` (``baseline.order``)."""
+        return VariantCandidate(order=order, space="baseline", name=f"baseline_{len(order)}",
+                                baseline=True, variant=Variant(order=order))
 
-    def identity(self, cand: HasParams) -> str:
-        """What, besides order and seed, makes two candidates different models (also read
-        from a finished run's params, to match trials for ``reuse``)."""
-        return str(cand.params.get("side", "decoder"))
+    def identity(self, variant: Variant) -> str:
+        """What, besides order and seed, makes two variants different models (also of a
+        finished run's variant, to match trials for ``reuse``): the side and guidance."""
+        return plain_identity(variant)
 
     # -- one trial -----------------------------------------------------------------------
     @abstractmethod
@@ -162,18 +166,19 @@ class Task(ABC, Generic[ModelT, DataT, ExtraT, SpecT]):
         """
 
     @abstractmethod
-    def model_for(self, template: ModelT, order: str, params: dict[str, Any]) -> ModelT:
-        """The model config of one candidate (raises ValueError for an invalid one)."""
+    def model_for(self, template: ModelT, variant: Variant) -> ModelT:
+        """The model config of one variant, guidance aside (raises ValueError for an
+        invalid one)."""
 
     @abstractmethod
     def spec(self, model: ModelT, data: DataT, train: TrainConfig, extra: ExtraT | None) -> SpecT:
         """What :meth:`fit` trains."""
 
     @abstractmethod
-    def row(self, model: ModelT, order: str, params: dict[str, Any]) -> dict[str, Any]:
+    def row(self, model: ModelT, variant: Variant) -> dict[str, Any]:
         """Table columns of one trial: ``units``, ``params``, ``flops_per_token``."""
 
-    def tracking_params(self, model: ModelT, params: dict[str, Any]) -> dict[str, Any]:
+    def tracking_params(self, model: ModelT, variant: Variant) -> dict[str, Any]:
         """Task-specific MLflow params of a trial, beyond its row and :meth:`flat` spec."""
         return {}
 

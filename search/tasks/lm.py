@@ -15,7 +15,7 @@ from sublayer_search.models.data.errors import DataError
 from sublayer_search.models.data.registry import corpus_info, get_spec
 from sublayer_search.models.specs import TrialSpec, main_metric
 from sublayer_search.models.train_config import TrainConfig
-from sublayer_search.search.plan.guidance_axis import label_of
+from sublayer_search.search.plan.variant import Variant, VariantCandidate
 from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.cost import f_units_for, units
 from sublayer_search.spaces.order import interleaved
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from sublayer_search.models.training_loop import FitResult, Report
 
 from sublayer_search.search.plan.problems import Problem, problems_from
-from sublayer_search.search.tasks.base import HasParams, Task, obtain_corpus, validate_section
+from sublayer_search.search.tasks.base import Task, obtain_corpus, validate_section
 from sublayer_search.search.tasks.registry import register
 
 __all__ = ["LMTask"]
@@ -66,7 +66,7 @@ class LMTask(Task[ModelConfig, DataConfig, None, TrialSpec]):
         return main_metric(data.resolved_level)
 
     def baseline(self, pool: Sequence[Candidate], template: ModelConfig | None,
-                 problems: list[Problem]) -> Candidate | None:
+                 problems: list[Problem]) -> VariantCandidate | None:
         if not pool:
             return None
         fu = f_units_for(template.d_model, template.d_ff) if template is not None else 2.0
@@ -81,8 +81,9 @@ class LMTask(Task[ModelConfig, DataConfig, None, TrialSpec]):
                                     f"an explicit baseline order: a budget of {budgets[0]:g} units "
                                     f"is not a whole number of (sf) layers ({1 + fu:g} units each)"))
             return None
-        return Candidate(order=interleaved(int(n)), space="baseline", name=f"interleaved{int(n)}",
-                         baseline=True)
+        order = interleaved(int(n))
+        return VariantCandidate(order=order, space="baseline", name=f"interleaved{int(n)}",
+                                baseline=True, variant=Variant(order=order))
 
     def resolve(self, template: ModelConfig, data: DataConfig, base: Candidate | None,
                 problems: list[Problem], notes: list[str] | None = None) -> ModelConfig:
@@ -110,21 +111,16 @@ class LMTask(Task[ModelConfig, DataConfig, None, TrialSpec]):
             template = template.with_vocab(vocab)
         return template
 
-    def model_for(self, template: ModelConfig, order: str, params: dict[str, Any]) -> ModelConfig:
-        return replace(template, order=order)
+    def model_for(self, template: ModelConfig, variant: Variant) -> ModelConfig:
+        return replace(template, order=variant.order)
 
     def spec(self, model: ModelConfig, data: DataConfig, train: TrainConfig,
              extra: None) -> TrialSpec:
         return TrialSpec(model=model, data=data, train=train)
 
-    def row(self, model: ModelConfig, order: str, params: dict[str, Any]) -> dict[str, Any]:
-        return {"units": units(order, f_units=f_units_for(model.d_model, model.d_ff)),
+    def row(self, model: ModelConfig, variant: Variant) -> dict[str, Any]:
+        return {"units": units(variant.order, f_units=f_units_for(model.d_model, model.d_ff)),
                 "params": param_count(model), "flops_per_token": flops_per_token(model)}
-
-    def identity(self, cand: HasParams) -> str:
-        """The base identity, plus the guidance label of a guided model."""
-        label = label_of(cand.params)
-        return super().identity(cand) + ("" if label == "none" else f"+{label}")
 
     def reported_metrics(self, data: DataConfig) -> frozenset[str]:
         return super().reported_metrics(data) | {"guidance_loss"}

@@ -24,7 +24,7 @@ from sublayer_search.models.seq2seq.config import (
 from sublayer_search.models.seq2seq.iot_config import IOTConfig
 from sublayer_search.models.specs import TranslationConfig, TranslationSpec, translation_param_count
 from sublayer_search.models.train_config import TrainConfig
-from sublayer_search.search.plan.guidance_axis import label_of
+from sublayer_search.search.plan.variant import Variant, VariantCandidate, plain_identity
 from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.cost import f_units_for, units
 from sublayer_search.spaces.errors import SpaceError
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from sublayer_search.models.training_loop import FitResult, Report
 
 from sublayer_search.search.plan.problems import Problem, problems_from
-from sublayer_search.search.tasks.base import HasParams, Task, obtain_corpus, validate_section
+from sublayer_search.search.tasks.base import Task, obtain_corpus, validate_section
 from sublayer_search.search.tasks.registry import register
 
 __all__ = ["TranslationTask"]
@@ -89,17 +89,21 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
         return None
 
     def space_args(self, space: str,
-                   args: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any]]:
+                   args: dict[str, Any]) -> tuple[str, dict[str, Any], str | None]:
         args = dict(args)
         if space == "iot_subsets":
-            return "decoder", args, {}
+            return "decoder", args, None
         side = args.pop("side", "decoder")
         if side not in ("encoder", "decoder"):
             raise SpaceError("side", side, "encoder or decoder")
-        return side, args, {"side": side}
+        return side, args, side
+
+    def settings(self) -> dict[str, Any]:
+        """The IOT routing settings of the model section (tau_schedule, clamp, …)."""
+        return dict(self.iot_settings)
 
     def baseline(self, pool: Sequence[Candidate], template: TranslationModel | None,
-                 problems: list[Problem]) -> Candidate | None:
+                 problems: list[Problem]) -> VariantCandidate | None:
         if not pool:
             return None
         layers = sorted({_layers(c) for c in pool})
@@ -107,23 +111,18 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
             problems.append(Problem("baseline.enabled", True,
                                     f"false: the space mixes models of {layers} layers"))
             return None
-        n = layers[0]
-        return Candidate(order=interleaved(n, kind="decoder"), space="baseline",
-                         name=f"transformer{n}", params={"side": "decoder", "layers": n},
-                         baseline=True)
+        return _standard(interleaved(layers[0], kind="decoder"), f"transformer{layers[0]}")
 
-    def baseline_params(self, order: str) -> dict[str, Any]:
-        return {"side": "decoder", "layers": counts(order)["f"]}
+    def explicit_baseline(self, order: str) -> VariantCandidate:
+        return _standard(order, f"baseline_{len(order)}")
 
-    def identity(self, cand: HasParams) -> str:
+    def identity(self, variant: Variant) -> str:
         """An IOT subset of one standard block (code 1) is the plain model itself; a
         guided model adds its guidance label."""
-        label = label_of(cand.params)
-        guided = "" if label == "none" else f"+{label}"
-        subset = cand.params.get("subset")
-        if subset is None or (subset == "1" and cand.params.get("stack", "decoder") == "decoder"):
-            return str(cand.params.get("side", "decoder")) + guided
-        return f"{cand.params.get('stack', 'decoder')}:{subset}" + guided
+        subset = variant.subset
+        if subset is None or (subset.name == "1" and subset.stack == "decoder"):
+            return plain_identity(variant)
+        return f"{subset.stack}:{subset.name}" + (f"+{variant.label}" if variant.guided else "")
 
     def resolve(self, template: TranslationModel, data: ParallelDataConfig,
                 base: Candidate | None, problems: list[Problem],
@@ -148,16 +147,15 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
             template = template.with_vocab(corpus.src_vocab_size, corpus.tgt_vocab_size)
         return template
 
-    def model_for(self, template: TranslationModel, order: str,
-                  params: dict[str, Any]) -> TranslationModel:
-        if "subset" in params:
+    def model_for(self, template: TranslationModel, variant: Variant) -> TranslationModel:
+        subset = variant.subset
+        if subset is not None:
             dims = {f.name: getattr(template, f.name) for f in dataclasses.fields(Seq2SeqDims)}
-            stack = params.get("stack", "decoder")
-            settings: dict[str, Any] = {**dims, f"{stack}_codes": tuple(params["codes"]),
+            settings: dict[str, Any] = {**dims, f"{subset.stack}_codes": subset.codes,
                                         **self.iot_settings}
-            return IOTConfig(encoder_layers=params["layers"], decoder_layers=params["layers"],
+            return IOTConfig(encoder_layers=subset.layers, decoder_layers=subset.layers,
                              **settings)
-        side: dict[str, Any] = {f"{params.get('side', 'decoder')}_order": order}
+        side: dict[str, Any] = {f"{variant.side or 'decoder'}_order": variant.order}
         return replace(template, **side)
 
     def spec(self, model: TranslationModel, data: ParallelDataConfig, train: TrainConfig,
@@ -165,22 +163,23 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
         return TranslationSpec(model=model, data=data, train=train,
                                translation=extra if extra is not None else TranslationConfig())
 
-    def row(self, model: TranslationModel, order: str, params: dict[str, Any]) -> dict[str, Any]:
+    def row(self, model: TranslationModel, variant: Variant) -> dict[str, Any]:
         fu = f_units_for(model.d_model, model.d_ff)
         base = model.base_config() if isinstance(model, IOTConfig) else model  # IOT: one path
-        return {"units": units(order, f_units=fu), "params": translation_param_count(model),
+        return {"units": units(variant.order, f_units=fu), "params": translation_param_count(model),
                 "flops_per_token": seq2seq_flops_per_token(base)}
 
-    def tracking_params(self, model: TranslationModel, params: dict[str, Any]) -> dict[str, Any]:
+    def tracking_params(self, model: TranslationModel, variant: Variant) -> dict[str, Any]:
         """Both orders of a plain model, the subset of an IOT model."""
         out: dict[str, Any] = {}
         for side in ("encoder", "decoder"):
             if hasattr(model, f"{side}_order"):
                 out[f"{side}_order"] = getattr(model, f"{side}_order")
-        if "subset" in params:
-            out.update(subset=params["subset"], subset_size=len(params["codes"]),
-                       codes=",".join(str(c) for c in params["codes"]),
-                       orders=",".join(params.get("orders", [])))
+        subset = variant.subset
+        if subset is not None:
+            out.update(subset=subset.name, subset_size=len(subset.codes),
+                       codes=",".join(str(c) for c in subset.codes),
+                       orders=",".join(subset.orders))
         return out
 
     def flat(self, spec: TranslationSpec) -> dict[str, Any]:
@@ -198,7 +197,16 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
                                resume_from=resume_from)
 
 
+def _standard(order: str, name: str) -> VariantCandidate:
+    """The standard Transformer's decoder ``order`` as the baseline (encoder ``(sf)^n``)."""
+    return VariantCandidate(order=order, space="baseline", name=name, baseline=True,
+                            params={"layers": counts(order)["f"]},
+                            variant=Variant(order=order, side="decoder"))
+
+
 def _layers(cand: Candidate) -> int:
+    if isinstance(cand, VariantCandidate) and cand.variant.subset is not None:
+        return cand.variant.subset.layers
     if "layers" in cand.params:
         return int(cand.params["layers"])
     n = counts(cand.order)

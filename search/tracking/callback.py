@@ -173,8 +173,9 @@ class MlflowTracking(Callback):
         params: dict[str, Any] = {k: v for k, v in row.items() if k not in ("name", "family")}
         params.update(candidate=trial.candidate, metric=self.plan.metric,
                       config_hash=self.plan.config_hash, task=self.plan.experiment.task)
-        params.update({k: v for k, v in trial.params.items() if k not in params})
-        params.update(self.plan.task.tracking_params(self.plan.model_for(trial), trial.params))
+        facts = {**trial.variant.params(), **trial.params}  # side, IOT subset; k, family, …
+        params.update({k: v for k, v in facts.items() if k not in params})
+        params.update(self.plan.task.tracking_params(self.plan.model_for(trial), trial.variant))
         params.update(self.plan.task.flat(spec))
         tags = {Tag.PARENT: self.parent_run_id, Tag.ROLE: Role.TRIAL.value,
                 Tag.SPACE: trial.space, Tag.FAMILY: trial.family,

@@ -13,6 +13,7 @@ import yaml
 from bad_input_cases import check_bad_sweep
 from test_bad_input import untouched  # noqa: F401  # the fixture
 
+from sublayer_search.models.guidance.config import GuidanceConfig
 from sublayer_search.models.lm import OrderedLM
 from sublayer_search.search.cli.main import main
 from sublayer_search.search.plan.experiment import parse_experiment
@@ -57,7 +58,7 @@ def test_plan_crosses_orders_with_guidance(tmp_path: Path,
     assert rows["sandwich3_1@seed0"]["params"] == soft["params"]
     assert soft["params"] - hard["params"] == 2 * d * d + 2 * d * ff
     assert soft["flops_per_token"] == hard["flops_per_token"]
-    identities = {plan.task.identity(t) for t in plan.trials if t.order == "ssfsff"}
+    identities = {plan.task.identity(t.variant) for t in plan.trials if t.order == "ssfsff"}
     assert len(identities) == 3  # reuse keys differ by guidance
     unguided = _lm(tmp_path, model={"preset": "debug"})
     assert plan.config_hash == plan_sweep(parse_experiment(unguided)).config_hash
@@ -165,7 +166,7 @@ def test_optuna_chooses_guidance_as_a_categorical(tmp_path: Path) -> None:
         got = searcher.suggest(f"t{i}")
         assert isinstance(got, dict)
         trial = got["trial"]
-        label = trial["params"].get("guidance", "none")
+        label = GuidanceConfig.from_dict(trial["variant"]["guidance"]).label
         assert trial["name"] == f"{trial['candidate']}@seed{trial['seed']}"
         assert label == "none" or trial["candidate"].endswith(f"+{label}")
         seen.append((trial["order"], label, trial["seed"]))
@@ -173,3 +174,4 @@ def test_optuna_chooses_guidance_as_a_categorical(tmp_path: Path) -> None:
     assert len(set(seen)) == len(seen)  # never one (order, guidance, seed) twice
     assert len({label for _, label, _ in seen}) >= 2
     assert {order for order, _, _ in seen} <= {"sfsfsf", "ssfsff"}
+

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from mlflow.entities import Metric, Param, RunTag
 
+from sublayer_search.models.guidance.config import GuidanceConfig
 from sublayer_search.search.plan.experiment import parse_experiment
-from sublayer_search.search.plan.guidance_axis import cross, label_of
+from sublayer_search.search.plan.guidance_axis import cross
 from sublayer_search.search.plan.sweep_plan import SweepPlan, Trial, plan_sweep
-from sublayer_search.search.plan.variant import variant_key
+from sublayer_search.search.plan.variant import Variant, VariantCandidate, variant_key
 from sublayer_search.search.searchers.observation import Observation
 from sublayer_search.search.searchers.surrogate import SurrogateSearcher
 from sublayer_search.search.searchers.tune import OptunaTrials, make_searcher
@@ -48,7 +48,7 @@ def _plan(tmp_path: Path, **search: Any) -> SweepPlan:
 
 def _params_of(plan: SweepPlan) -> dict[str, float]:
     """variant key → the exact parameter count of its model (the trial table's)."""
-    return {variant_key(c.order, plan.task.identity(c)):
+    return {variant_key(c.order, plan.task.identity(c.variant)):
             float(plan.row(Trial.of(c, 0))["params"]) for c in plan.candidates}
 
 
@@ -64,7 +64,7 @@ def test_each_guided_variant_is_told_its_own_parameter_count(tmp_path: Path) -> 
         got = searcher.suggest(f"t{i}")
         assert isinstance(got, dict), got
         trial = got["trial"]
-        key = variant_key(trial["order"], plan.task.identity(SimpleNamespace(**trial)))
+        key = variant_key(trial["order"], plan.task.identity(Trial.from_config(trial).variant))
         assert (key, trial["seed"]) not in seen
         seen.add((key, trial["seed"]))
         searcher.on_trial_complete(f"t{i}", result={"val_bpc": 3.0 - i / 100})
@@ -73,7 +73,8 @@ def test_each_guided_variant_is_told_its_own_parameter_count(tmp_path: Path) -> 
     assert inner.by_k is not None  # one sandwich space: the study's parameter is k
     for t in done:
         order = inner.by_k[t.params["k"]].order
-        ident = plan.task.identity(SimpleNamespace(params={"guidance": t.params["guidance"]}))
+        guidance = GuidanceConfig.from_label(t.params["guidance"])  # the study's choice
+        ident = plan.task.identity(Variant(order=order, guidance=guidance))
         assert t.values[1] == exact[variant_key(order, ident)]
     assert {t.values[1] for t in done} == set(exact.values())  # both counts, not one of them
 
@@ -107,6 +108,9 @@ def test_warm_start_reads_the_guidance_of_earlier_runs(tmp_path: Path, algorithm
         params = {"order": "ssfsff", "seed": "0", "config_hash": plan.config_hash,
                   "candidate": "sandwich3_1", "params": str(int(_params_of(plan)[
                       variant_key("ssfsff", "decoder" if label == "none" else GUIDED)]))}
+        # as a trial run logs them: the label (display) and the setting (what reuse reads)
+        setting = GuidanceConfig() if label == "none" else GuidanceConfig.from_label(label)
+        params.update({k: str(v) for k, v in setting.flat().items()})
         if label != "none":
             params["guidance"] = label
         client.log_batch(run.info.run_id, params=[Param(k, v) for k, v in params.items()],
@@ -126,11 +130,12 @@ def test_the_surrogate_tells_a_guided_variant_from_its_order_unguided(tmp_path: 
     """Earlier runs say hard guidance is worth 0.5 on every order: the GP's first pick is
     a guided variant (without the label feature both variants of an order are one point)."""
     plan = _plan(tmp_path, algorithm="surrogate", objectives=None, num_samples=4)
-    plan = replace(plan, candidates=cross(expand("explicit", {"orders": ORDERS}), ["none", HARD]))
+    pool = [VariantCandidate.of(c) for c in expand("explicit", {"orders": ORDERS})]
+    plan = replace(plan, candidates=cross(pool, [GuidanceConfig(), GuidanceConfig.from_label(HARD)]))
     searcher = make_searcher(plan)
     inner = getattr(searcher, "searcher", searcher)
     assert isinstance(inner, SurrogateSearcher)
-    rows = {(c.order, label_of(c.params)): tuple(x) for c, x in zip(inner.candidates, inner.x,
+    rows = {(c.order, c.variant.label): tuple(x) for c, x in zip(inner.candidates, inner.x,
                                                                      strict=True)}
     assert rows[("sfsf", "none")] != rows[("sfsf", HARD)]
     warm = [Observation(order=o, seed=0, identity="decoder" if label == "none" else GUIDED,
@@ -142,6 +147,6 @@ def test_the_surrogate_tells_a_guided_variant_from_its_order_unguided(tmp_path: 
     for i in range(2):
         got = searcher.suggest(f"t{i}")
         assert isinstance(got, dict)
-        picks.append(label_of(got["trial"]["params"]))
+        picks.append(Trial.from_config(got["trial"]).guidance)
         searcher.on_trial_complete(f"t{i}", result={"val_bpc": 1.0})
     assert picks == [HARD, HARD]

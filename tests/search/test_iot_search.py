@@ -17,7 +17,7 @@ import pytest
 
 from sublayer_search.search.plan.experiment import parse_experiment
 from sublayer_search.search.plan.sweep_plan import SweepPlan, plan_sweep
-from sublayer_search.search.plan.variant import variant_key
+from sublayer_search.search.plan.variant import VariantCandidate, variant_key
 from sublayer_search.search.searchers.observation import Observation
 from sublayer_search.search.searchers.surrogate import SurrogateSearcher
 from sublayer_search.search.searchers.tune import make_searcher
@@ -39,6 +39,10 @@ def _plan(tmp_path: Path, algorithm: str, num_samples: int) -> SweepPlan:
     return plan_sweep(parse_experiment(doc))
 
 
+def _subset(cand: VariantCandidate) -> str | None:
+    return cand.variant.subset.name if cand.variant.subset is not None else None
+
+
 def _drive(searcher: Any, n: int, metric: str) -> list[dict[str, Any]]:
     out = []
     for i in range(n):
@@ -53,14 +57,14 @@ def _drive(searcher: Any, n: int, metric: str) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("algorithm", ["optuna", "surrogate"])
 def test_every_subset_trains_with_the_sweeps_seeds(tmp_path: Path, algorithm: str) -> None:
     plan = _plan(tmp_path, algorithm, num_samples=15)
-    subsets = [c.params["subset"] for c in plan.candidates]
+    subsets = [c.variant.subset.name for c in plan.candidates if c.variant.subset is not None]
     assert len(subsets) == 15 and len({c.order for c in plan.candidates}) == 5
     trials = _drive(make_searcher(plan), 2 + 15, plan.metric)
     baseline, searched = trials[:2], trials[2:]
-    assert [t["seed"] for t in baseline] == [0, 1] and "subset" not in baseline[0]["params"]
+    assert [t["seed"] for t in baseline] == [0, 1] and baseline[0]["variant"]["subset"] is None
     seen: dict[str, int] = {}
     for t in searched:  # a subset's first trial has seed 0; only a replicate takes seed 1, 2 …
-        subset = t["params"]["subset"]
+        subset = t["variant"]["subset"]["subset"]
         assert t["seed"] == seen.get(subset, 0), (subset, t["seed"], seen)
         seen[subset] = seen.get(subset, 0) + 1
     if algorithm == "surrogate":  # one seed: each of the 15 subsets once, then finished
@@ -74,11 +78,10 @@ def test_the_surrogate_sees_each_subset_as_its_own_point(tmp_path: Path) -> None
     assert isinstance(inner, SurrogateSearcher)
     assert len(np.unique(np.round(inner.x, 9), axis=0)) == 15
     # an earlier run of the subset {2, 6} is placed at that subset, not at its first order
-    cand = next(c for c in plan.candidates if c.params["subset"] == "26")
-    other = next(c for c in plan.candidates
-                 if c.order == cand.order and c.params["subset"] != "26")
+    cand = next(c for c in plan.candidates if _subset(c) == "26")
+    other = next(c for c in plan.candidates if c.order == cand.order and _subset(c) != "26")
     inner.warm_start([Observation(order=cand.order, seed=0, identity="decoder:26", value=9.0)])
     at = inner.candidates.index(cand)
     assert inner.seen[-1][0] == list(inner.x[at])
     assert (variant_key(cand.order, "decoder:26"), 0) in inner.taken
-    assert (variant_key(other.order, plan.task.identity(other)), 0) not in inner.taken
+    assert (variant_key(other.order, plan.task.identity(other.variant)), 0) not in inner.taken

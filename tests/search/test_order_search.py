@@ -187,10 +187,10 @@ def _check_children(trials: list[dict[str, Any]], plan: Any) -> None:
     for child in children:
         parent = by_name[child["params"]["parent"]]
         p_order = parent.order if hasattr(parent, "order") else parent["order"]
-        p_params = parent.params if hasattr(parent, "params") else parent["params"]
-        assert child["params"]["side"] == p_params["side"]
+        p_side = parent.variant.side if hasattr(parent, "variant") else parent["variant"]["side"]
+        assert child["variant"]["side"] == p_side
         assert units(child["order"], f_units=f_units) == units(p_order, f_units=f_units)
-        assert ("c" in child["order"]) == (child["params"]["side"] == "decoder")
+        assert ("c" in child["order"]) == (child["variant"]["side"] == "decoder")
 
 
 def test_evolution_over_translation_spaces_keeps_side_and_budget(tmp_path: Path) -> None:
@@ -221,7 +221,7 @@ def test_evolution_over_translation_spaces_keeps_side_and_budget(tmp_path: Path)
         # synthetic, no training: decoders ahead (the 6 encoder orders would run out first)
         bleu = ("c" in trial["order"]) * 5.0 + trial["order"].find("f") / len(trial["order"])
         searcher.on_trial_complete(f"t{i}", result={"val_bleu": bleu})
-    assert len({(t["order"], t["params"]["side"]) for t in trials}) == len(trials) >= 8
+    assert len({(t["order"], t["variant"]["side"]) for t in trials}) == len(trials) >= 8
     _check_children(trials, plan)
 
 

@@ -3,10 +3,10 @@ what else tells models apart (an IOT subset whose first block is the plain model
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from mlflow.tracking import MlflowClient
 
+from sublayer_search.search.plan.sweep_plan import Trial
+from sublayer_search.search.plan.variant import Subset, Variant, run_variant
 from sublayer_search.search.tasks import LMTask, TranslationTask
 from sublayer_search.search.tracking.runs import ensure_store, finished_trials
 
@@ -29,14 +29,19 @@ def test_iot_subsets_and_the_plain_model_are_different_trials(tmp_path):
     task = TranslationTask()
 
     def identity(params: dict[str, str]) -> str:
-        return task.identity(SimpleNamespace(params=params))
+        variant = run_variant(params)
+        assert variant is not None
+        return task.identity(variant)
 
     found = finished_trials(client, exp_id, "abc", identity)
     assert found == {("scfscf", 0, "decoder"): plain, ("scfscf", 0, "decoder:146"): iot146,
                      ("scfscf", 0, "decoder:12"): iot12}
     # a trial of the subset {1, 4, 6} finds its own run, never the plain model's
-    trial = SimpleNamespace(order="scfscf", seed=0, params={"subset": "146", "stack": "decoder"})
-    assert found[(trial.order, trial.seed, task.identity(trial))] == iot146
+    trial = Trial(name="iot146@seed0", candidate="iot146", seed=0, space="iot_subsets",
+                  variant=Variant(order="scfscf", subset=Subset(
+                      stack="decoder", name="146", codes=(1, 4, 6), layers=2,
+                      orders=("scfscf", "csfcsf", "fcsfcs"))))
+    assert found[(trial.order, trial.seed, task.identity(trial.variant))] == iot146
     assert finished_trials(client, exp_id, "other-hash", identity) == {}
 
 
@@ -46,5 +51,5 @@ def test_language_model_trials_keep_their_simple_key(tmp_path):
     run = _finished(client, exp_id, order="ssff", seed="1", config_hash="h")
     task = LMTask()
     found = finished_trials(client, exp_id, "h",
-                            lambda params: task.identity(SimpleNamespace(params=params)))
+                            lambda params: task.identity(Variant(order=params["order"])))
     assert found == {("ssff", 1, "decoder"): run}

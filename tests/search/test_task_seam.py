@@ -30,6 +30,7 @@ from sublayer_search.models.training_loop import (
 from sublayer_search.search.plan.experiment import load_experiment
 from sublayer_search.search.plan.problems import ExperimentError, Problem
 from sublayer_search.search.plan.sweep_plan import plan_sweep
+from sublayer_search.search.plan.variant import Variant, VariantCandidate
 from sublayer_search.search.tasks import Task, register, task_names, unregister, validate_section
 from sublayer_search.search.tracking.runs import metrics_of
 from sublayer_search.spaces.candidate import Candidate
@@ -99,7 +100,7 @@ class CycleTask(Task[ModelConfig, CycleData, None, CycleSpec]):
         return CycleFamily.metric
 
     def baseline(self, pool: Sequence[Candidate], template: ModelConfig | None,
-                 problems: list[Problem]) -> Candidate | None:
+                 problems: list[Problem]) -> VariantCandidate | None:
         return None
 
     def resolve(self, template: ModelConfig, data: CycleData, base: Candidate | None,
@@ -108,15 +109,15 @@ class CycleTask(Task[ModelConfig, CycleData, None, CycleSpec]):
             problems.append(Problem("data.period", data.period, "at most the vocabulary (8)"))
         return template
 
-    def model_for(self, template: ModelConfig, order: str, params: dict[str, Any]) -> ModelConfig:
-        return replace(template, order=order)
+    def model_for(self, template: ModelConfig, variant: Variant) -> ModelConfig:
+        return replace(template, order=variant.order)
 
     def spec(self, model: ModelConfig, data: CycleData, train: TrainConfig,
              extra: None) -> CycleSpec:
         return CycleSpec(model=model, data=data, train=train)
 
-    def row(self, model: ModelConfig, order: str, params: dict[str, Any]) -> dict[str, Any]:
-        return {"units": units(order), "params": param_count(model),
+    def row(self, model: ModelConfig, variant: Variant) -> dict[str, Any]:
+        return {"units": units(variant.order), "params": param_count(model),
                 "flops_per_token": flops_per_token(model)}
 
     def fit(self, spec: CycleSpec, report: Report, *, checkpoint_dir: str | None = None,
