@@ -30,7 +30,8 @@ MAX_TRIALS = 10_000
 # -- sublayer train ---------------------------------------------------------------------
 def _cmd_train(args: argparse.Namespace) -> int:
     from sublayer_search.models.lm_family import fit
-    from sublayer_search.search.cli.train import build_spec, progress_printer
+    from sublayer_search.models.training_loop import use_threads
+    from sublayer_search.search.cli.train import build_spec, progress_printer, usable_cpus
 
     try:
         spec = build_spec(args)
@@ -44,9 +45,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _bad(str(exc))
     model = spec.model if spec.model.vocab_size else spec.model.with_vocab(corpus.vocab_size)
+    threads = use_threads(args.threads or usable_cpus())
+    why = "--threads" if args.threads else "one per CPU this command may use; --threads N to change"
     print(f"order {model.order}  ({len(model.order)} sublayers)  params {param_count(model):,}  "
           f"FLOPs/token {flops_per_token(model):,}  corpus {spec.data.name} "
-          f"({len(corpus.train):,} train tokens, vocab {corpus.vocab_size})")
+          f"({len(corpus.train):,} train tokens, vocab {corpus.vocab_size})  "
+          f"torch threads {threads} ({why})")
     on_step, on_eval = progress_printer(spec)
     result = fit(spec, on_eval, corpus=corpus, on_step=on_step,
                  checkpoint_dir=args.checkpoint_dir, resume_from=args.resume_from)

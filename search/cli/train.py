@@ -19,7 +19,35 @@ from sublayer_search.models.train_config import TrainConfig
 from sublayer_search.search.plan.experiment import read_yaml
 from sublayer_search.search.plan.problems import ExperimentError, Problem, from_validation_error
 
-__all__ = ["TrainFile", "add_train_arguments", "build_spec", "progress_printer"]
+__all__ = ["TrainFile", "add_train_arguments", "build_spec", "progress_printer", "usable_cpus"]
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may use: its affinity set, capped by a cgroup CPU quota."""
+    import math
+    import os
+
+    try:
+        count = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        count = os.cpu_count() or 1
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            count = min(count, max(1, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return max(1, count)
+
+
+def _threads(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"got {text!r}, expected a whole number of threads, 1 or more")
+    return n
 
 
 class TrainFile(BaseModel):
@@ -52,6 +80,9 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"evaluate every this many steps ({dflt('eval_every')})")
     p.add_argument("--checkpoint-dir", default=None, help="write a checkpoint at every evaluation")
     p.add_argument("--resume-from", default=None, help="continue from a checkpoint folder")
+    p.add_argument("--threads", type=_threads, default=None,
+                   help=f"torch CPU threads (default: one per CPU this command may use, here "
+                        f"{usable_cpus()}; fewer on a machine busy with other work)")
 
 
 def _load(path: str | None) -> TrainFile:

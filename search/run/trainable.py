@@ -43,6 +43,10 @@ def train_trial(config: dict[str, Any], plan: SweepPlan) -> None:
     if trial.name in os.environ.get(FAIL_ENV, "").split(","):
         raise InjectedFailure(f"trial {trial.name} failed on purpose (listed in ${FAIL_ENV})")
     spec = plan.spec_for(trial)
+    from sublayer_search.models.training_loop import use_threads
+
+    cpus = ray.get_runtime_context().get_assigned_resources().get("CPU", 1.0)
+    use_threads(max(1, int(cpus)))  # one thread per CPU the trial holds, as `sublayer train`
     with tempfile.TemporaryDirectory(prefix="sublayer-trial-") as work:
         resume, resumed_from, held = None, 0, {}
         restored = tune.get_checkpoint()
