@@ -18,8 +18,8 @@ from sublayer_search.spaces.generators.iot_subsets import (
     validate_iot,
 )
 
-__all__ = ["IOT_CLAMPS", "IOT_MODEL_MODES", "TAU_SCHEDULES", "IOTConfig", "iot_param_count",
-           "temperature"]
+__all__ = ["AUTHORS_ROUTING", "GUMBEL_FROM", "IOT_CLAMPS", "IOT_MODEL_MODES", "ROUTINGS",
+           "TAU_SCHEDULES", "IOTConfig", "iot_param_count", "temperature"]
 
 IOT_MODEL_MODES = ("paper", "diverse")
 """Subset modes that give one subset (others: pass the codes of one subset)."""
@@ -29,6 +29,20 @@ TAU_SCHEDULES = ("anneal", "step")
 IOT_CLAMPS = ("below", "both")
 """Clamps of π in L_D and L_S: ours (from below, default) and the authors' code's."""
 _TAU_START = {"anneal": 1.0, "step": 20.0}
+GUMBEL_FROM = ("pi", "clamped")
+"""What the Gumbel-softmax logits are: log π (ours) or log clamp(π) (the authors' --gs-clamp)."""
+ROUTINGS = ("ours", "authors")
+"""``routing`` presets: ours (the field defaults) and the authors' run, detail by detail."""
+AUTHORS_ROUTING: dict[str, Any] = {
+    "tau_schedule": "step", "tau_start": 20.0, "tau_end": 2.0, "clamp": "both",
+    "gumbel_from": "clamped", "explore_clamp": False, "predictor_dropout": None,
+}
+"""``routing: authors``: Zhu et al.'s published train script and IOT criterion. The Gumbel
+logits are log clamp(π) (``--gs-clamp``, π in [floor, 1 − (N−1)·floor]); L_D uses the
+*unclamped* π and L_S the clamped one; the temperature starts at 20
+(``--gumbel-softmax-max``) with a minimum of 2 (``--gumbel-softmax-min``); the predictors
+have dropout (``predictor_dropout`` None: the model's ``dropout``). A field given
+explicitly with another value than its default overrides the preset."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,9 +63,17 @@ class IOTConfig(Seq2SeqDims):
       ``tau_end``. ``tau_decay`` defaults to 1.0, i.e. their published settings: τ = 20
       throughout; a ``tau_decay`` < 1 needs ``tau_interval``.
 
-    ``clamp`` of the routing probabilities π inside L_D and L_S: ``"below"`` (default,
-    ours) is π ≥ ``floor``; ``"both"`` (the authors' code) is π in [floor, 1 − (N−1)·floor]
-    (needs N·floor ≤ 1). The Gumbel weights use π unclamped either way.
+    ``clamp`` of the routing probabilities π: ``"below"`` (default, ours) is π ≥
+    ``floor``; ``"both"`` (the authors' code) is π in [floor, 1 − (N−1)·floor] (needs
+    N·floor ≤ 1). Where the clamp applies: L_S always; L_D when ``explore_clamp`` (ours;
+    the authors' L_D uses π unclamped); the Gumbel logits when ``gumbel_from`` is
+    ``"clamped"`` (the authors': log clamp(π)), else log π (ours). ``predictor_dropout``
+    (ours 0; None = the model's ``dropout``) drops units of the predictors' mean
+    representation in training.
+
+    ``routing``: ``"ours"`` (the defaults below) or ``"authors"`` (:data:`AUTHORS_ROUTING`:
+    their run detail by detail: step schedule 20 with minimum 2, clamp both, Gumbel from
+    the clamped π, L_D unclamped, predictor dropout).
 
     Why the defaults are ours: the anneal ends near one-hot weights (τ = 0.1), so the
     last updates train the paths that argmax inference runs; at τ = 20 the weights stay
@@ -78,9 +100,14 @@ class IOTConfig(Seq2SeqDims):
     c2: float = 0.01
     floor: float = 0.05
     clamp: str = "below"
+    gumbel_from: str = "pi"
+    explore_clamp: bool = True
+    predictor_dropout: float | None = 0.0
+    routing: str = "ours"
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        self._apply_routing()
         for name in ("encoder_layers", "decoder_layers"):
             value = getattr(self, name)
             check(is_positive_int(value), f"model.{name}", value, "a positive integer")
@@ -103,10 +130,30 @@ class IOTConfig(Seq2SeqDims):
         check(self.clamp in IOT_CLAMPS, "model.clamp", self.clamp,
               "below (ours, the default: pi >= floor) or both (the authors': pi in "
               "[floor, 1 - (N-1)*floor])")
+        check(self.gumbel_from in GUMBEL_FROM, "model.gumbel_from", self.gumbel_from,
+              "pi (ours: Gumbel logits log pi) or clamped (the authors': log clamp(pi))")
+        check(isinstance(self.explore_clamp, bool), "model.explore_clamp", self.explore_clamp,
+              "true (ours: L_D on the clamped pi) or false (the authors': unclamped)")
+        if self.predictor_dropout is None:
+            object.__setattr__(self, "predictor_dropout", float(self.dropout))
+        drop = self.predictor_dropout
+        check(is_number(drop, finite=True) and drop is not None and 0 <= drop < 1,
+              "model.predictor_dropout", drop, "a number in [0, 1) or null (the model's dropout)")
         largest = max(self.decoder_size, self.encoder_size)
         if self.clamp == "both" and largest * self.floor > 1:
             raise ConfigError("model.floor", self.floor, f"at most 1/{largest} with clamp both "
                               f"and {largest} orders (else floor > 1 - (N-1)*floor)")
+
+    def _apply_routing(self) -> None:
+        check(self.routing in ROUTINGS, "model.routing", self.routing,
+              "ours (the defaults) or authors (Zhu et al.'s run: step tau 20 to 2, clamp "
+              "both, Gumbel from the clamped pi, L_D unclamped, predictor dropout)")
+        if self.routing != "authors":
+            return
+        defaults = {f.name: f.default for f in dataclasses.fields(IOTConfig)}
+        for name, value in AUTHORS_ROUTING.items():
+            if getattr(self, name) == defaults[name]:
+                object.__setattr__(self, name, value)
 
     def _check_schedule(self) -> None:
         sched = self.tau_schedule

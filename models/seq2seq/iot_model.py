@@ -29,7 +29,9 @@ with u uniform, ``floor`` = 0.05, c1 = 0.1, c2 = 0.01 (the paper's values; all
 settable; ``clamp: both`` also caps π at 1 − (N−1)·floor, as the authors' code does);
 L_D and L_S are summed over the predictors present, the decoder's averaged
 over the M encoder paths. ``logits`` of the predictors are the logs of π, so γ uses them
-directly. Inference (``model.eval()``): the argmax order of each predictor, per
+directly (ours); ``routing: authors`` (:data:`models.seq2seq.iot_config.AUTHORS_ROUTING`)
+is the authors' run: γ from log clamp(π), L_D on the unclamped π, L_S on the clamped,
+τ from 20 with a minimum of 2, dropout on the predictors' input. Inference (``model.eval()``): the argmax order of each predictor, per
 sentence; :meth:`IOTSeq2Seq.encode` can force an order instead (for the paper's Fig. 2
 matrix of BLEU per routed split × order).
 """
@@ -90,10 +92,14 @@ def clamp_probs(probs: Tensor, floor: float = 0.05, clamp: str = "below") -> Ten
     return p.clamp(floor, max(1.0 - (probs.shape[-1] - 1) * floor, floor))
 
 
-def exploration_loss(probs: Tensor, floor: float = 0.05, clamp: str = "below") -> Tensor:
-    """``L_D = KL(u ‖ clamp(mean_x π_x))`` for probabilities (B, N)."""
+def exploration_loss(probs: Tensor, floor: float = 0.05, clamp: str = "below", *,
+                     clamped: bool = True) -> Tensor:
+    """``L_D = KL(u ‖ clamp(mean_x π_x))`` for probabilities (B, N); with ``clamped``
+    False (the authors' criterion) ``KL(u ‖ mean_x π_x)``, π unclamped."""
     n = probs.shape[-1]
-    mean = clamp_probs(probs.float().mean(0), floor, clamp)
+    mean = probs.float().mean(0)
+    if clamped:
+        mean = clamp_probs(mean, floor, clamp)
     return (math.log(1.0 / n) - mean.log()).sum() / n
 
 
@@ -143,6 +149,7 @@ class IOTSeq2Seq(Seq2SeqBase):
         m, n = cfg.encoder_size, cfg.decoder_size
         self.encoder_predictor = nn.Linear(cfg.d_model, m, bias=False) if m > 1 else None
         self.decoder_predictor = nn.Linear(cfg.d_model, n, bias=False) if n > 1 else None
+        self.predictor_dropout = nn.Dropout(cfg.predictor_dropout or 0.0)
         self._init_weights(2 * cfg.encoder_layers + 3 * cfg.decoder_layers)
         for pred in (self.encoder_predictor, self.decoder_predictor):
             if pred is not None:
@@ -181,14 +188,22 @@ class IOTSeq2Seq(Seq2SeqBase):
         if self.encoder_predictor is None:
             return None
         pad = src.eq(self.pad_id)
-        mean = _masked_mean(self.src_embed.tokens(src), pad)
+        mean = self.predictor_dropout(_masked_mean(self.src_embed.tokens(src), pad))
         return F.log_softmax(self.encoder_predictor(mean).float(), dim=-1)
 
     def decoder_logits(self, memory: Tensor, pad: Tensor) -> Tensor | None:
         """Log-probabilities (B, N) of the decoder orders; None when N = 1."""
         if self.decoder_predictor is None:
             return None
-        return F.log_softmax(self.decoder_predictor(_masked_mean(memory, pad)).float(), dim=-1)
+        mean = self.predictor_dropout(_masked_mean(memory, pad))
+        return F.log_softmax(self.decoder_predictor(mean).float(), dim=-1)
+
+    def gumbel_logits(self, log_probs: Tensor) -> Tensor:
+        """What the Gumbel-softmax perturbs: log π (``gumbel_from`` "pi", ours) or
+        log clamp(π) (``"clamped"``, the authors' ``--gs-clamp``)."""
+        if self.cfg.gumbel_from == "pi":
+            return log_probs
+        return clamp_probs(log_probs.exp(), self.cfg.floor, self.cfg.clamp).log()
 
     def routing_weights(self, src: Tensor, *, tau: float | None = None,
                         generator: torch.Generator | None = None) -> Tensor:
@@ -197,7 +212,8 @@ class IOTSeq2Seq(Seq2SeqBase):
         logits = self.decoder_logits(enc.memory, enc.padding_mask)
         if logits is None:
             return torch.ones(src.shape[0], 1, device=src.device)
-        return gumbel_weights(logits, self.tau if tau is None else tau, generator=generator)
+        return gumbel_weights(self.gumbel_logits(logits), self.tau if tau is None else tau,
+                              generator=generator)
 
     # -- inference --------------------------------------------------------------------------
 
@@ -272,7 +288,7 @@ class IOTSeq2Seq(Seq2SeqBase):
         n_tokens = tgt_out.ne(self.pad_id).sum().clamp_min(1)
         e_logits = self.encoder_logits(src)
         gamma = (torch.ones(b, 1, device=src.device) if e_logits is None
-                 else gumbel_weights(e_logits, self.tau))
+                 else gumbel_weights(self.gumbel_logits(e_logits), self.tau))
         x = self.src_embed(src)
         path_loss = x.new_zeros((), dtype=torch.float32)
         explore = x.new_zeros((), dtype=torch.float32)
@@ -281,11 +297,12 @@ class IOTSeq2Seq(Seq2SeqBase):
             memory = self._encode_path(x, pad, m)
             d_logits = self.decoder_logits(memory, pad)
             lam = (torch.ones(b, 1, device=src.device) if d_logits is None
-                   else gumbel_weights(d_logits, self.tau))
+                   else gumbel_weights(self.gumbel_logits(d_logits), self.tau))
             if d_logits is not None:
                 probs = d_logits.exp()
                 share = cfg.encoder_size
-                explore = explore + exploration_loss(probs, cfg.floor, cfg.clamp) / share
+                explore = explore + exploration_loss(probs, cfg.floor, cfg.clamp,
+                                                     clamped=cfg.explore_clamp) / share
                 exploit = exploit + exploitation_loss(probs, cfg.floor, cfg.clamp) / share
             for n in range(cfg.decoder_size):
                 h = self._decode_path(tgt_in, memory, pad, n)  # per-path loss, fused head
@@ -293,7 +310,8 @@ class IOTSeq2Seq(Seq2SeqBase):
                 path_loss = path_loss + self.head_nll(h, tgt_out, label_smoothing, weights)
         if e_logits is not None:
             probs = e_logits.exp()
-            explore = explore + exploration_loss(probs, cfg.floor, cfg.clamp)
+            explore = explore + exploration_loss(probs, cfg.floor, cfg.clamp,
+                                                 clamped=cfg.explore_clamp)
             exploit = exploit + exploitation_loss(probs, cfg.floor, cfg.clamp)
         loss = path_loss + cfg.c1 * explore + cfg.c2 * exploit
         return IOTOutput(loss, None, path_loss, explore, exploit)

@@ -43,7 +43,8 @@ __all__ = ["TranslationTask"]
 TranslationModel = Seq2SeqConfig | IOTConfig
 
 _IOT_KEYS = ("tau_schedule", "tau_start", "tau_end", "anneal_steps", "tau_decay", "tau_interval",
-             "c1", "c2", "floor", "clamp")
+             "c1", "c2", "floor", "clamp", "gumbel_from", "explore_clamp", "predictor_dropout",
+             "routing")
 
 
 @register
