@@ -42,12 +42,16 @@ def validate_section(cls: type[SectionT], raw: Any, prefix: str,
     The dataclass sits in a wrapper model that forbids unknown keys (pydantic applies
     the enclosing model's ``extra`` rule to nested stdlib dataclasses).
     """
+    from sublayer_search.search.plan.scalars import strict_scalars
+
+    raw, strict = strict_scalars(cls, raw, prefix)  # "100" for a number, 'yes' for true/false
+    problems.extend(strict)
     wrapper = pydantic.create_model("Section", __config__=pydantic.ConfigDict(extra="forbid"),
                                     section=(cls, ...))
     try:
         validated = wrapper.model_validate({"section": raw if raw is not None else {}})
         section: SectionT = getattr(validated, "section")  # noqa: B009  # a dynamic model
-        return section
+        return None if strict else section  # a dropped value would read as its default
     except pydantic.ValidationError as err:
         problems.extend(from_validation_error(err, prefix, strip=1))
     except ValueError as exc:
