@@ -97,7 +97,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
                   "to check it there)", file=sys.stderr)
         shown = [{**r, "order": _shown_order(r["order"], t.variant.params())}
                  for r, t in zip(rows, plan.trials, strict=True)]
-        half = [c for c in ("n_h", "guidance") if any(c in r for r in rows)]
+        half = [c for c in ("n_h", "guidance", "stacks") if any(c in r for r in rows)]
         _print_table(shown, ["name", "family", "seed", "n_s", "n_f", *half, "units", "params",
                              "flops_per_token", "order"])
         from sublayer_search.search.oneshot.plan import (

@@ -59,10 +59,14 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
     def __init__(self) -> None:
         self.iot_settings: dict[str, Any] = {}
         """IOT routing settings from the model section (tau_start, c1, …)."""
+        self.given_orders: frozenset[str] = frozenset()
+        """``encoder_order`` / ``decoder_order`` written in the model section: the stack the
+        sweep does not search keeps them (the baseline included)."""
 
     def template(self, raw: dict[str, Any], problems: list[Problem]) -> Seq2SeqConfig | None:
         raw = dict(raw)
         self.iot_settings = {k: raw.pop(k) for k in _IOT_KEYS if k in raw}
+        self.given_orders = frozenset(k for k in ("encoder_order", "decoder_order") if k in raw)
         preset = raw.pop("preset", None)
         try:
             if preset is not None:
@@ -112,10 +116,12 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
             problems.append(Problem("baseline.enabled", True,
                                     f"false: the space mixes models of {layers} layers"))
             return None
-        return _standard(interleaved(layers[0], kind="decoder"), f"transformer{layers[0]}")
+        sides = {_side(c) for c in pool}
+        side = sides.pop() if len(sides) == 1 else "decoder"  # the searched stack's baseline
+        return _standard(interleaved(layers[0], kind=side), f"transformer{layers[0]}", side)
 
     def explicit_baseline(self, order: str) -> VariantCandidate:
-        return _standard(order, f"baseline_{len(order)}")
+        return _standard(order, f"baseline_{len(order)}", "decoder" if "c" in order else "encoder")
 
     def identity(self, variant: Variant) -> str:
         """An IOT subset of one standard block (code 1) is the plain model itself; a
@@ -129,8 +135,14 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
                 base: Candidate | None, problems: list[Problem],
                 notes: list[str] | None = None) -> TranslationModel:
         if base is not None and isinstance(template, Seq2SeqConfig):
-            n = base.params["layers"]
-            template = replace(template, encoder_order=interleaved(n), decoder_order=base.order)
+            # the baseline's order on the searched stack; the other stack stays the one the
+            # model section gives (a 36+6 model keeps its 36-layer encoder), else (sf)^n
+            side = _side(base)
+            other = "encoder" if side == "decoder" else "decoder"
+            orders: dict[str, Any] = {f"{side}_order": base.order}
+            if f"{other}_order" not in self.given_orders:
+                orders[f"{other}_order"] = interleaved(base.params["layers"], kind=other)
+            template = replace(template, **orders)
         if not obtain_corpus(data.name, lambda: resolve_parallel_files(replace(data, download=False)),
                              lambda: resolve_parallel_files(data), problems, notes):
             return template
@@ -168,7 +180,8 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
         fu = f_units_for(model.d_model, model.d_ff)
         base = model.base_config() if isinstance(model, IOTConfig) else model  # IOT: one path
         return {"units": units(variant.order, f_units=fu), "params": translation_param_count(model),
-                "flops_per_token": seq2seq_flops_per_token(base)}
+                "flops_per_token": seq2seq_flops_per_token(base),
+                "stacks": f"enc {_counted(base.encoder_order)} | dec {_counted(base.decoder_order)}"}
 
     def tracking_params(self, model: TranslationModel, variant: Variant) -> dict[str, Any]:
         """Both orders of a plain model, the subset of an IOT model."""
@@ -198,11 +211,27 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
                                resume_from=resume_from)
 
 
-def _standard(order: str, name: str) -> VariantCandidate:
-    """The standard Transformer's decoder ``order`` as the baseline (encoder ``(sf)^n``)."""
+def _standard(order: str, name: str, side: str = "decoder") -> VariantCandidate:
+    """The standard Transformer's ``order`` on ``side`` as the baseline (the other stack:
+    the model section's, else interleaved; see ``resolve``)."""
     return VariantCandidate(order=order, space="baseline", name=name, baseline=True,
                             params={"layers": counts(order)["f"]},
-                            variant=Variant(order=order, side="decoder"))
+                            variant=Variant(order=order, side=side))
+
+
+def _side(cand: Candidate) -> str:
+    """The stack a candidate reorders: its variant's side (an IOT subset's stack)."""
+    if isinstance(cand, VariantCandidate):
+        if cand.variant.subset is not None:
+            return cand.variant.subset.stack
+        return cand.variant.side or "decoder"
+    return "decoder" if "c" in cand.order else "encoder"
+
+
+def _counted(order: str) -> str:
+    """``36 s 36 f``: the sublayer counts of one stack."""
+    c = counts(order)
+    return " ".join(f"{c[k]} {k}" for k in "scfh" if c.get(k))
 
 
 def _layers(cand: Candidate) -> int:
