@@ -217,3 +217,81 @@ def test_the_shipped_report_says_nothing_its_tests_do_not_support(tmp_path: Path
         assert phrase in fam, phrase
     assert "untested grouping" in sections[
         "(b) Fig. 4: random models of both tables pooled, sublayers in the bottom and top halves"]
+
+
+def _numbers(text: str) -> set[str]:
+    """Every number written in ``text`` (signs, decimals, exponents; thousands commas and a
+    trailing full stop dropped)."""
+    found = re.findall(r"(?<![\w^])[-+]?\d[\d,]*(?:\.\d+)?(?:e-?\d+)?", text)
+    return {n.replace(",", "").lstrip("+") for n in found}
+
+
+def test_the_findings_cover_every_number_with_a_computation(study) -> None:
+    """Every number of docs/findings.md's science section is recomputed from the shipped
+    data (or is a setting of the shipped experiment or a figure of the paper)."""
+    import yaml
+
+    from sublayer_search.analysis.store.frame import baseline_stats
+    from sublayer_search.analysis.studies.halves import halves_study
+    from sublayer_search.analysis.studies.replication import RANDOM_FAMILIES, end_slopes, noise
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "findings.md").read_text()
+    text = doc.split("# What the product finds at small scale")[1].split("```bash")[0]
+    frame, meta = study.trials, study.meta
+    exp = yaml.safe_load(meta["experiment_yaml"])
+    base = baseline_stats(frame, METRIC)
+    runs = single_runs(frame, METRIC)
+    pooled = frame[frame["family"].isin(RANDOM_FAMILIES) | frame["baseline"]]
+    h = halves_study(pooled, metric=METRIC)
+    fam = by_family(frame, METRIC).set_index("family")
+    nz = noise(frame, METRIC)
+    slopes = end_slopes(study.history, frame, METRIC)
+    seeds = seed_comparison(_sandwich(frame), metric=METRIC).table.set_index("name")
+    lead = leaders(sandwich_curve(_sandwich(frame), metric=METRIC)).set_index("k")
+    k5 = seeds.loc["sandwich6_5"]
+    assert h.mann_whitney is not None and h.spearman is not None
+    worse = runs[runs["verdict"] == "worse"]
+    multi = frame[~frame["baseline"]].groupby("order")["final"].agg(["std", "count"])
+    multi = multi[multi["count"] >= 2]["std"]
+    computed = {
+        f"{meta['wall_s'] / 60:.0f}", f"{meta['wall_s']:.0f}", f"{int(frame['params'].median())}"[:3],
+        f"{int(frame['steps'].max())}", f"{slopes['end_to_early'].median():.2f}",
+        f"{slopes['end_to_early'].max():.2f}", f"{-slopes['early_slope_per_1k'].median():.2f}",
+        f"{-slopes['end_slope_per_1k'].median():.2f}", f"{base.mean:.3f}", f"{base.sd:.3f}",
+        str(base.n), str(len(frame)), str(int(runs["beats_average"].sum())), str(len(runs)),
+        *(str(int(runs.loc[runs["family"] == f, "beats_average"].sum())) for f in RANDOM_FAMILIES),
+        *(str(int((runs["family"] == f).sum())) for f in RANDOM_FAMILIES),
+        str(len(worse)), *(f"{v:.3f}" for v in worse["value"]),
+        f"{multi.min():.3f}", f"{multi.max():.3f}",
+        *(f"{h.mean(g, half, k):.2f}" for g in ("better", "not better") for half in
+          ("bottom", "top") for k in "sf"),
+        *(str(n) for n in h.group_sizes().values()),
+        f"{h.mann_whitney.pvalue:.2g}", f"{h.mann_whitney.rank_biserial:.2f}",
+        f"{h.spearman.rho:.2f}", f"{h.spearman.pvalue:.2g}",
+        *(f"{fam.loc[f, 'spearman_rho']:.2f}" for f in RANDOM_FAMILIES),
+        *(f"{fam.loc[f, 'spearman_p']:.2g}" for f in RANDOM_FAMILIES),
+        f"{seeds['p_adjusted'].max():.3g}", f"{seeds['p_adjusted'].min():.7f}".rstrip("0"),
+        f"{k5['mean']:.3f}", f"{k5['sd']:.3f}", f"{k5['difference']:.3f}",
+        f"{k5['ci_low']:.3f}", f"{k5['ci_high']:.3f}", f"{k5['paired_p']:.3g}",
+        f"{lead.loc[3, 'welch_p']:.2f}", f"{lead.loc[4, 'welch_p']:.2f}",
+        f"{nz.seed_sd:.3f}", f"{nz.order_sd:.3f}", f"{nz.variance_ratio:.1f}",
+        f"{nz.ratio_ci[0]:.1f}", f"{nz.ratio_ci[1]:.1f}", f"{nz.ratio_p:.2g}",
+        f"{nz.order_share * 100:.0f}", f"{nz.anova_f:.1f}", f"{nz.anova_p:.2g}".replace(
+            "e-06", "e-6"), f"{nz.icc:.2f}",
+        *(f"{fam.loc[f, 'variance_ratio']:.1f}" for f in RANDOM_FAMILIES),
+        *(f"{fam.loc[f, 'order_share'] * 100:.0f}" for f in RANDOM_FAMILIES),
+        f"{fam.loc['permutations', 'ratio_p']:.2g}",
+        f"{frame['final'].min():.1f}", f"{frame['final'].max():.1f}",
+    }
+    model = exp["model"]
+    space = {s["type"]: s for s in exp["space"]}
+    settings = {  # the shipped experiment's settings and the design they imply
+        str(exp["baseline"]["seeds"]), str(exp["train"]["steps"]), str(model["context"]),
+        str(exp["max_concurrent"]), *(str(s["count"]) for s in exp["space"] if "count" in s),
+        str(space["sandwich"]["seeds"]), str(space["sandwich"]["n"]),
+        *(str(k) for k in space["sandwich"]["k"]), "0", "64", "4", "256",  # the tiny preset
+        "95", "1", "2", "3", "1000",  # 95% interval; first/last three evaluations; per 1,000
+    }
+    paper = {"2020", "16", "14", "15", "6"}  # Press et al. (2020): best k = 6 of 16
+    uncovered = _numbers(text) - computed - settings - paper
+    assert not uncovered, sorted(uncovered)
