@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
+from functools import cached_property
 from typing import Any, Generic
 
 from sublayer_search.search.oneshot.checks import oneshot_problems
@@ -125,7 +126,7 @@ class SweepPlan(Generic[ModelT, DataT, ExtraT, SpecT]):
     def model_for(self, trial: Trial) -> ModelT:
         return _build(self.task, self.model, trial.variant)
 
-    @property
+    @cached_property  # asked once per row of the trial table: O(n²) as a property
     def guided(self) -> bool:
         """Some candidate is guided (the trial table gets a ``guidance`` column)."""
         return any(c.variant.guided for c in self.candidates)
