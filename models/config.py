@@ -11,7 +11,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sublayer_search.models.errors import ConfigError, check, is_int, is_number, is_positive_int
+from sublayer_search.models.errors import (
+    Checks,
+    ConfigError,
+    ConfigErrors,
+    check,
+    is_int,
+    is_number,
+    is_positive_int,
+)
 from sublayer_search.models.guidance.config import GuidanceConfig, guidance_from
 from sublayer_search.spaces.order import counts, parse_order
 
@@ -59,23 +67,32 @@ def check_half_width(d_ff: int, orders: str) -> None:
 
 def check_dims(cfg: Any) -> None:
     """Validate what every model config has: ``d_model``, ``n_heads``, ``d_ff`` and
-    ``context``; the dropouts (stored as floats); ``activation``, ``norm``, ``positions``."""
+    ``context``; the dropouts (stored as floats); ``activation``, ``norm``, ``positions``.
+    Every problem is raised together (:class:`ConfigErrors`)."""
+    checks = Checks()
+    whole = True
     for name in ("d_model", "n_heads", "d_ff", "context"):
         value = getattr(cfg, name)
-        check(is_positive_int(value), f"model.{name}", value, "a positive integer")
-    check(cfg.d_model % cfg.n_heads == 0, "model.d_model", cfg.d_model,
-          f"a multiple of n_heads ({cfg.n_heads})")
-    for name, bound in (("d_model", MAX_WIDTH), ("d_ff", 4 * MAX_WIDTH), ("context", MAX_CONTEXT)):
-        value = getattr(cfg, name)
-        check(value <= bound, f"model.{name}", value,
-              f"at most {bound:,} (a sanity bound: {_memory_words(name, value)})")
+        whole &= is_positive_int(value)
+        checks(is_positive_int(value), f"model.{name}", value, "a positive integer")
+    if whole:
+        checks(cfg.d_model % cfg.n_heads == 0, "model.d_model", cfg.d_model,
+               f"a multiple of n_heads ({cfg.n_heads})")
+        for name, bound in (("d_model", MAX_WIDTH), ("d_ff", 4 * MAX_WIDTH),
+                            ("context", MAX_CONTEXT)):
+            value = getattr(cfg, name)
+            checks(value <= bound, f"model.{name}", value,
+                   f"at most {bound:,} (a sanity bound: {_memory_words(name, value)})")
     for name in ("dropout", "attn_dropout", "act_dropout"):
         value = getattr(cfg, name)
-        check(is_number(value) and 0.0 <= value < 1.0, f"model.{name}", value, "a number in [0, 1)")
-        object.__setattr__(cfg, name, float(value))
+        fine = is_number(value) and 0.0 <= value < 1.0
+        checks(fine, f"model.{name}", value, "a number in [0, 1)")
+        if fine:
+            object.__setattr__(cfg, name, float(value))
     for name, allowed in (("activation", ACTIVATIONS), ("norm", NORMS), ("positions", POSITIONS)):
         value = getattr(cfg, name)
-        check(value in allowed, f"model.{name}", value, "one of " + ", ".join(allowed))
+        checks(value in allowed, f"model.{name}", value, "one of " + ", ".join(allowed))
+    checks.raise_any()
 
 
 def check_flags(cfg: Any, names: tuple[str, ...]) -> None:
@@ -86,17 +103,45 @@ def check_flags(cfg: Any, names: tuple[str, ...]) -> None:
 
 
 def config_from_dict(cls: Any, data: Mapping[str, Any]) -> Any:
-    """``cls(**data)`` for a model config dataclass; unknown or missing keys raise."""
+    """``cls(**data)`` for a model config dataclass; unknown or missing keys raise.
+
+    Every problem is reported together (:class:`ConfigErrors`), as a train section's are:
+    the config checks itself one value at a time, so a setting it refuses is set aside
+    (back to its default) and the rest checked again, until nothing more is found.
+    """
     if not isinstance(data, Mapping):
         raise ConfigError("model", data, "a mapping of model settings")
-    accepted = tuple(f.name for f in dataclasses.fields(cls))
+    fields = dataclasses.fields(cls)
+    accepted = tuple(f.name for f in fields)
+    required = {f.name for f in fields
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    checks = Checks()
     for key, value in data.items():
-        check(key in accepted, f"model.{key}", value,
-              "one of the model settings: " + ", ".join(accepted))
-    for f in dataclasses.fields(cls):
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            check(f.name in data, f"model.{f.name}", None, "a value (this setting is required)")
-    return cls(**dict(data))
+        checks(key in accepted, f"model.{key}", value,
+               "one of the model settings: " + ", ".join(accepted))
+    for name in sorted(required - set(data)):
+        checks(False, f"model.{name}", None, "a value (this setting is required)")
+    if checks.errors:
+        checks.raise_any()
+    known = dict(data)
+    errors: list[ConfigError] = []
+    for _ in range(len(known) + 1):
+        try:
+            config = cls(**known)
+        except ConfigError as exc:
+            found = [e for e in getattr(exc, "errors", [exc]) if str(e) not in map(str, errors)]
+            errors += found
+            keys = {e.field.removeprefix("model.").split(".")[0].split("[")[0] for e in found}
+            dropped = keys & (set(known) - required)
+            if not dropped:
+                break
+            for key in dropped:
+                known.pop(key)
+            continue
+        if not errors:
+            return config
+        break
+    raise errors[0] if len(errors) == 1 else ConfigErrors(errors)
 
 
 @dataclass(frozen=True, kw_only=True)
