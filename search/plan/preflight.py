@@ -9,11 +9,18 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 from sublayer_search.search.plan.problems import Problem
 
-__all__ = ["address_problems", "storage_problems", "tracking_problems", "TRACKING_SCHEMES"]
+__all__ = ["address_problems", "storage_problems", "tracking_problems", "plan_size_problems",
+           "TRACKING_SCHEMES", "MAX_PLANNED_TRIALS", "MAX_PLANNED_SUBLAYERS"]
+
+MAX_PLANNED_TRIALS = 100_000
+"""No experiment file plans more trials (more than ``MAX_TRIALS`` already needs ``--yes``)."""
+MAX_PLANNED_SUBLAYERS = 2_000_000
+"""Nor more sublayers in all its orders: planning them would take minutes."""
 
 TRACKING_SCHEMES = ("sqlite", "http", "https", "postgresql", "mysql", "mssql", "databricks",
                     "file")
@@ -92,19 +99,68 @@ def storage_problems(storage_path: str, name: str) -> list[Problem]:
     return []
 
 
-def address_problems(address: str | None) -> list[Problem]:
-    """A cluster address that answers within a few seconds (``auto`` is not checked)."""
+def address_problems(address: str | None, in_file: str | None = None) -> list[Problem]:
+    """A cluster address that answers within a few seconds (``auto`` is not checked).
+
+    ``address`` is ``--address``'s; else the file's ``ray.address`` (``in_file``), else
+    ``$RAY_ADDRESS`` is checked, and the problem names the one that was used.
+    """
+    field = "--address"
+    if not address:
+        address, field = (in_file, "ray.address") if in_file else (
+            os.environ.get("RAY_ADDRESS"), "RAY_ADDRESS")
     if not address or address in ("auto", "local"):
         return []
     target = address.removeprefix("ray://")
     host, _, port = target.rpartition(":")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        return [Problem("--address", address, "HOST:PORT, ray://HOST:PORT or auto")]
+        return [Problem(field, address, "HOST:PORT, ray://HOST:PORT or auto")]
     try:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=ADDRESS_TIMEOUT_S):
             pass
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
-        return [Problem("--address", address, f"a reachable Ray cluster (no answer within "
+        return [Problem(field, address, f"a reachable Ray cluster (no answer within "
                         f"{ADDRESS_TIMEOUT_S:g} s: {reason})")]
     return []
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _space_size(space: Any) -> tuple[str, int, int]:
+    """(the argument that sets the size, orders, sublayers of the longest) of one space."""
+    args, kind = space.args, space.type
+    if kind == "permutations":
+        return "count", _count(args.get("count")), _count(args.get("n_s")) + _count(args.get("n_f"))
+    if kind == "budgeted":  # at most one sublayer per unit
+        return "count", _count(args.get("count")), _count(args.get("budget_units"))
+    if kind == "sandwich":
+        k = args.get("k")
+        return "k", len(k) if isinstance(k, list) else 1, 2 * _count(args.get("n"))
+    return "", 0, 0
+
+
+def plan_size_problems(exp: Any) -> list[Problem]:
+    """Spaces that would plan more than :data:`MAX_PLANNED_TRIALS` trials or
+    :data:`MAX_PLANNED_SUBLAYERS` sublayers in all: refused from their arguments alone,
+    before a single order is drawn (a few lines of YAML can ask for 10^8 sublayers)."""
+    spaces = exp.space if isinstance(exp.space, list) else [exp.space]
+    sweep_seeds = len(exp.seed_list) if hasattr(exp, "seed_list") else 1
+    trials = sublayers = 0
+    worst: tuple[int, str, Any, int, int] | None = None
+    for i, space in enumerate(spaces):
+        key, orders, length = _space_size(space)
+        seeds = len(space.seed_list) if space.seed_list is not None else sweep_seeds
+        trials += orders * seeds
+        sublayers += orders * seeds * length
+        if key and (worst is None or orders * seeds * length > worst[3] * worst[4]):
+            where = f"space[{i}].{key}" if isinstance(exp.space, list) else f"space.{key}"
+            worst = (i, where, space.args.get(key), orders * seeds, length)
+    if trials <= MAX_PLANNED_TRIALS and sublayers <= MAX_PLANNED_SUBLAYERS or worst is None:
+        return []
+    _, where, value, n, length = worst
+    return [Problem(where, value, f"a plan of at most {MAX_PLANNED_TRIALS:,} trials and "
+                    f"{MAX_PLANNED_SUBLAYERS:,} sublayers in all (this file asks for {trials:,} "
+                    f"trials, {sublayers:,} sublayers; this space {n:,} orders of up to {length:,})")]

@@ -7,7 +7,6 @@ raising one :class:`ExperimentError`. It never starts Ray nor touches MLflow.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
@@ -326,7 +325,7 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
         uri = tracking_uri or exp.tracking.uri
         problems += tracking_problems(uri, "--tracking-uri" if tracking_uri else "tracking.uri")
         problems += storage_problems(exp.ray.storage_path, exp.name)
-        problems += address_problems(address or exp.ray.address or os.environ.get("RAY_ADDRESS"))
+        problems += address_problems(address, exp.ray.address)  # names the one used
     _check_search(exp, task, pool, problems)
     if template is not None and data is not None and not problems:
         template = task.resolve(template, data, base, problems, notes)
