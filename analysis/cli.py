@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "guidance, Tables 1, 2, 3, 6; mini_press2020: this product's "
                              "own small-scale replication of Press et al., shipped as data)")
     parser.add_argument("--tracking-uri", default=None,
-                        help="MLflow tracking URI (default: MLFLOW_TRACKING_URI / mlflow default)")
+                        help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or sqlite:///mlflow.db)")
     parser.add_argument("--out", required=True, help="output folder for figures, CSVs, HTML")
     parser.add_argument("--metric", default=None,
                         help="metric to study (default: the sweep's main validation metric)")
@@ -105,7 +105,7 @@ def _run(args: argparse.Namespace) -> int:
         from sublayer_search.analysis.store.iot_frame import is_translation
         from sublayer_search.analysis.studies.pooling import load_pooled
 
-        uri = _store(getattr(args, "tracking_uri", None))
+        uri = _store(getattr(args, "tracking_uri", None), experiments)
         replication = getattr(args, "study", "sweep") == "replication"
         trials, history, routing = load_pooled(
             experiments, uri, history=getattr(args, "history", False) or replication)
@@ -143,7 +143,7 @@ def _title(experiments: list[str]) -> str:
     return f"Sweeps {', '.join(map(repr, experiments))} pooled"
 
 
-def _store(tracking_uri: str | None) -> str:
+def _store(tracking_uri: str | None, experiments: Sequence[str] = ()) -> str:
     """The URI of an existing MLflow store, checked before anything is read or written."""
     from sublayer_search.analysis.store.mlflow_store import StoreError, check_store, open_store
 
@@ -151,11 +151,14 @@ def _store(tracking_uri: str | None) -> str:
         uri = check_store(tracking_uri)
         open_store(uri)
     except StoreError as exc:
+        wanted = ", ".join(map(repr, experiments))
+        looking = f" (looking for experiment {wanted})" if wanted else ""
         if tracking_uri is not None:
-            raise AnalysisError(f"--tracking-uri: got {exc.uri!r}, expected {exc.expected}") from None
+            raise AnalysisError(f"--tracking-uri: got {exc.uri!r}, expected {exc.expected}"
+                                f"{looking}") from None
         where = "$MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI") else "its default"
         raise AnalysisError(f"--tracking-uri not given, and MLflow's store ({where}) is not "
-                            f"usable: got {exc.uri!r}, expected {exc.expected}; give "
+                            f"usable{looking}: got {exc.uri!r}, expected {exc.expected}; give "
                             "--tracking-uri") from None
     return uri
 

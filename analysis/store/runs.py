@@ -91,8 +91,8 @@ def _experiment_id(client: MlflowClient, experiment: str) -> str:
     if found is None:
         names = sorted(e.name for e in client.search_experiments())
         raise AnalysisError(
-            f"unknown experiment {experiment!r}; available experiments: "
-            f"{', '.join(repr(n) for n in names) or 'none'}"
+            f"unknown experiment {experiment!r} in this store; available "
+            f"experiments: {', '.join(repr(n) for n in names) or 'none'}"
         )
     return str(found.experiment_id)
 
