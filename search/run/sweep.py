@@ -1,8 +1,10 @@
 """Run a planned sweep on Ray Tune with MLflow tracking (``sublayer sweep``).
 
-Order of events: connect to (or start) Ray and check that some node can hold one
-trial; open the MLflow store, experiment and parent run; run or restore the Tuner;
-close every run on every exit path.
+A :class:`SweepRun` goes through named phases: connect to (or start) Ray and check
+that some node can hold one trial; *open* the MLflow store, experiment and parent run;
+*restore or start* (what this run trains, its files, the tracking callback); *run* or
+restore the Tuner (:mod:`.tuning`); *close* the parent run on every exit path but an
+MLflow outage (``--resume`` closes it then).
 """
 
 from __future__ import annotations
@@ -12,9 +14,7 @@ import io
 import json
 import logging
 import os
-import signal
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,35 +22,28 @@ from typing import Any
 
 import ray
 from ray import tune
-from ray.tune.schedulers import FIFOScheduler
-from ray.tune.search import ConcurrencyLimiter
 
 from sublayer_search.analysis.store.mlflow_store import redact_uri
 from sublayer_search.search.plan.problems import ExperimentError, Problem
-from sublayer_search.search.plan.sweep_plan import SweepPlan, Trial, trial_table
-from sublayer_search.search.plan.variant import run_variant
-from sublayer_search.search.run.checkpoints import fill_checkpoint_gaps
+from sublayer_search.search.plan.sweep_plan import SweepPlan, trial_table
 from sublayer_search.search.run.local_ray import shutdown_ray, start_local_ray
-from sublayer_search.search.run.progress import SweepProgress
-from sublayer_search.search.run.schedulers import CandidateASHA
-from sublayer_search.search.run.trainable import train_trial
-from sublayer_search.search.searchers.tune import make_searcher
+from sublayer_search.search.run.reuse import reuse_finished
+from sublayer_search.search.run.tuning import (
+    SigintWatch,
+    incomplete,
+    make_tuner,
+    restored_tuner,
+    result_rows,
+)
 from sublayer_search.search.searchers.warm_start import with_warm_start
 from sublayer_search.search.tracking.buffer import TrackingOutage, ride_out, short_http_retries
 from sublayer_search.search.tracking.callback import MlflowTracking
 from sublayer_search.search.tracking.links import label_experiment
-from sublayer_search.search.tracking.runs import (
-    close_sweep,
-    copy_trial,
-    ensure_store,
-    finished_trials,
-    open_sweep_run,
-)
-from sublayer_search.spaces.records import ended_status
+from sublayer_search.search.tracking.runs import close_sweep, ensure_store, open_sweep_run
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SweepOutcome", "run_sweep", "connect", "latest_run_name", "TrackingOutage"]
+__all__ = ["SweepOutcome", "SweepRun", "run_sweep", "connect", "latest_run_name", "TrackingOutage"]
 
 
 @dataclass(frozen=True)
@@ -104,57 +97,6 @@ def latest_run_name(plan: SweepPlan) -> str | None:
     return ptr.read_text().strip() if ptr.is_file() else None
 
 
-def _scheduler(plan: SweepPlan) -> Any:
-    spec = plan.experiment.scheduler
-    if spec.type == "fifo":
-        return FIFOScheduler()
-    return CandidateASHA(time_attr="step", metric=spec.metric, mode=spec.mode,
-                         max_t=plan.experiment.train.steps,
-                         grace_period=spec.grace_period * plan.experiment.train.eval_every,
-                         reduction_factor=spec.reduction_factor)
-
-
-def _tuner(plan: SweepPlan, ray_run: str, callback: MlflowTracking) -> tune.Tuner:
-    exp = plan.experiment
-    searcher: Any = make_searcher(plan)
-    if exp.max_concurrent:
-        searcher = ConcurrencyLimiter(searcher, max_concurrent=exp.max_concurrent)
-    if exp.search.algorithm == "grid":
-        num_samples = len(plan.trials)
-    else:
-        num_samples = len(plan.trials) + int(exp.search.num_samples or 0)
-    trainable = tune.with_resources(tune.with_parameters(train_trial, plan=plan),
-                                    {"cpu": exp.resources.cpu, "gpu": exp.resources.gpu})
-    return tune.Tuner(
-        trainable,
-        tune_config=tune.TuneConfig(search_alg=searcher, scheduler=_scheduler(plan),
-                                    num_samples=num_samples, reuse_actors=True),
-        run_config=tune.RunConfig(
-            name=ray_run, storage_path=exp.storage_path(),
-            callbacks=[callback, SweepProgress(total=num_samples, metric=plan.metric,
-                                               mode=plan.mode, steps=exp.train.steps)],
-            failure_config=tune.FailureConfig(max_failures=exp.failure.retries),
-            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-            verbose=0,
-        ),
-    )
-
-
-def _rows(results: Any, plan: SweepPlan) -> list[dict[str, Any]]:
-    rows = []
-    for res in results:
-        cfg = (res.config or {}).get("trial", {})
-        last = res.metrics or {}
-        rows.append({
-            "name": cfg.get("name"), "order": cfg.get("order"), "seed": cfg.get("seed"),
-            "family": "baseline" if cfg.get("baseline") else cfg.get("space"),
-            "status": "failed" if res.error else str(ended_status(last, plan.experiment.train.steps)),
-            "steps": last.get("step"), plan.metric: last.get(plan.metric),
-            f"best_{plan.metric}": last.get(f"best_{plan.metric}"),
-        })
-    return sorted(rows, key=lambda r: (str(r["family"]), str(r["name"])))
-
-
 def _table_csv(plan: SweepPlan) -> str:
     rows = trial_table(plan)
     buf = io.StringIO()
@@ -166,84 +108,8 @@ def _table_csv(plan: SweepPlan) -> str:
     return buf.getvalue()
 
 
-def _reuse(client: Any, exp_id: str, parent_id: str,
-           plan: SweepPlan) -> tuple[SweepPlan, dict[tuple[str, int, str], str]]:
-    """Drop trials whose content key — (order, seed, identity, config hash) — already
-    finished (identity: what else tells models apart, such as an IOT subset)."""
-    from dataclasses import replace
-
-    scope = [exp_id]
-    if plan.experiment.reuse == "store":
-        scope += [e.experiment_id for e in client.search_experiments(max_results=50000)
-                  if e.experiment_id != exp_id]
-    def identity(params: dict[str, str]) -> str:  # a run's variant, read from its params
-        variant = run_variant(params)
-        return "?" if variant is None else plan.task.identity(variant)
-
-    def key(t: Trial) -> tuple[str, int, str]:
-        return (t.order, t.seed, plan.task.identity(t.variant))
-
-    done = finished_trials(client, scope, plan.config_hash, identity)
-    same = (set(finished_trials(client, exp_id, plan.config_hash, identity))
-            if len(scope) > 1 else set(done))
-    reused = {key(t): done[key(t)] for t in plan.trials if key(t) in done}
-    for found, run_id in list(reused.items()):
-        if found not in same:  # from another experiment: copied in, so its studies see it
-            copy_trial(client, run_id, exp_id, parent_id)
-    if reused:
-        lines = [f"{order}\t{seed}\t{run_id}" for (order, seed, _), run_id in reused.items()]
-        client.log_text(parent_id, "order\tseed\trun_id\n" + "\n".join(lines) + "\n",
-                        "reused_trials.tsv")
-    client.set_tag(parent_id, "sublayer.reused_trials", str(len(reused)))
-    kept = [t for t in plan.trials if key(t) not in reused]
-    return replace(plan, trials=kept), reused
-
-
-class _SigintWatch:
-    """Did Ray Tune's SIGINT handler fire during ``fit``?
-
-    Tune installs its own handler for the run and, on the first Ctrl-C, stops the run
-    gracefully and puts back the handler it found. So: install a marker handler first;
-    if the marker is back in place after ``fit``, Ctrl-C was pressed. Outside the main
-    thread (no signal handlers) this reports nothing and the results decide alone.
-    """
-
-    def __enter__(self) -> _SigintWatch:
-        self.fired = False
-        self._previous = None
-        if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._marker)
-        return self
-
-    @staticmethod
-    def _marker(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._previous is not None:
-            self.fired = signal.getsignal(signal.SIGINT) is self._marker
-            signal.signal(signal.SIGINT, self._previous)
-
-
-def _incomplete(results: Any, plan: SweepPlan) -> bool:
-    """Some trial neither finished nor failed, or a grid trial never started."""
-    ended = results.num_terminated + results.num_errors
-    return ended < len(results) or (plan.experiment.search.algorithm == "grid"
-                                    and len(results) < len(plan.trials))
-
-
 BACKLOG = "tracking_backlog.jsonl"
 """MLflow writes an outage left unwritten, in the Ray run folder (``--resume`` writes them)."""
-
-
-def _use_callback(tuner: tune.Tuner, callback: MlflowTracking) -> None:
-    """Tune restores the callbacks pickled when the sweep started; track with this run's
-    instead (its tracking URI and outage limit, the runs its backlog replay found)."""
-    inner = getattr(tuner, "_local_tuner", None)
-    config = inner.get_run_config() if inner is not None else None
-    if config is not None and config.callbacks:
-        config.callbacks = [callback if isinstance(c, MlflowTracking) else c
-                            for c in config.callbacks]
 
 
 def _write_backlog(callback: MlflowTracking, backlog: Path, uri: str) -> None:
@@ -290,100 +156,163 @@ def _open(uri: str, plan: SweepPlan, ray_run: str, *, resume: bool) -> tuple[Any
 def run_sweep(plan: SweepPlan, *, resume: bool = False, address: str | None = None,
               tracking_uri: str | None = None) -> SweepOutcome:
     """Run (or resume) the sweep; every trial ends up as a closed MLflow child run."""
-    exp = plan.experiment
-    address = address or exp.ray.address or os.environ.get("RAY_ADDRESS")
-    uri = tracking_uri or exp.tracking.uri
-    storage = Path(exp.storage_path())
-    restart = False
-    if resume:
-        ray_run = latest_run_name(plan)
+    return SweepRun(plan, resume=resume, address=address, tracking_uri=tracking_uri).run()
+
+
+class SweepRun:
+    """One run of a sweep, in named phases: :meth:`open` (Ray, the MLflow parent run),
+    :meth:`restore_or_start` (what this run trains and tracks), :meth:`fit` (Ray Tune),
+    :meth:`close` (the parent run's status, on every exit path but an MLflow outage).
+
+    A fresh sweep gets a new Ray run name; ``resume`` continues the latest one: Tune's
+    state is restored, or (killed before Tune's first snapshot: a *restart*) the sweep
+    runs again under the same names and MLflow runs.
+    """
+
+    def __init__(self, plan: SweepPlan, *, resume: bool = False, address: str | None = None,
+                 tracking_uri: str | None = None) -> None:
+        exp = plan.experiment
+        self.plan = plan
+        self.resume = resume
+        self.address = address or exp.ray.address or os.environ.get("RAY_ADDRESS")
+        self.uri = tracking_uri or exp.tracking.uri
+        self.storage = Path(exp.storage_path())
+        self.ray_run, self.restart = self._ray_run()
+        self.backlog = self.storage / self.ray_run / BACKLOG
+        self.limit_s = exp.tracking.outage_limit_s
+        self.reused: dict[tuple[str, int, str], str] = {}
+        self.client: Any = None
+        self.exp_id = self.parent_id = ""
+
+    def _ray_run(self) -> tuple[str, bool]:
+        """(the Ray run's name, whether a resumed sweep must restart from scratch)."""
+        exp = self.plan.experiment
+        if not self.resume:
+            return f"{exp.name}-{time.strftime('%Y%m%d-%H%M%S')}", False
+        ray_run = latest_run_name(self.plan)
         if ray_run is None:
-            raise ExperimentError(plan.source, [Problem("--resume", str(storage / exp.name),
-                                                        "a sweep started earlier with this file "
-                                                        "(none found under ray.storage_path)")])
+            raise ExperimentError(self.plan.source, [Problem(
+                "--resume", str(self.storage / exp.name),
+                "a sweep started earlier with this file (none found under ray.storage_path)")])
         # killed before Tune's first snapshot: run it again under the same names and runs
-        restart = not tune.Tuner.can_restore(str(storage / ray_run))
-    else:
-        ray_run = f"{exp.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        return ray_run, not tune.Tuner.can_restore(str(self.storage / ray_run))
+
+    def run(self) -> SweepOutcome:
+        """Every phase in turn; Ray is shut down again if this run started it."""
+        _quiet_output()
+        if not self.resume:  # before Ray starts: an unknown experiment name is bad input (exit 2)
+            self.plan = with_warm_start(self.plan, self.uri)
+        started = connect(self.plan, self.address)
+        try:
+            check_cluster(self.plan)
+            self.open()
+            callback = self.restore_or_start()
+            results, interrupted = self.fit(callback)
+            return SweepOutcome(experiment_id=self.exp_id, parent_run_id=self.parent_id,
+                                ray_run=self.ray_run, trials=result_rows(results, self.plan),
+                                reused=len(self.reused), interrupted=interrupted)
+        finally:
+            if started:
+                shutdown_ray()
+
+    # -- open ------------------------------------------------------------------------
+    def open(self) -> None:
+        """The run pointer (before any MLflow call: ``--resume`` after a kill or outage
+        finds it), then the MLflow experiment and parent run, riding out an outage."""
+        if not self.resume:
+            self.storage.mkdir(parents=True, exist_ok=True)
+            _pointer(self.plan).write_text(self.ray_run)
+        short_http_retries()  # each request fails fast: ride_out and the buffer wait instead
+        self.client, self.exp_id, self.parent_id = ride_out(
+            "the sweep's MLflow run was opened",
+            lambda retry: _open(self.uri, self.plan, self.ray_run,
+                                resume=self.resume or retry),
+            limit_s=self.limit_s, backlog=self.backlog)
+
+    # -- restore or start --------------------------------------------------------------
+    def restore_or_start(self) -> MlflowTracking:
+        """What this run trains (one-shot's stage 1 picks it; ``reuse`` drops what already
+        finished), the sweep's files on a start, and the MLflow callback; a resumed
+        sweep first writes what an outage left unwritten."""
+        tracker = self._plan_trials()
+        if not self.resume or self.restart:
+            self._log_files()
+        callback = tracker(tracking_uri=self.uri, experiment_id=self.exp_id,
+                           parent_run_id=self.parent_id, plan=self.plan,
+                           match_names=self.restart)
+        callback.buffer.journal = self.backlog  # on disk through an outage: a killed driver keeps it
+        if self.resume and callback.buffer.load(self.backlog):
+            _write_backlog(callback, self.backlog, self.uri)
+        return callback
+
+    def _plan_trials(self) -> type[MlflowTracking]:
+        exp, tracker = self.plan.experiment, MlflowTracking
+        if exp.search.algorithm == "oneshot":  # stage 1: a supernet ranks the space's orders
+            from sublayer_search.search.oneshot.stage_one import OneShotTracking, run_stage_one
+
+            self.plan = run_stage_one(self.plan, self.client, self.exp_id, self.parent_id,
+                                      self.storage / self.ray_run)
+            tracker = OneShotTracking  # stage 2: the top-k as a grid, tagged with their rank
+        if exp.reuse and not self.resume:
+            self.plan, self.reused = reuse_finished(self.client, self.exp_id, self.parent_id, self.plan)
+        return tracker
+
+    def _log_files(self) -> None:
+        """``experiment.yaml`` (as written, a tracking URI's password redacted) and
+        ``trials.csv`` on the parent run."""
+        exp, source = self.plan.experiment, self.plan.source
+        text = (Path(source).read_text() if Path(source).is_file()
+                else json.dumps(exp.model_dump(), indent=2, default=str))
+        texts = {"experiment.yaml": text.replace(exp.tracking.uri, redact_uri(exp.tracking.uri)),
+                 "trials.csv": _table_csv(self.plan)}
+        ride_out("the sweep's experiment.yaml and trials.csv were logged",
+                 lambda retry: [self.client.log_text(self.parent_id, body, name)
+                                for name, body in texts.items()],
+                 limit_s=self.limit_s, backlog=self.backlog)
+
+    # -- run ---------------------------------------------------------------------------
+    def fit(self, callback: MlflowTracking) -> tuple[Any, bool]:
+        """(Tune's results, interrupted) once every trial ended or Ctrl-C stopped them;
+        the parent run is closed on every way out but an MLflow outage (``--resume``
+        closes it then)."""
+        try:
+            results, interrupted = self._tune(callback)
+            _write_backlog(callback, self.backlog, self.uri)
+        except TrackingOutage:
+            raise  # MLflow is down: the parent run stays open
+        except KeyboardInterrupt:
+            self.close("KILLED", callback)
+            raise
+        except BaseException:
+            self.close("FAILED", callback)
+            raise
+        self.close("KILLED" if interrupted else "FINISHED", callback)
+        return results, interrupted
+
+    def _tune(self, callback: MlflowTracking) -> tuple[Any, bool]:
+        """Restore Tune's run or start one (nothing to start: every grid trial was reused)."""
+        results: Any = []
+        with SigintWatch() as sigint:
+            if self.resume and not self.restart:
+                results = restored_tuner(self.plan, self.storage / self.ray_run, callback).fit()
+            elif self.plan.trials or self.plan.experiment.search.algorithm != "grid":
+                results = make_tuner(self.plan, self.ray_run, callback).fit()
+            else:
+                return results, False
+        # Tune's handler replaces the marker only while it runs: nothing ran, nothing fired
+        return results, sigint.fired or (bool(results) and incomplete(results, self.plan))
+
+    # -- close -------------------------------------------------------------------------
+    def close(self, status: str, callback: MlflowTracking) -> None:
+        """The parent run ends ``status`` (children left RUNNING are KILLED)."""
+        _close(self.client, self.exp_id, self.parent_id, status, callback.buffer.limit_s,
+               self.backlog)
+
+
+def _quiet_output() -> None:
+    """Tune's and MLflow's console output the sweep replaces with its own."""
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no table, no TensorBoard hint
     # MLflow prints a "View run" link per closed run, with the URI's password if it has one;
     # the sweep prints its own links (without it) at the end
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
-    if not resume:  # before Ray starts: an unknown experiment name is bad input (exit 2)
-        plan = with_warm_start(plan, uri)
-    started = connect(plan, address)
-    try:
-        check_cluster(plan)
-        if not resume:  # before any MLflow call: --resume after a kill or outage finds it
-            storage.mkdir(parents=True, exist_ok=True)
-            _pointer(plan).write_text(ray_run)
-        short_http_retries()  # each request fails fast: ride_out and the buffer wait instead
-        limit_s, backlog = exp.tracking.outage_limit_s, storage / ray_run / BACKLOG
-        client, exp_id, parent_id = ride_out(
-            "the sweep's MLflow run was opened",
-            lambda retry: _open(uri, plan, ray_run, resume=resume or retry),
-            limit_s=limit_s, backlog=backlog)
-        tracker = MlflowTracking
-        if exp.search.algorithm == "oneshot":  # stage 1: a supernet ranks the space's orders
-            from sublayer_search.search.oneshot.stage_one import OneShotTracking, run_stage_one
-
-            plan = run_stage_one(plan, client, exp_id, parent_id, storage / ray_run)
-            tracker = OneShotTracking  # stage 2: the top-k as a grid, tagged with their rank
-        reused: dict[tuple[str, int, str], str] = {}
-        if exp.reuse and not resume:
-            plan, reused = _reuse(client, exp_id, parent_id, plan)
-        if not resume or restart:
-            source = (Path(plan.source).read_text() if Path(plan.source).is_file()
-                      else json.dumps(exp.model_dump(), indent=2, default=str))
-            # the file as written, but a password in its tracking URI is not logged
-            texts = {"experiment.yaml": source.replace(exp.tracking.uri,
-                                                       redact_uri(exp.tracking.uri)),
-                     "trials.csv": _table_csv(plan)}
-            ride_out("the sweep's experiment.yaml and trials.csv were logged",
-                     lambda retry: [client.log_text(parent_id, text, name)
-                                    for name, text in texts.items()],
-                     limit_s=limit_s, backlog=backlog)
-        callback = tracker(tracking_uri=uri, experiment_id=exp_id, parent_run_id=parent_id,
-                           plan=plan, match_names=restart)
-        callback.buffer.journal = backlog  # on disk through an outage: a killed driver keeps it
-        if resume and callback.buffer.load(backlog):
-            _write_backlog(callback, backlog, uri)  # what an outage left unwritten, first
-        status = "FAILED"
-        results: Any = []
-        interrupted = ran = False
-        try:
-            with _SigintWatch() as sigint:
-                if resume and not restart:
-                    fill_checkpoint_gaps(storage / ray_run)
-                    tuner = tune.Tuner.restore(
-                        str(storage / ray_run),
-                        trainable=tune.with_resources(
-                            tune.with_parameters(train_trial, plan=plan),
-                            {"cpu": exp.resources.cpu, "gpu": exp.resources.gpu}),
-                        resume_unfinished=True, resume_errored=False, restart_errored=False)
-                    _use_callback(tuner, callback)
-                    results = tuner.fit()
-                    ran = True
-                elif plan.trials or exp.search.algorithm != "grid":  # else: all were reused
-                    results = _tuner(plan, ray_run, callback).fit()
-                    ran = True
-            _write_backlog(callback, backlog, uri)
-            # Tune's handler replaces the marker only while it runs: nothing ran, nothing fired
-            interrupted = (ran and sigint.fired) or (bool(results) and _incomplete(results, plan))
-            status = "KILLED" if interrupted else "FINISHED"
-        except KeyboardInterrupt:
-            status = "KILLED"
-            raise
-        except TrackingOutage:
-            status = ""  # MLflow is down: the parent run is closed by --resume
-            raise
-        finally:
-            if status:
-                _close(client, exp_id, parent_id, status, callback.buffer.limit_s, backlog)
-        return SweepOutcome(experiment_id=exp_id, parent_run_id=parent_id, ray_run=ray_run,
-                            trials=_rows(results, plan), reused=len(reused),
-                            interrupted=interrupted)
-    finally:
-        if started:
-            shutdown_ray()

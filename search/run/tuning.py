@@ -1,0 +1,134 @@
+"""Ray Tune for a sweep: the Tuner (searcher, scheduler, trainable, callbacks), a restored
+one, whether Ctrl-C stopped it, and one row per trial of its results."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+from ray import tune
+from ray.tune.schedulers import FIFOScheduler
+from ray.tune.search import ConcurrencyLimiter
+
+from sublayer_search.search.plan.sweep_plan import SweepPlan
+from sublayer_search.search.run.checkpoints import fill_checkpoint_gaps
+from sublayer_search.search.run.progress import SweepProgress
+from sublayer_search.search.run.schedulers import CandidateASHA
+from sublayer_search.search.run.trainable import train_trial
+from sublayer_search.search.searchers.tune import make_searcher
+from sublayer_search.search.tracking.callback import MlflowTracking
+from sublayer_search.spaces.records import ended_status
+
+__all__ = ["SigintWatch", "incomplete", "make_tuner", "restored_tuner", "result_rows"]
+
+
+def _scheduler(plan: SweepPlan) -> Any:
+    spec = plan.experiment.scheduler
+    if spec.type == "fifo":
+        return FIFOScheduler()
+    return CandidateASHA(time_attr="step", metric=spec.metric, mode=spec.mode,
+                         max_t=plan.experiment.train.steps,
+                         grace_period=spec.grace_period * plan.experiment.train.eval_every,
+                         reduction_factor=spec.reduction_factor)
+
+
+def _trainable(plan: SweepPlan) -> Any:
+    """The trainable with the plan bound and one trial's resources."""
+    exp = plan.experiment
+    return tune.with_resources(tune.with_parameters(train_trial, plan=plan),
+                               {"cpu": exp.resources.cpu, "gpu": exp.resources.gpu})
+
+
+def make_tuner(plan: SweepPlan, ray_run: str, callback: MlflowTracking) -> tune.Tuner:
+    """A new Tuner for the plan's trials (or its searcher's), tracked by ``callback``."""
+    exp = plan.experiment
+    searcher: Any = make_searcher(plan)
+    if exp.max_concurrent:
+        searcher = ConcurrencyLimiter(searcher, max_concurrent=exp.max_concurrent)
+    if exp.search.algorithm == "grid":
+        num_samples = len(plan.trials)
+    else:
+        num_samples = len(plan.trials) + int(exp.search.num_samples or 0)
+    return tune.Tuner(
+        _trainable(plan),
+        tune_config=tune.TuneConfig(search_alg=searcher, scheduler=_scheduler(plan),
+                                    num_samples=num_samples, reuse_actors=True),
+        run_config=tune.RunConfig(
+            name=ray_run, storage_path=exp.storage_path(),
+            callbacks=[callback, SweepProgress(total=num_samples, metric=plan.metric,
+                                               mode=plan.mode, steps=exp.train.steps)],
+            failure_config=tune.FailureConfig(max_failures=exp.failure.retries),
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+            verbose=0,
+        ),
+    )
+
+
+def restored_tuner(plan: SweepPlan, path: Path, callback: MlflowTracking) -> tune.Tuner:
+    """The Tuner saved under ``path``, unfinished trials resumed, tracked by ``callback``."""
+    fill_checkpoint_gaps(path)
+    tuner = tune.Tuner.restore(str(path), trainable=_trainable(plan), resume_unfinished=True,
+                               resume_errored=False, restart_errored=False)
+    _use_callback(tuner, callback)
+    return tuner
+
+
+def _use_callback(tuner: tune.Tuner, callback: MlflowTracking) -> None:
+    """Tune restores the callbacks pickled when the sweep started; track with this run's
+    instead (its tracking URI and outage limit, the runs its backlog replay found)."""
+    inner = getattr(tuner, "_local_tuner", None)
+    config = inner.get_run_config() if inner is not None else None
+    if config is not None and config.callbacks:
+        config.callbacks = [callback if isinstance(c, MlflowTracking) else c
+                            for c in config.callbacks]
+
+
+def result_rows(results: Any, plan: SweepPlan) -> list[dict[str, Any]]:
+    """One row per Ray trial: name, order, seed, family, status, steps, metric, best."""
+    rows = []
+    for res in results:
+        cfg = (res.config or {}).get("trial", {})
+        last = res.metrics or {}
+        rows.append({
+            "name": cfg.get("name"), "order": cfg.get("order"), "seed": cfg.get("seed"),
+            "family": "baseline" if cfg.get("baseline") else cfg.get("space"),
+            "status": "failed" if res.error else str(ended_status(last, plan.experiment.train.steps)),
+            "steps": last.get("step"), plan.metric: last.get(plan.metric),
+            f"best_{plan.metric}": last.get(f"best_{plan.metric}"),
+        })
+    return sorted(rows, key=lambda r: (str(r["family"]), str(r["name"])))
+
+
+def incomplete(results: Any, plan: SweepPlan) -> bool:
+    """Some trial neither finished nor failed, or a grid trial never started."""
+    ended = results.num_terminated + results.num_errors
+    return ended < len(results) or (plan.experiment.search.algorithm == "grid"
+                                    and len(results) < len(plan.trials))
+
+
+class SigintWatch:
+    """Did Ray Tune's SIGINT handler fire during ``fit``?
+
+    Tune installs its own handler for the run and, on the first Ctrl-C, stops the run
+    gracefully and puts back the handler it found. So: install a marker handler first;
+    if the marker is back in place after ``fit``, Ctrl-C was pressed. Outside the main
+    thread (no signal handlers) this reports nothing and the results decide alone.
+    """
+
+    def __enter__(self) -> SigintWatch:
+        self.fired = False
+        self._previous = None
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._marker)
+        return self
+
+    @staticmethod
+    def _marker(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._previous is not None:
+            self.fired = signal.getsignal(signal.SIGINT) is self._marker
+            signal.signal(signal.SIGINT, self._previous)
