@@ -148,8 +148,10 @@ class GuidanceConfig:
     @property
     def label(self) -> str:
         """``none``, ``sg-kq``, ``hg-kq+ffn``; a pairing other than the paper's adds
-        ``.qk`` / ``.w1w2``, a soft alpha other than 0.01 ``.alpha0.1``. Invertible
-        (:meth:`from_label`); names trials (``sandwich16_6+hg-kq@seed0``)."""
+        ``.qk`` / ``.w1w2``, a soft alpha other than 0.01 ``.alpha0.1``. For display:
+        names trials (``sandwich16_6+hg-kq@seed0``), the trial table and MLflow tags;
+        invertible (:meth:`from_label`, for benchmarks and tests), but a sweep never reads
+        a setting back from it."""
         if not self.active:
             return "none"
         out = ("sg-" if self.mode == "soft" else "hg-") + "+".join(_SHORT[b] for b in self.blocks)
@@ -177,8 +179,12 @@ class GuidanceConfig:
         return cls(mode=mode, blocks=tuple(blocks), alpha=alpha, pairing=tuple(pairing))
 
     def flat(self) -> dict[str, Any]:
-        """MLflow params: ``model.guidance.mode``, ``.blocks`` (``key_query+ffn``, or
-        empty), ``.alpha``, ``.pairing`` (``key_query+w2_w1``)."""
+        """MLflow params: ``model.guidance.mode``, ``.blocks`` (``key_query+ffn``),
+        ``.alpha``, ``.pairing`` (``key_query+w2_w1``); an unguided model has mode
+        ``none`` and the other three empty (its alpha and pairing mean nothing)."""
+        if not self.active:
+            return {_field("mode"): self.mode, _field("blocks"): "", _field("alpha"): "",
+                    _field("pairing"): ""}
         return {_field("mode"): self.mode, _field("blocks"): "+".join(self.blocks),
                 _field("alpha"): self.alpha, _field("pairing"): "+".join(self.pairing)}
 

@@ -6,11 +6,16 @@ carries the :class:`~models.guidance.config.GuidanceConfig` itself; a ``mode: no
 setting keeps the candidate as it is. The baseline is never guided. The label is derived
 from the setting for names, the trial table and MLflow tags; a trial's guidance is part
 of its identity (reuse never takes an unguided run for a guided trial).
+
+A guided copy of an explicit order that happens to be a sandwich (``(scf)^3`` is the
+sandwich with k = 0) is not a sandwich trial: its family is its space, ``explicit``,
+and it has no ``k`` (a guidance experiment must not read as a sandwich one).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from sublayer_search.models.guidance.config import GuidanceConfig
@@ -21,6 +26,10 @@ __all__ = ["Settings", "check_guided", "cross", "guidance_settings"]
 
 Settings = dict[str, tuple[str, GuidanceConfig]]
 """label → (YAML path, setting) of ``model.guidance``."""
+
+_SPACE_FACTS = ("family", "k")
+"""Params an explicit order gets from being a sandwich: a guided copy drops them."""
+
 
 def _rebase(field: str, prefix: str) -> str:
     return prefix + field[len("model.guidance"):] if field.startswith("model.guidance") else prefix
@@ -52,10 +61,17 @@ def guidance_settings(raw: Any, problems: list[Problem]) -> Settings:
     return out
 
 
+def _guided(cand: VariantCandidate, setting: GuidanceConfig) -> VariantCandidate:
+    copy = cand.guided(setting)
+    if copy is cand or cand.space != "explicit":
+        return copy
+    return replace(copy, params={k: v for k, v in copy.params.items() if k not in _SPACE_FACTS})
+
+
 def cross(pool: Sequence[VariantCandidate],
           settings: Sequence[GuidanceConfig]) -> list[VariantCandidate]:
     """Every candidate under every guidance setting (candidate-major)."""
-    return [c.guided(setting) for c in pool for setting in settings]
+    return [_guided(c, setting) for c in pool for setting in settings]
 
 
 def check_guided(pool: Sequence[VariantCandidate], settings: Settings,

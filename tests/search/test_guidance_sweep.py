@@ -4,6 +4,7 @@ bad settings (exit 2 naming the field), and a tiny real sweep on Multi30k throug
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -135,7 +136,7 @@ def test_tiny_real_sweep_over_guidance_modes(tmp_path: Path, monkeypatch: pytest
     runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])
             if r.data.tags.get("sublayer.role") == "trial"}
     assert set(runs) == {"transformer2@seed0", "scfscf+sg-kq@seed0", "scfscf+hg-ffn@seed0"}
-    expected = {"transformer2@seed0": ("none", "none", "", "key_query+w2_w1"),
+    expected = {"transformer2@seed0": ("none", "none", "", ""),  # unguided: nothing to pair
                 "scfscf+sg-kq@seed0": ("sg-kq", "soft", "key_query", "key_query+w2_w1"),
                 "scfscf+hg-ffn@seed0": ("hg-ffn", "hard", "ffn", "key_query+w2_w1")}
     for name, (label, mode, blocks, pairing) in expected.items():
@@ -145,8 +146,9 @@ def test_tiny_real_sweep_over_guidance_modes(tmp_path: Path, monkeypatch: pytest
         params = run.data.params
         assert params["model.guidance.mode"] == mode
         assert params.get("model.guidance.blocks", "") == blocks  # MLflow may drop ""
-        assert params["model.guidance.alpha"] == "0.01"
-        assert params["model.guidance.pairing"] == pairing
+        # an unguided run's alpha and pairing are empty (MLflow may drop "")
+        assert params.get("model.guidance.alpha", "") == ("0.01" if mode != "none" else "")
+        assert params.get("model.guidance.pairing", "") == pairing
         assert ("guidance_loss" in run.data.metrics) == (mode == "soft"), name
     assert runs["scfscf+sg-kq@seed0"].data.metrics["guidance_loss"] > 0
     base = int(runs["transformer2@seed0"].data.params["params"])
@@ -175,3 +177,44 @@ def test_optuna_chooses_guidance_as_a_categorical(tmp_path: Path) -> None:
     assert len({label for _, label, _ in seen}) >= 2
     assert {order for order, _, _ in seen} <= {"sfsfsf", "ssfsff"}
 
+
+def test_guided_explicit_orders_are_not_sandwiches(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """The Crossformer configs guide the standard decoder, an explicit order that is the
+    sandwich k = 0: a guided copy reads as family ``explicit`` (no ``k``), never as a
+    sandwich trial; the unguided order inside a sandwich space keeps its family."""
+    doc = _lm(tmp_path, task="translation",
+              space=[{"type": "explicit", "orders": ["(scf)^2"]},
+                     {"type": "sandwich", "n": 2, "k": [1]}],
+              baseline={"seeds": 1},
+              model={"preset": "debug", "guidance": [
+                  {"mode": "none"}, {"mode": "soft", "blocks": ["key_query"]}]},
+              data={"name": "multi30k", "vocab_size": 300})
+    plan = plan_sweep(parse_experiment(doc), check_resources=False, notes=[])
+    rows = {r["name"]: r for r in trial_table(plan)}
+    guided = rows["scfscf+sg-kq@seed0"]
+    assert guided["family"] == "explicit" and guided["k"] is None
+    assert rows["sandwich2_1+sg-kq@seed0"]["family"] == "sandwich"
+    assert rows["sandwich2_1+sg-kq@seed0"]["k"] == 1
+    assert rows["transformer2@seed0"]["family"] == "baseline"  # the unguided explicit order
+    path = tmp_path / "crossformer.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    assert main(["sweep", str(path), "--dry-run"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if "scfscf+sg-kq" in ln)
+    assert "explicit" in line.split() and "sandwich" not in line.split()
+
+
+def test_unguided_trials_record_no_alpha_or_pairing() -> None:
+    """An unguided model's ``model.guidance.alpha`` and ``.pairing`` are empty in its
+    params (they read as a setting it never used); a guided one's are its own."""
+    none = GuidanceConfig(mode="none", alpha=0.5, pairing="query_key").flat()
+    assert none == {"model.guidance.mode": "none", "model.guidance.blocks": "",
+                    "model.guidance.alpha": "", "model.guidance.pairing": ""}
+    # the trial frame (analyze's trials.csv) then shows them empty
+    from sublayer_search.analysis.store.guidance_frame import guidance_fields
+
+    fields = guidance_fields({k: str(v) for k, v in none.items()}, {}, {})
+    assert math.isnan(fields["guidance_alpha"]) and fields["guidance_pairing"] is None
+    soft = GuidanceConfig(mode="soft", blocks=("ffn",)).flat()
+    assert soft["model.guidance.alpha"] == 0.01
+    assert soft["model.guidance.pairing"] == "key_query+w2_w1"
