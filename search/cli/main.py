@@ -64,6 +64,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 # -- sublayer sweep -------------------------------------------------------------------------
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from sublayer_search.search.plan.experiment import Experiment, load_experiment
+    from sublayer_search.search.plan.preflight import plan_size_problems
     from sublayer_search.search.plan.problems import ExperimentError
     from sublayer_search.search.plan.resources import resource_problems
     from sublayer_search.search.plan.sweep_plan import SweepPlan, plan_sweep, trial_table
@@ -71,6 +72,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     notes: list[str] | None = [] if args.dry_run else None
 
     def planned(exp: Experiment) -> SweepPlan:
+        too_big = plan_size_problems(exp)  # refused before a single order is drawn
+        if too_big:
+            raise ExperimentError(args.file, too_big)
         return plan_sweep(exp, args.file, address=args.address, check_resources=not args.dry_run,
                           notes=notes, tracking_uri=args.tracking_uri)
 

@@ -20,8 +20,13 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 from pydantic_core import PydanticCustomError
 
 from sublayer_search.models.train_config import TrainConfig
-from sublayer_search.search.plan.problems import ExperimentError, Problem, from_validation_error
-from sublayer_search.search.plan.scalars import strict_scalars
+from sublayer_search.search.plan.problems import (
+    NO_VALUE,
+    ExperimentError,
+    Problem,
+    from_validation_error,
+)
+from sublayer_search.search.plan.scalars import magnitude_problems, strict_scalars
 
 __all__ = [
     "Experiment", "SpaceSpec", "BaselineSpec", "Resources", "SchedulerSpec", "SearchSpec",
@@ -44,7 +49,11 @@ Seeds = Annotated[int, Field(ge=1)] | Annotated[list[Annotated[int, Field(ge=0)]
 
 MAX_NAME = 100
 """Longest sweep name: it names folders and files (``<name>-<timestamp>``, ``<name>.latest``)."""
+MAX_DESCRIPTION = 8000
+"""Longest description: MLflow's limit for a run tag (the sweep run's note carries it whole)."""
 MAX_DEPTH = 32
+TRAIN_FILE_SECTIONS = frozenset({"model", "data", "train"})
+"""The sections of a ``sublayer train --config`` file (configs/train/): no name, no space."""
 """Deepest nesting of an experiment file (mappings and lists)."""
 DATA_PATHS = ("path", "train_path", "valid_path", "test_path", "data_dir", "cache_dir",
               "train_src", "train_tgt", "valid_src", "valid_tgt", "test_src", "test_tgt")
@@ -194,6 +203,15 @@ class Experiment(_Strict):
     ``sublayer.reused_from``, so its studies see them)."""
     """Take trials whose (order, seed, config hash) already finished from MLflow."""
 
+    @field_validator("description")
+    @classmethod
+    def _fits_a_tag(cls, value: str) -> str:
+        if len(value) > MAX_DESCRIPTION:
+            raise ValueError(f"a description of at most {MAX_DESCRIPTION:,} characters (MLflow's "
+                             f"limit for a tag; this one has {len(value):,}: keep longer notes "
+                             "in a file beside the experiment)")
+        return value
+
     @field_validator("task")
     @classmethod
     def _known_task(cls, value: str) -> str:
@@ -244,7 +262,18 @@ def parse_experiment(raw: Any, source: str = "<experiment>") -> Experiment:
     """
     if not isinstance(raw, dict):
         raise ExperimentError(source, [Problem("", type(raw).__name__, "a YAML mapping at the top level")])
+    if raw and set(raw) <= TRAIN_FILE_SECTIONS:  # configs/train/*.yaml handed to `sweep`
+        raise ExperimentError(source, [Problem(
+            "", NO_VALUE, f"this is a `sublayer train --config` file (only "
+            f"{'/'.join(sorted(raw))} sections), not an experiment file (name, space, …); "
+            f"train with it: sublayer train --order ORDER --config {source}")])
     raw, problems = strict_scalars(Experiment, raw)
+    if isinstance(raw.get("model"), dict):  # sizes beyond reason (the task checks the rest)
+        too_big = magnitude_problems(raw["model"], "model", sizes=True)
+        problems += too_big
+        if too_big:
+            bad = {p.path.split(".")[1].split("[")[0] for p in too_big}
+            raw = {**raw, "model": {k: v for k, v in raw["model"].items() if str(k) not in bad}}
     try:
         exp = Experiment.model_validate(raw)
     except pydantic.ValidationError as err:

@@ -12,7 +12,7 @@ import pydantic
 
 _FIELD_MESSAGE = re.compile(r"^([A-Za-z_][\w.\[\]-]*): (got .*)$", re.S)
 
-__all__ = ["Problem", "ExperimentError", "path_str", "from_validation_error", "from_exception",
+__all__ = ["Problem", "ExperimentError", "NO_VALUE", "path_str", "from_validation_error", "from_exception",
            "problems_from", "short_repr"]
 
 _REPR = reprlib.Repr()  # Python 3.11 takes no keyword arguments here
@@ -48,6 +48,8 @@ class _Missing:
 
 
 _MISSING: Any = _Missing()
+NO_VALUE: Any = _MISSING
+"""A :class:`Problem`'s value when its ``expected`` is a complete phrase of its own."""
 
 
 class ExperimentError(ValueError):

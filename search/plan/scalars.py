@@ -1,9 +1,13 @@
-"""Strict scalars: a number in an experiment file must be written as a number.
+"""Strict scalars: a number in an experiment file must be written as a number, a
+true/false setting as true or false, and a count must be one that can finish.
 
-pydantic (and the config dataclasses it validates) would turn ``steps: "100"`` into 100
-and ``steps: true`` into 1. :func:`strict_scalars` finds such values before validation,
-reports each as a problem and drops it, so every value is reported once: what pydantic
-cannot convert (``lr: fast``) is left to pydantic's own message.
+pydantic (and the config dataclasses it validates) would turn ``steps: "100"`` into 100,
+``steps: true`` into 1 and ``download: 'yes'`` into True. :func:`strict_scalars` finds
+such values before validation, reports each as a problem and drops it, so every value is
+reported once: what pydantic cannot convert (``lr: fast``) is left to pydantic's own
+message. Integers beyond :data:`MAX_COUNT` (:data:`MAX_INT` for the rest) are refused
+the same way: ``steps: 1e30`` is a valid number that no sweep can run (and that would
+overflow the counters it reaches).
 """
 
 from __future__ import annotations
@@ -17,7 +21,17 @@ import pydantic
 
 from sublayer_search.search.plan.problems import Problem
 
-__all__ = ["strict_scalars"]
+__all__ = ["strict_scalars", "magnitude_problems", "MAX_COUNT", "MAX_INT"]
+
+MAX_COUNT = 10**9
+"""The largest step, batch or sample count a file may ask for."""
+COUNTS = frozenset({"steps", "warmup_steps", "eval_every", "eval_batches", "eval_batch_size",
+                    "batch_size", "grad_accum", "log_every", "count", "num_samples",
+                    "max_train_pairs", "population", "sample_size", "grace_period", "top_k"})
+MAX_INT = 2**53
+"""The largest integer elsewhere (exact as a float, as MLflow stores it; seeds are below)."""
+MAX_SEED = 2**32 - 1
+"""numpy's seeds are 32-bit."""
 
 
 def _members(annotation: Any) -> list[Any]:
@@ -42,6 +56,41 @@ def _numeric_word(annotation: Any) -> str | None:
     return None
 
 
+def _bool_word(annotation: Any) -> tuple[Any, ...] | None:
+    """The literal strings a true/false field also takes, when it takes no other strings."""
+    members = _members(annotation)
+    if bool not in members or any(m in (str, Any) for m in members):
+        return None
+    return tuple(a for m in members if typing.get_origin(m) is typing.Literal
+                 for a in typing.get_args(m))
+
+
+def _limit(key: str, sizes: bool) -> tuple[int, str]:
+    if key in COUNTS and not sizes:
+        return MAX_COUNT, f"{MAX_COUNT:,} (a count this large never finishes)"
+    if key == "seed" or key.endswith("seeds"):
+        return MAX_SEED, f"{MAX_SEED:,} (seeds are 32-bit)"
+    return MAX_INT, "2**53"
+
+
+def magnitude_problems(value: Any, path: str, key: str = "", *, sizes: bool = False,
+                       word: str = "an integer") -> list[Problem]:
+    """A problem for each integer in ``value`` (nested too) beyond its limit: counts
+    (:data:`COUNTS`, unless ``sizes``: a model section, whose config bounds its widths
+    itself) :data:`MAX_COUNT`, seeds 32 bits, the rest :data:`MAX_INT`."""
+    if isinstance(value, dict):
+        return [p for k, v in value.items()
+                for p in magnitude_problems(v, f"{path}.{k}", str(k), sizes=sizes)]
+    if isinstance(value, list | tuple):
+        return [p for i, v in enumerate(value)
+                for p in magnitude_problems(v, f"{path}[{i}]", key, sizes=sizes, word=word)]
+    if isinstance(value, int) and not isinstance(value, bool):
+        limit, words = _limit(key, sizes)
+        if abs(value) > limit:
+            return [Problem(path, value, f"{word} of at most {words}")]
+    return []
+
+
 def _nested(annotation: Any) -> type | None:
     for member in _members(annotation):
         if isinstance(member, type) and (dataclasses.is_dataclass(member)
@@ -56,6 +105,9 @@ def _fields(cls: type) -> dict[str, Any]:
     if dataclasses.is_dataclass(cls):
         return typing.get_type_hints(cls, include_extras=True)
     return {}
+
+
+_BOOL_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "y", "n", "1", "0"})
 
 
 def _coercible(value: str) -> bool:
@@ -89,6 +141,19 @@ def strict_scalars(cls: type, raw: Any, prefix: str = "") -> tuple[Any, list[Pro
             kind = "true/false" if isinstance(value, bool) else "a string"
             problems.append(Problem(path, value, f"{word}, not {kind} (write it without quotes)"
                                     if kind == "a string" else f"{word}, not {kind}"))
+            continue
+        if word is not None and (too_big := magnitude_problems(value, path, str(key), word=word)):
+            problems += too_big
+            continue
+        literals = _bool_word(annotation)
+        if literals is not None and ((isinstance(value, str) and value not in literals)
+                                     or (isinstance(value, int | float)
+                                         and not isinstance(value, bool))):
+            kind = "a string" if isinstance(value, str) else "a number"
+            others = "".join(f" or {a!r}" for a in literals)
+            problems.append(Problem(path, value, f"true or false{others}, not {kind}"
+                                    + (" (write it without quotes)" if kind == "a string"
+                                       and value.lower() in _BOOL_WORDS else "")))
             continue
         nested = _nested(annotation)
         if nested is not None and isinstance(value, dict):

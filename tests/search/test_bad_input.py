@@ -75,7 +75,21 @@ def _write(tmp_path: Path, spoil: Mutation) -> Path:
 @pytest.mark.parametrize("case", CASES, ids=[_case_id(c) for c in CASES])
 def test_bad_experiment_exits_2(case: Bad, tmp_path: Path, untouched: Callable[[set[str]], None],
                                 capsys: pytest.CaptureFixture[str]) -> None:
-    check_bad_sweep(_write(tmp_path, case.spoil), tmp_path, case.expect, capsys, untouched)
+    check_bad_sweep(_write(tmp_path, case.spoil), tmp_path, case.expect, capsys, untouched,
+                    case.within)
+
+
+DRY_RUN_CASES = [c for c in CASES if isinstance(c, Bad) and c.id in (
+    "huge-permutation-space", "steps-absurd", "download-yes", "description-beyond-mlflow-tag",
+    "model-problems-together", "train-config-as-sweep")]
+
+
+@pytest.mark.parametrize("case", DRY_RUN_CASES, ids=[c.id for c in DRY_RUN_CASES])
+def test_bad_experiment_exits_2_in_a_dry_run_too(case: Bad, tmp_path: Path,
+                                                 untouched: Callable[[set[str]], None],
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    check_bad_sweep(_write(tmp_path, case.spoil), tmp_path, case.expect, capsys, untouched,
+                    case.within, dry_run=True)
 
 
 def test_good_base_file_passes(tmp_path: Path, untouched: Callable[[set[str]], None],
