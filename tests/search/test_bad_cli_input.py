@@ -198,10 +198,15 @@ def _stores(tmp_path: Path) -> dict[str, bytes]:
      "--tracking-uri: got 'a_file', expected an MLflow store folder (a_file is a file"),
     (["--experiment", "X", "--tracking-uri", "file:///no/such/store", "--out", "r"],
      "(no MLflow store at /no/such/store)"),
+    (["--paper", "press2020", "--out", "/proc/no_such/report"],  # issue 30: root may "write" it
+     "--out: got '/proc/no_such/report', expected a folder for the report (it cannot be "
+     "created: /proc is not writable"),
+    (["--paper", "press2020", "--out", "/proc"],
+     "--out: got '/proc', expected a folder for the report (it is not writable"),
 ], ids=["out-file", "out-under-file", "out-deep-under-file", "out-file-experiment",
         "uri-empty", "uri-foreign-scheme", "uri-text-file", "uri-empty-file", "uri-other-sqlite",
         "uri-folder-as-sqlite", "uri-absent", "uri-under-file", "uri-file-as-folder",
-        "uri-absent-folder"])
+        "uri-absent-folder", "out-under-proc", "out-proc"])
 def test_bad_analyze_invocation(argv: list[str], expect: str, tmp_path: Path,
                                 untouched: Check, capsys: pytest.CaptureFixture[str]) -> None:
     before = _stores(tmp_path)
@@ -218,6 +223,20 @@ def test_analyze_without_a_store_creates_none(tmp_path: Path, untouched: Check,
                "--tracking-uri not given", "no MLflow database at ", "give --tracking-uri")
     assert str(tmp_path / "mlflow.db") in err
     untouched(set())
+
+
+def test_analyze_names_the_experiment_it_looked_for(tmp_path: Path, untouched: Check,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 30: a store that is not there, or one without the experiment: both name it."""
+    _bad(["analyze", "--experiment", "no-such-sweep", "--out", "report"], capsys,
+         "(looking for experiment 'no-such-sweep')")
+    from mlflow.tracking import MlflowClient
+
+    MlflowClient(f"sqlite:///{tmp_path / 'runs.db'}").create_experiment("real-sweep")
+    _bad(["analyze", "--experiment", "no-such-sweep", "--tracking-uri",
+          f"sqlite:///{tmp_path / 'runs.db'}", "--out", "report"], capsys,
+         "unknown experiment 'no-such-sweep'", "'real-sweep'")
+    untouched({"runs.db"})
 
 
 def test_analyze_default_store_from_environment(tmp_path: Path, untouched: Check,
@@ -263,6 +282,25 @@ def test_ui_empty_tracking_uri(uri: str, no_server: list[dict[str, object]], unt
     assert main(["ui", f"--tracking-uri={uri}"]) == 2 and no_server == []
     err = capsys.readouterr().err
     assert f"argument --tracking-uri: got {uri!r}, expected an MLflow tracking URI" in err, err
+    untouched(set())
+
+
+@pytest.mark.parametrize(("argv", "expect"), [
+    (["--tracking-uri", "foo://bar"], "--tracking-uri: got 'foo://bar', expected an MLflow "
+                                      "tracking URI with one of the schemes"),
+    (["--tracking-uri", "sqlite:////proc/no_such/mlflow.db"],
+     "--tracking-uri: got 'sqlite:////proc/no_such/mlflow.db', expected a SQLite file in a "
+     "writable folder (/proc is not writable"),
+], ids=["ui-unknown-scheme", "ui-store-in-proc"])
+def test_ui_bad_store_is_exit_2_before_mlflow(argv: list[str], expect: str, untouched: Check,
+                                              monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from sublayer_search.search.cli import ui
+
+    started: list[list[str]] = []
+    monkeypatch.setattr(ui, "run_until_signal", lambda cmd, env: started.append(cmd) or 0)
+    _bad(["ui", "--port", "65000", *argv], capsys, "sublayer: error: ", expect)
+    assert started == []
     untouched(set())
 
 
