@@ -215,7 +215,10 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Print the orders of a space with their counts and costs.",
                         epilog=_spaces_epilog(),
                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    s.add_argument("space", help="permutations, budgeted, sandwich, explicit or iot_subsets")
+    from sublayer_search.spaces.registry import ALL_SPACES
+
+    names = list(ALL_SPACES)
+    s.add_argument("space", help=f"{', '.join(names[:-1])} or {names[-1]}")
     s.add_argument("args", nargs="*", help="space arguments as NAME=VALUE (e.g. n=16 k=[0,6])")
     s.add_argument("--kind", default="lm", choices=["lm", "encoder", "decoder"],
                    help="model kind whose sublayers the orders use (default: lm)")

@@ -80,6 +80,16 @@ def spaces_epilog() -> str:
     return "\n".join(lines)
 
 
+def _kind_hint(exc: ValueError, kind: str, kwargs: dict[str, Any]) -> str:
+    """Where the space refused the model kind: the ``--kind`` that takes these orders."""
+    if f"kind {kind!r}" not in str(exc):
+        return ""
+    stack = kwargs.get("stack")
+    wanted = stack if stack in ("encoder", "decoder") and stack != kind else (
+        "decoder" if kind != "decoder" and "'c'" in str(exc) else None)
+    return f"; give --kind {wanted} for {wanted} orders" if wanted else ""
+
+
 def cmd_spaces_sample(args: argparse.Namespace) -> int:
     from sublayer_search.spaces.cost import units
     from sublayer_search.spaces.registry import ALL_SPACES, expand, space_arguments
@@ -100,7 +110,7 @@ def cmd_spaces_sample(args: argparse.Namespace) -> int:
                        kind=args.kind)
     except ValueError as exc:
         known = ", ".join(f"{n} ({i.summary})" for n, i in ALL_SPACES.items())
-        return _bad(f"{_as_typed(exc, kwargs)}\n  spaces: {known}")
+        return _bad(f"{_as_typed(exc, kwargs)}{_kind_hint(exc, args.kind, kwargs)}\n  spaces: {known}")
     rows = [{"name": c.name, "order": shown_order(c.order, c.params), "n_s": c.counts["s"],
              "n_f": c.counts["f"], "n_c": c.counts["c"], "n_h": c.counts.get("h", 0),
              "units": units(c.order)} for c in cands]
