@@ -77,6 +77,10 @@ def plot_distribution(info: DistributionInfo, *, title: str | None = None) -> Fi
         x = i + rng.uniform(-0.15, 0.15, size=len(values))
         ax.scatter(x, values, s=22, alpha=0.8, zorder=3, color=colors[i],
                    label=f"{label.replace(chr(10), ' ')} (n={len(values)})")
+        if i == 1:  # the candidates: named, so the sandwich orders can be found
+            for row, text in distribution_labels(info):
+                ax.annotate(text, (x[row], values[row]), xytext=(4, 0),
+                            textcoords="offset points", fontsize=6, va="center")
     _baseline_lines(ax, info.baseline.mean, info.baseline.best, info.baseline.n)
     ax.set_xticks(list(range(len(groups))), [g for g, _ in groups])
     ax.set_xlabel("group")
@@ -139,6 +143,37 @@ def plot_position_map(info: HalvesInfo, *, title: str | None = None) -> Figure:
     return fig
 
 
+def statement_rows(statements: pd.DataFrame) -> list[tuple[str, list[int], str]]:
+    """The rows of Fig. 5's strip: (label, the ks in it, colour). k = 0 is the baseline
+    order itself (s^0 (sf)^n f^0): it has a row of its own, never "beats the baseline"."""
+    k = statements["k"]
+    own = k == 0
+    rows = [
+        ("beats the best baseline", statements["beats_best"] & ~own, "tab:blue"),
+        ("beats the average\nbaseline only",
+         statements["beats_average"] & ~statements["beats_best"] & ~own, "tab:red"),
+        ("does not beat the\naverage baseline", ~statements["beats_average"] & ~own, "tab:gray"),
+    ]
+    if own.any():
+        rows.append(("k = 0: the baseline\norder itself", own, "black"))
+    return [(label, [int(x) for x in k[flag]], color) for label, flag, color in rows]
+
+
+def distribution_labels(info: DistributionInfo, most: int = 25) -> list[tuple[int, str]]:
+    """(row of ``info.models``, label) of the candidate points Fig. 2/3 names: every one
+    up to ``most`` candidates (sandwich ones as ``k=…``), else the sandwich ones and the
+    three best, so a sandwich order can be found without the CSV."""
+    models = info.models.reset_index(drop=True)
+    ks = models["k"] if "k" in models.columns else pd.Series([None] * len(models))
+    out = []
+    for i, name in enumerate(models["name"].astype(str)):
+        k = ks.iloc[i]
+        sandwich = k is not None and not pd.isna(k)
+        if sandwich or len(models) <= most or i < 3:  # sorted best first
+            out.append((i, f"k={int(k)}" if sandwich else name.split("@")[0]))
+    return out
+
+
 def plot_sandwich(
     info: SandwichInfo, *, statements: pd.DataFrame | None = None, title: str | None = None
 ) -> Figure:
@@ -164,14 +199,8 @@ def plot_sandwich(
     if strip:
         assert statements is not None
         low = axes[1, 0]
-        rows = (
-            ("beats the best baseline", statements["beats_best"], "tab:blue"),
-            ("beats the average\nbaseline only",
-             statements["beats_average"] & ~statements["beats_best"], "tab:red"),
-            ("does not beat the\naverage baseline", ~statements["beats_average"], "tab:gray"),
-        )
-        for i, (_, flag, color) in enumerate(rows):
-            sel = statements.loc[flag, "k"]
+        rows = statement_rows(statements)
+        for i, (_, sel, color) in enumerate(rows):
             low.scatter(sel, np.full(len(sel), i), marker="s", s=40, color=color, zorder=3)
         low.set_yticks(range(len(rows)), [r[0] for r in rows], fontsize=8)
         low.set_ylim(len(rows) - 0.5, -0.5)

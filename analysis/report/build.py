@@ -22,6 +22,7 @@ from sublayer_search.analysis.report.sections import (
     distribution_and_halves,
     halves_section,
     sandwich_section,
+    seeds_ref,
     seeds_section,
     trials_section,
 )
@@ -80,14 +81,18 @@ def experiment_report(
     trials_section(w, frame, metric=metric, base=base, source=None, history=history)
     cands = candidates(frame, metric)
     if not cands.empty:
+        guided = has_guidance(frame)
+        seeded = bool(cands.groupby("order").size().max() >= 2)
+        ref = seeds_ref(seeded, guided)  # the text points only at sections this report has
         distribution_and_halves(w, frame, label="Sweep", stem="sweep", metric=metric,
-                                straddle=straddle)
+                                straddle=straddle, seeds_ref=ref)
         plain = unguided(frame)  # guided trials: the guidance section
         if candidates(plain, metric)["k"].notna().any():
-            sandwich_section(w, sandwich_curve(plain, metric=metric), adjust=adjust)
-        if has_guidance(frame):  # the seeds by (candidate, guidance), not by order alone
+            sandwich_section(w, sandwich_curve(plain, metric=metric), adjust=adjust,
+                             seeds_ref=ref)
+        if guided:  # the seeds by (candidate, guidance), not by order alone
             guidance_section(w, frame, metric=metric, adjust=adjust)
-        elif cands.groupby("order").size().max() >= 2:
+        elif seeded:
             seeds_section(w, seed_comparison(frame, metric=metric, adjust=adjust),
                           label="Sweep", stem="sweep")
     pareto_section(w, frame, metric=metric)

@@ -38,9 +38,22 @@ def trials_section(w: Writer, frame: pd.DataFrame, *, metric: str, base: Baselin
         w.table(sec, "history", history)
 
 
+SEEDS_REF = "see Fig. 6, over seeds, for tests"
+"""Where a report's tests over seeds are (:func:`seeds_ref` when it may have none)."""
+NO_SEEDS_REF = ("this sweep trains one seed per order, so nothing is tested: give the space "
+                "more seeds, e.g. seeds: 3, to test orders over seeds")
+GUIDANCE_REF = "see the guidance section for tests over seeds"
+
+
+def seeds_ref(seeds: bool, guidance: bool = False) -> str:
+    """The pointer to a report's tests over seeds: Fig. 6, the guidance section, or none."""
+    return GUIDANCE_REF if guidance else SEEDS_REF if seeds else NO_SEEDS_REF
+
+
 def distribution_and_halves(
     w: Writer, frame: pd.DataFrame, *, label: str, stem: str, metric: str, straddle: str,
     halves: bool = True, fig: str = "Fig. 2/3", halves_fig: str = "Fig. 4",
+    seeds_ref: str = SEEDS_REF,
 ) -> None:
     """The distribution section (the paper's ``fig``: Fig. 2 for Table 1, Fig. 3 for
     Table 2) and, with ``halves``, the halves section (``halves_fig``)."""
@@ -49,7 +62,7 @@ def distribution_and_halves(
     sec.text = ("Candidate trials against the baseline seeds. 'At least as good' means a "
                 "value no worse than the reference (<= for perplexity/bpc/loss). These are "
                 "counts of single runs, not tested claims: a claim that an order beats the "
-                "baseline needs several seeds (see the seeds section).")
+                f"baseline needs several seeds ({seeds_ref}).")
     summary = info.summary()
     sec.numbers += [
         ("candidates", info.n_models),
@@ -124,7 +137,7 @@ def halves_section(
 def sandwich_section(w: Writer, info: SandwichInfo, *,
                      title: str = "Fig. 5: sandwich coefficient",
                      stem: str = "sandwich", vs_best: bool = True, adjust: str = "holm",
-                     scale: str | None = None) -> None:
+                     scale: str | None = None, seeds_ref: str = SEEDS_REF) -> None:
     """The k with the lowest mean, the set of k that cannot be told apart from it
     (:func:`analysis.studies.sandwich.leaders`), the ks at least as good as the average
     (and, with ``vs_best``, the best) baseline, the curve and its points."""
@@ -132,7 +145,7 @@ def sandwich_section(w: Writer, info: SandwichInfo, *,
     top = lead.attrs["best_k"]
     sec = w.section(title)
     sec.text = ("Mean per k against the baseline seeds; 'at least as good' compares means "
-                "and is not a tested claim (see the seeds section for tests). The k with the "
+                f"and is not a tested claim ({seeds_ref}). The k with the "
                 "best mean is tested against every other k (Welch's t, "
                 f"{ADJUST_NAMES[adjust]} over the comparisons, alpha "
                 f"{lead.attrs['alpha']:g}; paired t and Wilcoxon over shared seeds in the "

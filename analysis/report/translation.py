@@ -16,6 +16,7 @@ from sublayer_search.analysis.report.guidance import guidance_section
 from sublayer_search.analysis.report.sections import (
     distribution_and_halves,
     sandwich_section,
+    seeds_ref,
     seeds_section,
     trials_section,
 )
@@ -48,30 +49,32 @@ def translation_report(
     cands = candidates(frame, metric)
     if cands.empty:
         return w.write()
+    guided = has_guidance(frame) and source == BASELINE_TRIALS
+    seeds = None if guided else translation_seeds(frame, metric=metric, adjust=adjust)
+    ref = seeds_ref(seeds is not None and bool((seeds.table["n"] >= 2).any()), guided)
     if source == BASELINE_TRIALS:
         distribution_and_halves(w, frame, label="Sweep", stem="sweep", metric=metric,
-                                straddle="fractional", halves=False)
+                                straddle="fractional", halves=False, seeds_ref=ref)
         plain = unguided(frame)  # guided trials: the guidance section
         plain_cands = candidates(plain, metric)
         if plain_cands["k"].notna().any():
-            _sandwich_per_side(w, plain, plain_cands, metric=metric)
+            _sandwich_per_side(w, plain, plain_cands, metric=metric, seeds_ref=ref)
     if "subset" in frame.columns and cands["subset"].notna().any():
         _subsets_section(w, frame, metric=metric)
         if any(str(c).startswith(ROUTE_SHARE_PREFIX) for c in frame.columns):
             _route_shares_section(w, frame)
         if routing is not None and not routing.empty:
             _routing_matrix_section(w, routing)
-    if has_guidance(frame) and source == BASELINE_TRIALS:  # seeds by candidate x guidance
+    if seeds is None:  # guided: seeds by candidate x guidance
         guidance_section(w, frame, metric=metric, adjust=adjust)
         return w.write()
-    seeds = translation_seeds(frame, metric=metric, adjust=adjust)
     if (seeds.table["n"] >= 2).any():
         seeds_section(w, seeds, label="Translation", stem="translation")
     return w.write()
 
 
 def _sandwich_per_side(w: Writer, frame: pd.DataFrame, cands: pd.DataFrame, *,
-                       metric: str) -> None:
+                       metric: str, seeds_ref: str) -> None:
     """One sandwich curve per side (encoder / decoder) the candidates sandwich."""
     sides = frame["side"] if "side" in frame.columns else pd.Series(None, index=frame.index)
     named: Sequence[str | None] = sorted({s for s in sides[cands.index] if isinstance(s, str)})
@@ -80,7 +83,8 @@ def _sandwich_per_side(w: Writer, frame: pd.DataFrame, cands: pd.DataFrame, *,
         info = sandwich_curve(frame[keep], metric=metric)
         label = f" ({side} side)" if side else ""
         sandwich_section(w, info, title=f"Fig. 5: sandwich coefficient{label}",
-                         stem=f"sandwich_{side}" if side else "sandwich", vs_best=False)
+                         stem=f"sandwich_{side}" if side else "sandwich", vs_best=False,
+                         seeds_ref=seeds_ref)
 
 
 def _paper_comparison(sizes: pd.DataFrame) -> pd.DataFrame:

@@ -23,7 +23,8 @@ class DistributionInfo:
     """Result of :func:`distribution`.
 
     ``models`` has one row per usable candidate trial (sorted best first) with columns
-    name, order, value, at_least_average, at_least_best. "At least as good" means
+    name, order, k (the sandwich coefficient, else empty), value, at_least_average,
+    at_least_best. "At least as good" means
     ``<=`` for lower-is-better metrics (``>=`` otherwise), as in the paper's "7 of 20".
     """
 
@@ -93,6 +94,7 @@ def distribution(
             "run_id": rows["run_id"].to_numpy(),
             "name": rows["name"].to_numpy(),
             "order": rows["order"].to_numpy(),
+            "k": rows["k"].to_numpy() if "k" in rows.columns else [None] * len(rows),
             "value": values,
             "at_least_average": at_least_as_good(values, base.mean, lower=lower),
             "at_least_best": at_least_as_good(values, base.best, lower=lower),
