@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from sublayer_search.search.cli.output import bad
@@ -161,7 +162,7 @@ def run_replay(args: argparse.Namespace) -> int:
         report = replay(curves, settings, k=args.top_k, rank_mode=rank)
     except ReplayError as exc:
         return bad(str(exc))
-    _print_report(report, sweep.metric)
+    _print_report(report, sweep.metric, curves, metric)
     return ExitCode.OK
 
 
@@ -181,15 +182,34 @@ def _recorded(args: argparse.Namespace, uri: str | None) -> Any:
                       scheduler_metric=args.metric)
 
 
-def _print_report(report: Any, metric: str) -> None:
+def value_at_stop(curve: Any, steps: int) -> float:
+    """The curve's value at its last evaluation within ``steps`` (nan: none)."""
+    seen = [p.value for p in curve.points if p.step <= steps]
+    return float(seen[-1]) if seen else math.nan
+
+
+def _print_report(report: Any, metric: str, curves: Sequence[Any] = (),
+                  scheduler_metric: str | None = None) -> None:
+    """The table: ``final_<metric>`` is what the replay trained to (a stopped trial's
+    value at its stop), ``recorded_final`` what the recorded sweep's run ended at."""
+    by_name = {c.name: c for c in curves}
+    same = scheduler_metric in (None, metric)  # the curves hold the scheduler's metric
     rows = sorted(report.trials, key=lambda t: (t.stopped_at is not None, t.name))
     width = max(len(t.name) for t in rows)
     span = max([len("order")] + [len(t.order) for t in rows])
-    print(f"{'trial':<{width}}  {'order':<{span}}  steps/full  stopped_at  final_{metric}")
+    head = f"final_{metric}"
+    print(f"{'trial':<{width}}  {'order':<{span}}  steps/full  stopped_at  {head}  recorded_final")
     for t in rows:
         stop = "" if t.stopped_at is None else str(t.stopped_at)
+        reached = t.final
+        if t.stopped_at is not None:
+            curve = by_name.get(t.name)
+            reached = value_at_stop(curve, t.steps) if curve is not None and same else math.nan
         print(f"{t.name:<{width}}  {t.order:<{span}}  {f'{t.steps}/{t.full_steps}':>10}  "
-              f"{stop:>10}  {_fmt(t.final)}")
+              f"{stop:>10}  {_fmt(reached):>{len(head)}}  {_fmt(t.final)}")
+    if not same and report.stopped:
+        print(f"note: the replay ran on {scheduler_metric}, so a stopped trial's {metric} at "
+              "its stop is not known (blank)")
     used, full = sum(t.steps for t in report.trials), sum(t.full_steps for t in report.trials)
     evals = sum(t.evaluations for t in report.trials)
     full_evals = sum(t.full_evaluations for t in report.trials)

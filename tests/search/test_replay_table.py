@@ -1,0 +1,33 @@
+"""``sublayer replay``'s table: a stopped trial's ``final_<metric>`` is its value at the
+stop; the recorded full run's final is a column of its own (issue 30, friction 9)."""
+
+from __future__ import annotations
+
+from sublayer_search.search.cli.main import main
+from sublayer_search.search.cli.replay import value_at_stop
+from sublayer_search.search.replay.engine import Curve, Point
+from sublayer_search.spaces.exit_codes import ExitCode
+
+
+def test_value_at_stop_is_the_last_evaluation_reached():
+    c = Curve(name="a", order="sf", final=2.0, points=tuple(
+        Point(step=s, value=v, time=float(s)) for s, v in ((100, 4.0), (200, 3.0), (300, 2.0))))
+    assert value_at_stop(c, 200) == 3.0 and value_at_stop(c, 250) == 3.0
+    assert value_at_stop(c, 300) == 2.0
+
+
+def test_a_stopped_trial_shows_its_value_at_the_stop(capsys):
+    assert main(["replay", "--builtin", "mini_press2020"]) == ExitCode.OK
+    lines = capsys.readouterr().out.splitlines()
+    head = lines[1].split()
+    assert head[-2:] == ["final_val_bpc", "recorded_final"]
+    rows = [line.split() for line in lines[2:] if "/800" in line]
+    stopped = [r for r in rows if len(r) == 6]
+    full = [r for r in rows if len(r) == 5]
+    assert stopped and full
+    for name, _, steps, stop, at_stop, recorded in stopped:
+        assert steps.split("/")[0] == stop
+        assert at_stop != recorded, name  # at 100-400 steps the bpc is far from the end
+        assert float(at_stop) > float(recorded)
+    for _, _, _, final, recorded in full:
+        assert final == recorded
