@@ -125,3 +125,26 @@ def test_report_has_the_table(tmp_path, capsys):
         or "Parameters: the paper's Tables 1-3 against the product" in html
     assert "paper 48M, product 49.71M (+1.71M)" in html
     assert "product above the paper (hard guidance, Eq. 5)" in html
+
+
+def test_docs_quote_the_table():
+    """docs/guidance.md and the Table 1 config state the gaps with the table's numbers."""
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    t = cparams.params_table().set_index(["table", "dataset", "label"])
+    docs = " ".join((repo / "docs" / "guidance.md").read_text(encoding="utf-8").split())
+    config = (repo / "configs" / "crossformer_iwslt14.yaml").read_text(encoding="utf-8")
+    for (table, dataset, label), block in (((1, "iwslt14-de-en", "hg-ffn"), "ffn"),
+                                           ((2, "wmt14-en-de", "hg-ffn"), "ffn"),
+                                           ((1, "iwslt14-de-en", "hg-kq"), "key_query"),
+                                           ((2, "wmt14-en-de", "hg-kq"), "key_query")):
+        ours = cparams.row_params(6, 6, dataset, blocks=(block,)) / 1e6
+        paper = t.loc[(table, dataset, label), "paper_params_m"]
+        said = (f"{ours:.1f}M here against the paper's {paper:.0f}M",
+                f"{ours:.1f}M against {paper:.0f}M", f"{ours:.1f}M here against {paper:.0f}M")
+        assert any(s in docs for s in said), (table, label)
+    kq, chain = (cparams.row_params(6, 6, "iwslt14-de-en", blocks=("key_query",), reading=r)
+                 for r in ("eq5", "cross_chain"))
+    assert f"{kq / 1e6:.1f}M here" in config and f"({chain / 1e6:.1f}M)" in config
+    assert "14M saved" in docs and t.loc[(2, "wmt14-en-de", "hg-ffn"), "paper_saved_m"] == 14
