@@ -74,6 +74,7 @@ notebooks: install
 	mkdir -p reports/notebooks
 	SUBLAYER_NOTEBOOK_EXPERIMENT='$(EXPERIMENT)' SUBLAYER_NOTEBOOK_TRACKING_URI='$(TRACKING_URI)' \
 	  $(BIN)/jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=900 \
+	  --KernelManager.transport=ipc \
 	  --output-dir reports/notebooks notebooks/*.ipynb
 	@echo "executed notebooks: reports/notebooks/ (experiment: $(or $(EXPERIMENT),none))"
 

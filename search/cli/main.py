@@ -7,6 +7,7 @@ anything is written, Ray is started or MLflow is touched.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shlex
 import sys
@@ -25,6 +26,8 @@ __all__ = ["main"]
 
 MAX_TRIALS = 10_000
 """A larger plan runs only with ``--yes`` (a typo in a space can ask for millions)."""
+QUIET_LOGGERS = ("mlflow.store.db.utils", "alembic")
+"""Their INFO lines ("Creating initial MLflow database tables", migrations) are noise here."""
 
 
 # -- sublayer train ---------------------------------------------------------------------
@@ -112,7 +115,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         return ExitCode.OK
     # Ray auth: a local sweep keeps token auth on, on 127.0.0.1 (local_ray); --address: the cluster's
     from sublayer_search.search.oneshot.stage_one import OneShotError
+    from sublayer_search.search.run.progress import starting_line
     from sublayer_search.search.run.sweep import TrackingOutage, run_sweep
+
+    print(starting_line(len(rows), plan.metric), file=sys.stderr, flush=True)
     from sublayer_search.search.tracking.links import closing_lines, program
 
     try:
@@ -291,8 +297,32 @@ def _internal_error(exc: Exception, argv: Sequence[str]) -> int:
     return ExitCode.FAILED
 
 
+class _Notes(logging.Handler):
+    """``sublayer: …`` on stderr for the product's INFO notes (a cache being built)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            print(f"sublayer: {record.getMessage()}", file=sys.stderr, flush=True)
+        except (OSError, ValueError):
+            pass
+
+
+def _say_slow_steps() -> None:
+    """On a terminal, the notes the product logs before a slow step (a first use of a
+    corpus learns its BPE vocabulary: seconds without a word otherwise). Off a terminal
+    (logs, CI, tests) stderr keeps to results and errors."""
+    notes = logging.getLogger("sublayer_search.notes")
+    if not sys.stderr.isatty() or any(isinstance(h, _Notes) for h in notes.handlers):
+        return
+    notes.setLevel(logging.INFO)
+    notes.addHandler(_Notes())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    _say_slow_steps()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

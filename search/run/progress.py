@@ -21,7 +21,13 @@ from ray.tune import Callback
 
 from sublayer_search.spaces.records import FAILED_STATUSES, TrialStatus, ended_status
 
-__all__ = ["Snapshot", "render", "snapshot", "SweepProgress", "format_duration"]
+__all__ = ["Snapshot", "render", "snapshot", "SweepProgress", "format_duration",
+           "starting_line"]
+
+
+def starting_line(total: int, metric: str) -> str:
+    """The line a sweep prints before Ray and MLflow start (they take seconds)."""
+    return render(Snapshot(total=total, metric=metric)) + " | starting Ray and MLflow"
 
 
 
@@ -184,6 +190,7 @@ class SweepProgress(Callback):
     def setup(self, stop: Any = None, num_samples: int | None = None,
               total_num_samples: int | None = None, **info: Any) -> None:
         self.start = time.monotonic()
+        self.show([], force=True)  # at once: the first trial may take a while to report
 
     def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
         self.show(trials)

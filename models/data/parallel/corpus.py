@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,9 @@ from sublayer_search.models.data.parallel.config import (
 from sublayer_search.models.data.parallel.files import read_pairs, resolve_parallel_files
 
 __all__ = ["ParallelCorpus", "ParallelSplit", "load_parallel"]
+
+_notes = logging.getLogger("sublayer_search.notes")
+"""Notes before a slow step; the CLI shows them on a terminal (search.cli.main)."""
 
 Arrays = dict[str, tuple[np.ndarray, np.ndarray]]  # "<split>.<side>" -> (ids, offsets)
 
@@ -132,6 +136,9 @@ def load_parallel(cfg: ParallelDataConfig) -> ParallelCorpus:
             train_text.append(read_pairs(*files["train"], strip_bpe=strip))
         return train_text[0]
 
+    if not bpe_dir.is_dir():
+        _notes.info("building the %s BPE vocabulary and token cache in %s (first use only; "
+                    "seconds to a minute) ...", cfg.name, cache)
     src_tok, tgt_tok = load_tokenizers(cfg, bpe_dir, train_pairs)
     tok_key = _key(bpe_key, *common, *(h for s in sorted(hashes) for h in hashes[s]))
     folder = cache / "tokens" / f"{cfg.name}-{cfg.src_lang}-{cfg.tgt_lang}-{tok_key[:16]}"
