@@ -151,9 +151,9 @@ def strict_scalars(cls: type, raw: Any, prefix: str = "") -> tuple[Any, list[Pro
                                          and not isinstance(value, bool))):
             kind = "a string" if isinstance(value, str) else "a number"
             others = "".join(f" or {a!r}" for a in literals)
+            unquote = isinstance(value, str) and value.lower() in _BOOL_WORDS
             problems.append(Problem(path, value, f"true or false{others}, not {kind}"
-                                    + (" (write it without quotes)" if kind == "a string"
-                                       and value.lower() in _BOOL_WORDS else "")))
+                                    + (" (write it without quotes)" if unquote else "")))
             continue
         nested = _nested(annotation)
         if nested is not None and isinstance(value, dict):
