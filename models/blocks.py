@@ -16,7 +16,8 @@ Parameter counts (match :func:`spaces.cost.unit_costs` with ``exact=True``):
 With ``split_qkv=True`` (cross-layer guidance on self-attention, :mod:`models.guidance.apply`)
 a self-attention holds q, k and v as three ``Linear(d, d)`` (same count) so that one of
 them can be shared with, or pulled towards, another sublayer's; it still runs one matmul
-over their concatenated weights.
+over their concatenated weights. A cross-attention guided as well (``cross_attention`` of
+the guidance) splits its fused k,v the same way (:meth:`CrossAttention.split_kv`).
 """
 
 from __future__ import annotations
@@ -143,8 +144,31 @@ class CrossAttention(nn.Module):
         self.n_heads = n_heads
         self.attn_dropout = attn_dropout
         self.q = Linear(d_model, d_model)
-        self.kv = Linear(d_model, 2 * d_model)  # rows: k, v
+        self.kv: nn.Linear | None = Linear(d_model, 2 * d_model)  # rows: k, v
+        self.k: nn.Linear | None = None
+        self.v: nn.Linear | None = None
         self.out = Linear(d_model, d_model)
+
+    def split_kv(self) -> None:
+        """Hold k and v as two ``Linear(d, d)`` (the fused one's rows; same count) so that
+        guidance can share or pull one of them; still one matmul over the memory."""
+        if self.kv is None:
+            return
+        d = self.q.in_features
+        self.k, self.v = (Linear(d, d) for _ in range(2))
+        with torch.no_grad():
+            for i, part in enumerate((self.k, self.v)):
+                part.weight.copy_(self.kv.weight[i * d:(i + 1) * d])
+                part.bias.copy_(self.kv.bias[i * d:(i + 1) * d])
+        self.kv = None
+
+    def _project_kv(self, memory: Tensor) -> Tensor:
+        """(B, S, d) → (B, S, 2d): k, v."""
+        if self.kv is not None:
+            return self.kv(memory)
+        assert self.k is not None and self.v is not None
+        return linear(memory, torch.cat([self.k.weight, self.v.weight]),
+                      torch.cat([self.k.bias, self.v.bias]))
 
     def forward(
         self, x: Tensor, memory: Tensor, memory_padding_mask: Tensor | None = None
@@ -153,7 +177,7 @@ class CrossAttention(nn.Module):
         s = memory.shape[1]
         dh = d // self.n_heads
         q = self.q(x).view(b, t, self.n_heads, dh).transpose(1, 2)  # (B, H, T, dh)
-        kv = self.kv(memory).view(b, s, 2, self.n_heads, dh)
+        kv = self._project_kv(memory).view(b, s, 2, self.n_heads, dh)
         k, v = (part.transpose(1, 2) for part in kv.unbind(2))  # (B, H, S, dh) each
         y = attend(
             q,
@@ -219,12 +243,13 @@ def output_projection(layer: nn.Module) -> nn.Linear:
 
 def projection(layer: nn.Module, role: str) -> nn.Linear:
     """The ``Linear`` of a (residual) sublayer by role: ``q``, ``k``, ``v``, ``out`` of a
-    self-attention built with ``split_qkv``; ``w1``, ``w2`` of a feedforward."""
+    self-attention built with ``split_qkv`` (of a cross-attention: ``k`` and ``v`` once
+    split, :meth:`CrossAttention.split_kv`); ``w1``, ``w2`` of a feedforward."""
     sub = layer.sublayer if isinstance(layer, Residual) else layer
     found: nn.Module | None = None
     if isinstance(sub, FeedForward):
         found = {"w1": sub.fc1, "w2": sub.fc2}.get(role)
-    elif isinstance(sub, SelfAttention):
+    elif isinstance(sub, SelfAttention | CrossAttention):
         found = {"q": sub.q, "k": sub.k, "v": sub.v, "out": sub.out}.get(role)
     if not isinstance(found, nn.Linear):
         raise TypeError(f"{type(sub).__name__} has no {role!r} projection of its own")

@@ -182,6 +182,8 @@ class ModelConfig:
         object.__setattr__(self, "order", parse_order(self.order, kind="lm"))
         object.__setattr__(self, "guidance", guidance_from(self.guidance))
         self.guidance.check_chains(counts(self.order), f"the order {self.order!r}")
+        check(not self.guidance.cross_attention, "model.guidance.cross_attention", True,
+              "false for a language model (no cross-attention to guide)")
         vocab = self.vocab_size
         check(vocab is None or (is_int(vocab) and vocab >= 2), "model.vocab_size", vocab,
               "an integer >= 2 or null")

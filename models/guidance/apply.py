@@ -6,9 +6,13 @@ guided pairs of its order and
 * ``hard``: makes the upper matrix *the same* ``nn.Parameter`` as the lower one (one
   tensor: ``model.parameters()``, the optimizer and a checkpoint hold it once, and the
   gradients of both uses add up in it);
-* ``soft``: returns the (lower, upper) weight pairs; :func:`guidance_penalty` is
-  ``Σ ‖A(t) − sg(B(t+1))‖²`` over them (the upper side detached), which the trainer
+* ``soft``: returns the (lower, upper) weight pairs with the setting's norm;
+  :func:`guidance_penalty` is ``Σ N(A(t) − sg(B(t+1)))`` over them (the upper side
+  detached; ``N`` = ``‖·‖²_F`` by default, ``‖·‖_F`` with ``norm: l2``), which the trainer
   scales by ``alpha`` and adds to the loss.
+
+A guided cross-attention (``cross_attention``) has its fused k,v split first
+(:meth:`models.blocks.CrossAttention.split_kv`), before the model initialises its weights.
 
 Models keep the soft pairs in a plain list attribute (not registered again) and expose
 :func:`guidance_penalty` through ``model.guidance_penalty()``.
@@ -17,22 +21,31 @@ Models keep the soft pairs in a plain list attribute (not registered again) and 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
 
-from sublayer_search.models.blocks import projection
-from sublayer_search.models.guidance.config import (
-    BLOCK_KINDS,
-    GuidanceConfig,
-    Pair,
-    chain_pairs,
-)
+from sublayer_search.models.blocks import CrossAttention, Residual, projection
+from sublayer_search.models.guidance.config import GuidanceConfig, Pair, chain_pairs
 
 __all__ = ["WeightPair", "guidance_penalty", "guide", "guide_chains", "guide_stack"]
 
-WeightPair = tuple[nn.Linear, nn.Linear]
-"""(lower projection, upper projection) of a soft pair: their weights are compared."""
+class WeightPair(NamedTuple):
+    """A soft pair: the lower and upper projections, whose weights are compared by
+    ``norm`` (``squared_frobenius`` or ``l2``)."""
+
+    lower: nn.Linear
+    upper: nn.Linear
+    norm: str = "squared_frobenius"
+
+
+def _own(layer: nn.Module, role: str) -> nn.Linear:
+    """:func:`projection`, a fused cross-attention k,v split first."""
+    sub = layer.sublayer if isinstance(layer, Residual) else layer
+    if isinstance(sub, CrossAttention) and role in ("k", "v"):
+        sub.split_kv()
+    return projection(layer, role)
 
 
 def guide(layers: Sequence[nn.Module], pairs: Sequence[Pair],
@@ -46,12 +59,12 @@ def guide(layers: Sequence[nn.Module], pairs: Sequence[Pair],
         return []
     links: list[WeightPair] = []
     for p in pairs:
-        lower = projection(layers[p.lower], p.lower_role)
-        upper = projection(layers[p.upper], p.upper_role)
+        lower = _own(layers[p.lower], p.lower_role)
+        upper = _own(layers[p.upper], p.upper_role)
         if guidance.mode == "hard":
             upper.weight = lower.weight
         else:
-            links.append((lower, upper))
+            links.append(WeightPair(lower, upper, guidance.norm))
     return links
 
 
@@ -60,7 +73,7 @@ def guide_chains(chains: Mapping[str, Sequence[nn.Module]],
     """:func:`guide` along each chain (kind → its sublayers, bottom first)."""
     links: list[WeightPair] = []
     for block in guidance.blocks:
-        for kind in BLOCK_KINDS[block]:
+        for kind in guidance.kinds(block):
             chain = list(chains.get(kind, ()))
             links += guide(chain, chain_pairs(len(chain), block, guidance), guidance)
     return links
@@ -71,15 +84,17 @@ def guide_stack(layers: Iterable[nn.Module], order: str,
     """:func:`guide_chains` over a stack built from ``order`` (one sublayer per character):
     the layer above is the next sublayer of the same kind."""
     stack = list(zip(layers, order, strict=True))
-    kinds = {k for block in guidance.blocks for k in BLOCK_KINDS[block]}
+    kinds = {k for block in guidance.blocks for k in guidance.kinds(block)}
     return guide_chains({k: [m for m, ch in stack if ch == k] for k in kinds}, guidance)
 
 
 def guidance_penalty(links: Sequence[WeightPair]) -> Tensor | None:
-    """``Σ ‖W_lower − sg(W_upper)‖²`` (squared Frobenius norms, fp32); None without pairs."""
+    """``Σ N(W_lower − sg(W_upper))`` in fp32, ``N`` each pair's norm: ``‖·‖²_F`` (sum of
+    squared entries) or ``‖·‖_F`` (``l2``: its square root); None without pairs."""
     total: Tensor | None = None
-    for lower, upper in links:
+    for lower, upper, norm in links:
         diff = lower.weight.float() - upper.weight.detach().float()
-        term = torch.sum(diff * diff)
+        # l2: vector_norm's gradient is 0, not NaN, where a pair is equal
+        term = torch.linalg.vector_norm(diff) if norm == "l2" else torch.sum(diff * diff)
         total = term if total is None else total + term
     return total

@@ -14,13 +14,22 @@ A higher sublayer guides the one below it, in one of three *blocks*:
 **The layer above** is the next sublayer *of the same kind* in the order string: in
 ``ssfsff`` the ``s`` at position 1 is guided by the ``s`` at 3, the ``f`` at 2 by the
 ``f`` at 4. Half-width feedforwards ``h`` form a chain of their own; cross-attention ``c``
-is left as is (as in the paper). An encoder and a decoder have one chain each; an IOT
-model chains its shared per-layer modules by layer.
+is left as is (as the paper's Eq. 5) unless ``cross_attention``: then ``key_query`` and
+``value`` also guide the decoder's ``c`` sublayers, a chain of their own (T − 1 pairs; the
+reading under which the paper's 6+6 Key-Query and Value counts match). An encoder and a
+decoder have one chain each; an IOT model chains its shared per-layer modules by layer.
 
 ``mode``:
 
-* ``soft``: the loss gains ``alpha · Σ ‖A(t) − sg(B(t+1))‖²`` over the pairs' weight
-  matrices (squared L2 norm; sg = stop gradient: only the lower matrix is pulled);
+* ``soft``: the loss gains ``alpha · Σ_t N(A(t) − sg(B(t+1)))`` over the pairs' weight
+  matrices (sg = stop gradient: only the lower matrix is pulled), ``N`` by ``norm``:
+  ``squared_frobenius`` (default) ``‖·‖²_F``, the sum of squared entries; ``l2`` the
+  paper's "L2 norm" ``‖·‖_F`` (entrywise, not squared), for which it tuned alpha = 0.01.
+  The default stays the squared norm because every soft-guidance run before used it
+  (changing it would change their results and meaning); its pull 2(A − B) fades as a
+  pair converges, while the L2 norm's (A − B)/‖A − B‖ has norm 1 at any distance (a
+  key-query pair at d 512 and init std 0.02: 2‖A − B‖ ≈ 29, so the squared norm pulls
+  ~29x harder at the same alpha);
 * ``hard``: the pair *is* one ``nn.Parameter`` (weights; biases stay per sublayer). Hard
   guidance needs a pair: a guided kind that occurs once is a configuration error.
 
@@ -45,9 +54,11 @@ __all__ = [
     "ATTENTION_PAIRINGS",
     "BLOCKS",
     "BLOCK_KINDS",
+    "CROSS_BLOCKS",
     "FFN_PAIRINGS",
     "GUIDANCE_TAG",
     "MODES",
+    "NORMS",
     "GuidanceConfig",
     "Pair",
     "chain_pairs",
@@ -73,7 +84,13 @@ _PAIR_SHORT = {"key_query": "kq", "query_key": "qk", "query_query": "qq", "key_k
 _DEFAULT_PAIRING = ("key_query", "w2_w1")
 _DEFAULT_ALPHA = 0.01
 BLOCK_KINDS = {"key_query": "s", "value": "s", "ffn": "fh"}
-"""Sublayer kinds whose chains each block guides (``c`` never)."""
+"""Sublayer kinds whose chains each block guides (``c`` only with ``cross_attention``:
+:meth:`GuidanceConfig.kinds`)."""
+CROSS_BLOCKS = ("key_query", "value")
+"""Blocks that guide the decoder's cross-attention too when ``cross_attention``."""
+NORMS = ("squared_frobenius", "l2")
+"""Norms of the soft regulariser: ``‖·‖²_F`` (default) and the paper's ``‖·‖_F``."""
+_DEFAULT_NORM = "squared_frobenius"
 
 
 def _field(name: str) -> str:
@@ -87,13 +104,19 @@ class GuidanceConfig:
     ``mode`` none (default) | soft | hard; ``blocks`` among key_query, value, ffn (kept
     in that order; empty with mode none); ``alpha`` >= 0, the weight of the soft
     regulariser (the paper's 0.01); ``pairing`` one name or a list (see the module
-    docstring), stored as ``(attention pairing, ffn pairing)``.
+    docstring), stored as ``(attention pairing, ffn pairing)``; ``cross_attention``
+    (default false) guides the decoder's ``c`` chain too (needs key_query or value);
+    ``norm`` of the soft regulariser, ``squared_frobenius`` (default) or ``l2``. The
+    two new fields at their defaults add nothing to labels, params or dicts, so the
+    settings of runs before keep their keys.
     """
 
     mode: str = "none"
     blocks: tuple[str, ...] = ()
     alpha: float = _DEFAULT_ALPHA
     pairing: tuple[str, ...] = _DEFAULT_PAIRING
+    cross_attention: bool = False
+    norm: str = _DEFAULT_NORM
 
     def __post_init__(self) -> None:
         check(self.mode in MODES, _field("mode"), self.mode, "one of " + ", ".join(MODES))
@@ -115,6 +138,15 @@ class GuidanceConfig:
               self.alpha, "a finite number >= 0")
         object.__setattr__(self, "alpha", float(self.alpha))
         object.__setattr__(self, "pairing", _pairing(self.pairing))
+        check(isinstance(self.cross_attention, bool), _field("cross_attention"),
+              self.cross_attention, "true or false")
+        check(self.norm in NORMS, _field("norm"), self.norm, "one of " + ", ".join(NORMS))
+        if not self.active:  # as blocks: nothing to guide
+            object.__setattr__(self, "cross_attention", False)
+            object.__setattr__(self, "norm", _DEFAULT_NORM)
+        elif self.cross_attention:
+            check(bool(set(CROSS_BLOCKS) & set(self.blocks)), _field("cross_attention"), True,
+                  "false unless blocks include key_query or value (ffn never guides c)")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> GuidanceConfig:
@@ -129,8 +161,24 @@ class GuidanceConfig:
         return cls(**dict(data))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"mode": self.mode, "blocks": list(self.blocks), "alpha": self.alpha,
-                "pairing": list(self.pairing)}
+        out = {"mode": self.mode, "blocks": list(self.blocks), "alpha": self.alpha,
+               "pairing": list(self.pairing)}
+        return out | self._extras()
+
+    def _extras(self) -> dict[str, Any]:
+        """The fields added later, only where not at their defaults (stable keys)."""
+        out: dict[str, Any] = {}
+        if self.cross_attention:
+            out["cross_attention"] = True
+        if self.norm != _DEFAULT_NORM:
+            out["norm"] = self.norm
+        return out
+
+    def kinds(self, block: str) -> str:
+        """Sublayer kinds whose chains ``block`` guides: :data:`BLOCK_KINDS`, plus ``c``
+        for key_query and value with ``cross_attention``."""
+        cross = self.cross_attention and block in CROSS_BLOCKS
+        return BLOCK_KINDS[block] + ("c" if cross else "")
 
     @property
     def active(self) -> bool:
@@ -158,6 +206,10 @@ class GuidanceConfig:
         for name, default in zip(self.pairing, _DEFAULT_PAIRING, strict=True):
             if name != default:
                 out += "." + _PAIR_SHORT[name]
+        if self.cross_attention:
+            out += ".cross"
+        if self.mode == "soft" and self.norm != _DEFAULT_NORM:
+            out += "." + self.norm
         if self.mode == "soft" and self.alpha != _DEFAULT_ALPHA:
             out += f".alpha{self.alpha!r}"
         return out
@@ -170,13 +222,18 @@ class GuidanceConfig:
         mode = {"sg": "soft", "hg": "hard"}.get(head[:2], head)
         blocks = [next((b for b, s in _SHORT.items() if s == part), part)
                   for part in head[3:].split("+")]
-        pairing, alpha = [], _DEFAULT_ALPHA
+        pairing, alpha, extras = [], _DEFAULT_ALPHA, dict[str, Any]()
         for q in quals:
             if q.startswith("alpha"):
                 alpha = float(q[5:])
+            elif q == "cross":
+                extras["cross_attention"] = True
+            elif q in NORMS:
+                extras["norm"] = q
             else:
                 pairing.append(next((n for n, s in _PAIR_SHORT.items() if s == q), q))
-        return cls(mode=mode, blocks=tuple(blocks), alpha=alpha, pairing=tuple(pairing))
+        return cls(mode=mode, blocks=tuple(blocks), alpha=alpha, pairing=tuple(pairing),
+                   **extras)
 
     def flat(self) -> dict[str, Any]:
         """MLflow params: ``model.guidance.mode``, ``.blocks`` (``key_query+ffn``),
@@ -186,7 +243,8 @@ class GuidanceConfig:
             return {_field("mode"): self.mode, _field("blocks"): "", _field("alpha"): "",
                     _field("pairing"): ""}
         return {_field("mode"): self.mode, _field("blocks"): "+".join(self.blocks),
-                _field("alpha"): self.alpha, _field("pairing"): "+".join(self.pairing)}
+                _field("alpha"): self.alpha, _field("pairing"): "+".join(self.pairing),
+                **{_field(k): v for k, v in self._extras().items()}}
 
     def check_chains(self, chains: Mapping[str, int], where: str) -> None:
         """ConfigError for hard guidance of a block without a pair in ``chains`` (kind →
@@ -194,7 +252,7 @@ class GuidanceConfig:
         if self.mode != "hard":
             return
         for block in self.blocks:
-            present = {k: chains.get(k, 0) for k in BLOCK_KINDS[block] if chains.get(k, 0)}
+            present = {k: chains.get(k, 0) for k in self.kinds(block) if chains.get(k, 0)}
             alone = [k for k, n in present.items() if n == 1]
             if alone or not present:
                 kind = alone[0] if alone else BLOCK_KINDS[block][0]
@@ -271,7 +329,7 @@ def order_pairs(order: str, guidance: GuidanceConfig) -> list[tuple[str, Pair]]:
     """(block, pair) of every guided pair of ``order``, positions in the order string."""
     out: list[tuple[str, Pair]] = []
     for block in guidance.blocks:
-        for kind in BLOCK_KINDS[block]:
+        for kind in guidance.kinds(block):
             chain = [i for i, ch in enumerate(order) if ch == kind]
             out += [(block, Pair(chain[p.lower], p.lower_role, chain[p.upper], p.upper_role))
                     for p in chain_pairs(len(chain), block, guidance)]
@@ -284,10 +342,10 @@ def saved_params(chains: Mapping[str, int], guidance: GuidanceConfig, *, d_model
     weight matrix per pair (d² for attention, d·width for a feedforward)."""
     if guidance.mode != "hard":
         return 0
-    widths = {"s": d_model, "f": d_ff, "h": d_ff // 2}
+    widths = {"s": d_model, "c": d_model, "f": d_ff, "h": d_ff // 2}
     total = 0
     for block in guidance.blocks:
-        for kind in BLOCK_KINDS[block]:
+        for kind in guidance.kinds(block):
             pairs = max(chains.get(kind, 0) - 1, 0)
             total += pairs * d_model * widths[kind]
     return total

@@ -113,8 +113,8 @@ class IOTConfig(Seq2SeqDims):
             check(is_positive_int(value), f"model.{name}", value, "a positive integer")
         for side in ("encoder", "decoder"):
             layers = getattr(self, f"{side}_layers")
-            self.guidance.check_chains({"s": layers, "f": layers},
-                                       f"the IOT {side} with {side}_layers {layers}")
+            chains = {"s": layers, "f": layers} | ({"c": layers} if side == "decoder" else {})
+            self.guidance.check_chains(chains, f"the IOT {side} with {side}_layers {layers}")
         for stack in ("decoder", "encoder"):
             codes = self._resolve(stack)
             object.__setattr__(self, f"{stack}_codes", codes)

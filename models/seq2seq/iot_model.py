@@ -144,8 +144,11 @@ class IOTSeq2Seq(Seq2SeqBase):
             for _ in range(cfg.decoder_layers)
         )
         # cross-layer guidance: a module's layer above is the same kind's in the next layer
-        self.guided = [pair for stack in (self.encoder, self.decoder) for pair in guide_chains(
-            {k: [cast(nn.ModuleDict, layer)[k] for layer in stack] for k in "sf"}, cfg.guidance)]
+        # (the decoder's c too with cross_attention: its layer above is the next layer's c)
+        self.guided = [pair for stack, kinds in ((self.encoder, "sf"), (self.decoder, "scf"))
+                       for pair in guide_chains({k: [cast(nn.ModuleDict, layer)[k]
+                                                     for layer in stack] for k in kinds},
+                                                cfg.guidance)]
         m, n = cfg.encoder_size, cfg.decoder_size
         self.encoder_predictor = nn.Linear(cfg.d_model, m, bias=False) if m > 1 else None
         self.decoder_predictor = nn.Linear(cfg.d_model, n, bias=False) if n > 1 else None

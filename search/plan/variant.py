@@ -169,8 +169,9 @@ def _split(text: str | None) -> tuple[str, ...]:
 
 def run_variant(params: Mapping[str, str]) -> Variant | None:
     """The variant a finished trial run trained, from its params (``order``, ``side``, the
-    subset's ``subset``/``stack``/``codes``/``layers``/``orders`` and the four
-    ``model.guidance.*`` params); ``None`` when they describe no valid one."""
+    subset's ``subset``/``stack``/``codes``/``layers``/``orders`` and the
+    ``model.guidance.*`` params: mode, blocks, alpha, pairing; cross_attention and norm
+    where set); ``None`` when they describe no valid one."""
     if "order" not in params:
         return None
     try:
@@ -180,6 +181,10 @@ def run_variant(params: Mapping[str, str]) -> Variant | None:
             given["alpha"] = float(params["model.guidance.alpha"])
         if params.get("model.guidance.pairing"):
             given["pairing"] = _split(params["model.guidance.pairing"])
+        if str(params.get("model.guidance.cross_attention", "")).lower() == "true":
+            given["cross_attention"] = True  # recorded only where set (older runs: absent)
+        if params.get("model.guidance.norm"):
+            given["norm"] = params["model.guidance.norm"]
         guidance = GuidanceConfig(**given)
         subset = None
         if params.get("subset"):

@@ -94,7 +94,7 @@ def test_the_difference_the_issue_names():
     assert (base["gap_m"].abs() <= 0.5).all()
 
 
-@pytest.mark.parametrize("reading", ["eq5"])
+@pytest.mark.parametrize("reading", ["eq5", "cross_chain"])
 def test_the_arithmetic_is_the_built_models_count(reading):
     """analysis cannot import models: its sum must equal seq2seq_param_count on every
     row (and ``cross_chain`` the product's ``cross_attention: true``)."""
@@ -103,7 +103,7 @@ def test_the_arithmetic_is_the_built_models_count(reading):
         names = {"kq": "key_query", "v": "value", "ffn": "ffn"}
         blocks = [names[b] for b in r.label[3:].split("+")] if r.label.startswith("hg-") else []
         guidance: dict[str, object] = {"mode": "hard", "blocks": blocks} if blocks else {}
-        if blocks and reading == "cross_chain":
+        if reading == "cross_chain" and {"key_query", "value"} & set(blocks):
             guidance["cross_attention"] = True
         cfg = Seq2SeqConfig(encoder_order=f"(sf)^{r.encoder_layers}",
                             decoder_order=f"(scf)^{r.decoder_layers}", d_model=D, n_heads=8,
