@@ -60,7 +60,8 @@ class Seq2SeqDims:
     guidance: GuidanceConfig = dataclasses.field(default_factory=GuidanceConfig)
     """Cross-layer guidance (Crossformer) in the encoder and in the decoder, each a stack
     of its own; the layer above is the next sublayer of the same kind (IOT: the same
-    kind's module of the next layer); cross-attention is left as is. See
+    kind's module of the next layer); cross-attention is left as is unless the guidance's
+    ``cross_attention`` (then the decoder's ``c`` chain is guided too). See
     :mod:`models.guidance.config`."""
 
     def __post_init__(self) -> None:

@@ -134,7 +134,8 @@ def test_docs_quote_the_table():
     repo = Path(__file__).resolve().parents[2]
     t = cparams.params_table().set_index(["table", "dataset", "label"])
     docs = " ".join((repo / "docs" / "guidance.md").read_text(encoding="utf-8").split())
-    config = (repo / "configs" / "crossformer_iwslt14.yaml").read_text(encoding="utf-8")
+    config = " ".join((repo / "configs" / "crossformer_iwslt14.yaml").read_text(
+        encoding="utf-8").replace("#", " ").split())
     for (table, dataset, label), block in (((1, "iwslt14-de-en", "hg-ffn"), "ffn"),
                                            ((2, "wmt14-en-de", "hg-ffn"), "ffn"),
                                            ((1, "iwslt14-de-en", "hg-kq"), "key_query"),
@@ -146,5 +147,27 @@ def test_docs_quote_the_table():
         assert any(s in docs for s in said), (table, label)
     kq, chain = (cparams.row_params(6, 6, "iwslt14-de-en", blocks=("key_query",), reading=r)
                  for r in ("eq5", "cross_chain"))
-    assert f"{kq / 1e6:.1f}M here" in config and f"({chain / 1e6:.1f}M)" in config
+    assert f"{kq / 1e6:.1f}M here" in config
+    assert f"({chain / 1e6:.1f}M with cross_attention: true)" in config
+    assert f"{chain / 1e6:.1f}M and" in docs  # 48.4M and 57.0M with cross_attention: true
+    wmt = cparams.row_params(6, 6, "wmt14-en-de", blocks=("key_query",), reading="cross_chain")
+    assert f"and {wmt / 1e6:.1f}M with `cross_attention: true`" in docs
     assert "14M saved" in docs and t.loc[(2, "wmt14-en-de", "hg-ffn"), "paper_saved_m"] == 14
+
+
+def test_docs_state_the_default_norm_and_why():
+    """docs/guidance.md names the default soft-guidance norm (the models' default) and the
+    reason, with the pull ratio at initialisation computed here."""
+    from pathlib import Path
+
+    from sublayer_search.models.guidance.config import GuidanceConfig
+
+    repo = Path(__file__).resolve().parents[2]
+    docs = " ".join((repo / "docs" / "guidance.md").read_text(encoding="utf-8").split())
+    assert GuidanceConfig().norm == "squared_frobenius"
+    assert "`squared_frobenius` (the default" in docs and "the paper's \"L2 norm\"" in docs
+    assert "every soft-guidance run before used it" in docs
+    # a key-query pair at d 512, weights N(0, 0.02^2): ||A - B||_F = sqrt(2 d^2 0.02^2)
+    pull = 2 * (2 * 512 * 512 * 0.02**2) ** 0.5
+    assert round(pull) == 29 and f"2‖A − B‖ ≈ {round(pull)}" in docs
+    assert "Only the public part is shared" in docs  # Figure 2's private and public parts
