@@ -52,10 +52,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sublayer_search.models.kernels import linear as lin  # noqa: E402
 from sublayer_search.models.accounting import flops_per_token, param_count  # noqa: E402
 from sublayer_search.models.config import ModelConfig  # noqa: E402
 from sublayer_search.models.guidance.config import GuidanceConfig  # noqa: E402
+from sublayer_search.models.kernels import linear as lin  # noqa: E402
 from sublayer_search.models.lm import OrderedLM  # noqa: E402
 
 

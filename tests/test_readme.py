@@ -170,7 +170,7 @@ def test_readme_commands_run_as_written(clone: Path, tmp_path: Path) -> None:
     readme_setup = tuple(c for c in by_file["README.md"] if SETUP.match(c))
     shown = {c: lines for name in DOCS for c, lines in shown_outputs((clone / name).read_text())}
     to_run: list[tuple[str, tuple[str, ...]]] = []
-    for name, commands in by_file.items():
+    for commands in by_file.values():
         setup = (*readme_setup, *(c for c in commands if SETUP.match(c) and c not in readme_setup))
         to_run += [(c, setup) for c in commands if not SETUP.match(c) and c not in EXCLUDED]
     commands = [c for found in by_file.values() for c in found]

@@ -11,8 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from sublayer_search.models.kernels import linear as lin
 from sublayer_search.models.config import ModelConfig
+from sublayer_search.models.kernels import linear as lin
 from sublayer_search.models.kernels.fused_loss import linear_cross_entropy
 from sublayer_search.models.lm import OrderedLM
 
