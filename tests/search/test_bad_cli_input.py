@@ -285,25 +285,6 @@ def test_ui_empty_tracking_uri(uri: str, no_server: list[dict[str, object]], unt
     untouched(set())
 
 
-@pytest.mark.parametrize(("argv", "expect"), [
-    (["--tracking-uri", "foo://bar"], "--tracking-uri: got 'foo://bar', expected an MLflow "
-                                      "tracking URI with one of the schemes"),
-    (["--tracking-uri", "sqlite:////proc/no_such/mlflow.db"],
-     "--tracking-uri: got 'sqlite:////proc/no_such/mlflow.db', expected a SQLite file in a "
-     "writable folder (/proc is not writable"),
-], ids=["ui-unknown-scheme", "ui-store-in-proc"])
-def test_ui_bad_store_is_exit_2_before_mlflow(argv: list[str], expect: str, untouched: Check,
-                                              monkeypatch: pytest.MonkeyPatch,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
-    from sublayer_search.search.cli import ui
-
-    started: list[list[str]] = []
-    monkeypatch.setattr(ui, "run_until_signal", lambda cmd, env: started.append(cmd) or 0)
-    _bad(["ui", "--port", "65000", *argv], capsys, "sublayer: error: ", expect)
-    assert started == []
-    untouched(set())
-
-
 def test_ui_good_port_reaches_the_server(no_server: list[dict[str, object]]) -> None:
     assert main(["ui", "--port", "65535"]) == 0 and main(["ui", "--port", "1"]) == 0
     assert [c["port"] for c in no_server] == [65535, 1]

@@ -29,6 +29,7 @@ from bad_input_cases import (
     _set,
     check_bad_sweep,
 )
+from bad_input_limits import LIMIT_CASES
 
 from sublayer_search.search.cli.main import main
 
@@ -72,14 +73,17 @@ def _write(tmp_path: Path, spoil: Mutation) -> Path:
     return path
 
 
-@pytest.mark.parametrize("case", CASES, ids=[_case_id(c) for c in CASES])
+ALL_CASES = [*CASES, *LIMIT_CASES]
+
+
+@pytest.mark.parametrize("case", ALL_CASES, ids=[_case_id(c) for c in ALL_CASES])
 def test_bad_experiment_exits_2(case: Bad, tmp_path: Path, untouched: Callable[[set[str]], None],
                                 capsys: pytest.CaptureFixture[str]) -> None:
     check_bad_sweep(_write(tmp_path, case.spoil), tmp_path, case.expect, capsys, untouched,
                     case.within)
 
 
-DRY_RUN_CASES = [c for c in CASES if isinstance(c, Bad) and c.id in (
+DRY_RUN_CASES = [c for c in LIMIT_CASES if c.id in (
     "huge-permutation-space", "steps-absurd", "download-yes", "description-beyond-mlflow-tag",
     "model-problems-together", "train-config-as-sweep")]
 

@@ -54,6 +54,25 @@ def test_a_bad_store_or_host_is_exit_2_without_a_traceback(args, named, never_st
     assert os.listdir(".") == []
 
 
+@pytest.mark.parametrize(("argv", "expect"), [
+    (["--tracking-uri", "foo://bar"], "--tracking-uri: got 'foo://bar', expected an MLflow "
+                                      "tracking URI with one of the schemes"),
+    (["--tracking-uri", "sqlite:////proc/no_such/mlflow.db"],
+     "--tracking-uri: got 'sqlite:////proc/no_such/mlflow.db', expected a SQLite file in a "
+     "writable folder (/proc is not writable"),
+], ids=["ui-unknown-scheme", "ui-store-in-proc"])
+def test_ui_bad_store_is_exit_2_before_mlflow(argv: list[str], expect: str, tmp_path,
+                                              monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    started: list[list[str]] = []
+    monkeypatch.setattr(ui, "run_until_signal", lambda cmd, env: started.append(cmd) or 0)
+    assert main(["ui", "--port", "65000", *argv]) == ExitCode.BAD_INPUT
+    err = capsys.readouterr().err
+    assert err.startswith("sublayer: error: ") and expect in err and "Traceback" not in err
+    assert started == []
+    assert list(tmp_path.iterdir()) == [] and os.listdir(".") == []
+
+
 def test_the_real_command_with_an_unknown_scheme_prints_one_line():
     done = subprocess.run([str(SUBLAYER), "ui", "--tracking-uri", "foo://bar"],
                           capture_output=True, text=True, timeout=60)
