@@ -37,8 +37,8 @@ from torch import Tensor, nn
 
 from sublayer_search.models.blocks import SelfAttention, build_sublayer, output_projection
 from sublayer_search.models.config import ModelConfig, adaptive_bands
-from sublayer_search.models.kernels.fused_loss import linear_cross_entropy
 from sublayer_search.models.guidance.apply import WeightPair, guidance_penalty, guide_stack
+from sublayer_search.models.kernels.fused_loss import linear_cross_entropy
 
 __all__ = [
     "AdaptiveInput",
@@ -198,7 +198,8 @@ class OrderedLM(nn.Module):
         return self.cfg.order
 
     def guidance_penalty(self) -> Tensor | None:
-        """Soft guidance: ``Σ ‖A(t) − sg(B(t+1))‖²`` (unscaled); None without soft pairs."""
+        """Soft guidance: ``Σ N(A(t) − sg(B(t+1)))`` (unscaled; ``N`` each pair's norm, by default
+        ``‖·‖²_F``); None without soft pairs."""
         return guidance_penalty(self.guided)
 
     def _init_weights(self) -> None:

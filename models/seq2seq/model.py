@@ -29,8 +29,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from sublayer_search.models.blocks import Residual, build_sublayer, output_projection
-from sublayer_search.models.kernels.fused_loss import fusable, linear_cross_entropy
 from sublayer_search.models.guidance.apply import WeightPair, guidance_penalty, guide_stack
+from sublayer_search.models.kernels.fused_loss import fusable, linear_cross_entropy
 from sublayer_search.models.lm import sinusoidal_table
 from sublayer_search.models.seq2seq.config import (
     SEQ2SEQ_PRESETS,
@@ -154,7 +154,8 @@ class Seq2SeqBase(nn.Module):
         """Soft cross-layer guidance pairs (set by the subclass; hard shares weights)."""
 
     def guidance_penalty(self) -> Tensor | None:
-        """Soft guidance: ``Σ ‖A(t) − sg(B(t+1))‖²`` over both stacks (unscaled)."""
+        """Soft guidance: ``Σ N(A(t) − sg(B(t+1)))`` over both stacks (unscaled; ``N`` each
+        pair's norm, by default ``‖·‖²_F``)."""
         return guidance_penalty(self.guided)
 
     def _init_weights(self, depth: int) -> None:
