@@ -96,8 +96,13 @@ class BaselineSpec(_Strict):
 
 class Resources(_Strict):
     cpu: float = Field(1.0, gt=0)
+    """CPUs of one trial (of each worker when ``workers`` > 1)."""
     gpu: float = Field(0.0, ge=0)
-    """Fractions share one GPU between trials (``0.5`` = two trials per GPU)."""
+    """Fractions share one GPU between trials (``0.5`` = two trials per GPU); with
+    ``workers`` > 1, GPUs of each worker (a whole number)."""
+    workers: int = Field(1, ge=1, le=1024)
+    """Data-parallel workers of one trial (Ray Train, PyTorch DDP: gloo on CPUs, NCCL on
+    GPUs). The global batch is ``train.batch_size``, split evenly across the workers."""
 
 
 class SchedulerSpec(_Strict):

@@ -12,7 +12,7 @@ from pathlib import Path
 from sublayer_search.search.plan.experiment import Experiment
 from sublayer_search.search.plan.problems import Problem
 
-__all__ = ["check_resources", "local_gpus", "resource_problems", "torch_cuda"]
+__all__ = ["check_resources", "local_gpus", "resource_problems", "torch_cuda", "worker_problems"]
 
 
 def check_resources(exp: Experiment, problems: list[Problem]) -> None:
@@ -20,19 +20,40 @@ def check_resources(exp: Experiment, problems: list[Problem]) -> None:
     if exp.ray.address or os.environ.get("RAY_ADDRESS"):
         return
     cpus = exp.ray.num_cpus or os.cpu_count() or 1
-    if exp.resources.cpu > cpus:
-        problems.append(Problem("resources.cpu", exp.resources.cpu,
-                                f"at most {cpus} (CPUs of this machine / ray.num_cpus)"))
+    workers = exp.resources.workers
+    if exp.resources.cpu * workers > cpus:
+        expected = (f"at most {cpus / workers:.3g} CPUs per worker: {workers} workers x "
+                    f"{exp.resources.cpu:g} must fit the {cpus} CPUs of this machine / "
+                    "ray.num_cpus" if workers > 1 else
+                    f"at most {cpus} (CPUs of this machine / ray.num_cpus)")
+        problems.append(Problem("resources.cpu", exp.resources.cpu, expected))
     gpus = exp.ray.num_gpus if exp.ray.num_gpus is not None else local_gpus()
     if exp.train.device == "cuda" and not torch_cuda():
         problems.append(Problem("train.device", "cuda", "auto or cpu: this machine has no CUDA "
                                 "GPU (or give --address of a cluster whose workers have one)"))
-    if exp.resources.gpu > gpus:
+    if exp.resources.gpu * workers > gpus:
         problems.append(Problem("resources.gpu", exp.resources.gpu,
-                                f"at most {gpus} (GPUs of this machine / ray.num_gpus)"))
+                                f"at most {gpus / workers:g} per worker ({workers} workers, "
+                                f"{gpus} GPUs of this machine / ray.num_gpus)" if workers > 1
+                                else f"at most {gpus} (GPUs of this machine / ray.num_gpus)"))
     if exp.resources.gpu > 1 and exp.resources.gpu != int(exp.resources.gpu):
         problems.append(Problem("resources.gpu", exp.resources.gpu,
                                 "a fraction below 1 or a whole number of GPUs"))
+
+
+def worker_problems(exp: Experiment) -> list[Problem]:
+    """What ``resources.workers`` > 1 needs of the rest of the file (anywhere it runs)."""
+    res, problems = exp.resources, list[Problem]()
+    if res.workers == 1:
+        return problems
+    if exp.train.batch_size % res.workers:
+        problems.append(Problem("train.batch_size", exp.train.batch_size,
+                                f"a multiple of resources.workers ({res.workers}): the global "
+                                "batch is split evenly across the workers"))
+    if res.gpu != int(res.gpu):
+        problems.append(Problem("resources.gpu", res.gpu, "a whole number of GPUs per worker "
+                                "(fractions share a GPU between one-worker trials only)"))
+    return problems
 
 
 def local_gpus() -> int:

@@ -26,7 +26,7 @@ from sublayer_search.search.plan.preflight import (
     tracking_problems,
 )
 from sublayer_search.search.plan.problems import ExperimentError, Problem, from_exception
-from sublayer_search.search.plan.resources import resource_problems
+from sublayer_search.search.plan.resources import resource_problems, worker_problems
 from sublayer_search.search.plan.variant import Variant, VariantCandidate, variant_of
 from sublayer_search.search.searchers.observation import Observation
 from sublayer_search.search.tasks import Task, task_for
@@ -326,6 +326,7 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
         problems += tracking_problems(uri, "--tracking-uri" if tracking_uri else "tracking.uri")
         problems += storage_problems(exp.ray.storage_path, exp.name)
         problems += address_problems(address, exp.ray.address)  # names the one used
+    problems += worker_problems(exp)
     _check_search(exp, task, pool, problems)
     if template is not None and data is not None and not problems:
         template = task.resolve(template, data, base, problems, notes)

@@ -75,6 +75,9 @@ def check_cluster(plan: SweepPlan) -> None:
     """Some alive node must hold one trial's resources (checked before MLflow is touched)."""
     want = plan.experiment.resources
     nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+    if want.workers > 1:  # each worker on some node, all of them in the cluster at once
+        _check_workers(plan, nodes)
+        return
     if any(n.get("CPU", 0) >= want.cpu and n.get("GPU", 0) >= want.gpu for n in nodes):
         return
     best = max(((n.get("CPU", 0), n.get("GPU", 0)) for n in nodes), default=(0, 0))
@@ -86,6 +89,21 @@ def check_cluster(plan: SweepPlan) -> None:
         problems.append(Problem("resources.cpu", want.cpu, f"at most {best[0]:g} (largest CPU count "
                                 f"of a node in the cluster)"))
     raise ExperimentError(plan.source, problems)
+
+
+def _check_workers(plan: SweepPlan, nodes: list[dict[str, float]]) -> None:
+    want = plan.experiment.resources
+    slots = sum(int(min(n.get("CPU", 0) / want.cpu,
+                        n.get("GPU", 0) / want.gpu if want.gpu else float("inf")))
+                for n in nodes)
+    if slots >= want.workers:
+        return
+    cpus = sum(n.get("CPU", 0) for n in nodes)
+    gpus = sum(n.get("GPU", 0) for n in nodes)
+    raise ExperimentError(plan.source, [Problem(
+        "resources.workers", want.workers,
+        f"at most {slots} workers of {want.cpu:g} CPU(s) and {want.gpu:g} GPU(s) each (the "
+        f"cluster's {len(nodes)} node(s) hold {cpus:g} CPUs and {gpus:g} GPUs)")])
 
 
 def _pointer(plan: SweepPlan) -> Path:

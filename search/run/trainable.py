@@ -68,4 +68,9 @@ def train_trial(config: dict[str, Any], plan: SweepPlan) -> None:
             # the evaluation this checkpoint was saved at: the driver may have died before
             # recording it (the tracker skips steps it already has)
             report({**held, STATUS_KEY: TrialStatus.RUNNING.value})
+        if plan.experiment.resources.workers > 1:  # Ray Train workers run the loop
+            from sublayer_search.search.run.workers import train_on_workers
+
+            train_on_workers(trial, plan, where, restored)
+            return
         plan.task.fit(spec, report, checkpoint_dir=os.path.join(work, "ckpt"), resume_from=resume)

@@ -17,6 +17,7 @@ from sublayer_search.search.run.checkpoints import fill_checkpoint_gaps
 from sublayer_search.search.run.progress import SweepProgress
 from sublayer_search.search.run.schedulers import CandidateASHA
 from sublayer_search.search.run.trainable import train_trial
+from sublayer_search.search.run.workers import TRIAL_RESOURCES
 from sublayer_search.search.searchers.tune import make_searcher
 from sublayer_search.search.tracking.callback import MlflowTracking
 from sublayer_search.spaces.records import ended_status
@@ -37,8 +38,10 @@ def _scheduler(plan: SweepPlan) -> Any:
 def _trainable(plan: SweepPlan) -> Any:
     """The trainable with the plan bound and one trial's resources."""
     exp = plan.experiment
-    return tune.with_resources(tune.with_parameters(train_trial, plan=plan),
-                               {"cpu": exp.resources.cpu, "gpu": exp.resources.gpu})
+    bound = tune.with_parameters(train_trial, plan=plan)
+    if exp.resources.workers > 1:  # the workers ask for the CPUs and GPUs (run/workers.py)
+        return tune.with_resources(bound, TRIAL_RESOURCES)
+    return tune.with_resources(bound, {"cpu": exp.resources.cpu, "gpu": exp.resources.gpu})
 
 
 def make_tuner(plan: SweepPlan, ray_run: str, callback: MlflowTracking) -> tune.Tuner:

@@ -1,0 +1,164 @@
+"""One trial on two data-parallel workers (``resources.workers: 2``): Ray Train inside a
+real Tune sweep, gloo on the CPU, tracked as one MLflow run.
+
+* the same trial on 2 workers and on 1, same seed and global batch: the losses agree to
+  float tolerance, and the 2-worker trial is one run with one curve;
+* a worker SIGKILLed mid-trial: the worker group restarts from the last checkpoint and
+  the trial finishes with every evaluation logged once;
+* planning refuses what cannot run, naming the field, before Ray starts.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from helpers import run_cli, scratch, subprocess_env, tail, write_experiment
+from mlflow.tracking import MlflowClient
+
+from sublayer_search.search.cli.main import main
+
+TRAIN = {"steps": 6, "batch_size": 8, "eval_every": 2, "eval_batches": 2, "device": "cpu",
+         "precision": "fp32"}
+
+
+def _trial_run(uri: str, name: str):
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name(name)
+    assert exp is not None
+    runs = [r for r in client.search_runs([exp.experiment_id], max_results=100)
+            if r.data.tags.get("sublayer.role") == "trial"]
+    assert len(runs) == 1, [r.info.run_name for r in runs]  # one run per trial
+    return client, runs[0]
+
+
+def _curve(client: MlflowClient, run_id: str, key: str) -> dict[int, float]:
+    points = client.get_metric_history(run_id, key)
+    steps = [p.step for p in points]
+    assert len(steps) == len(set(steps)), f"{key} logged twice at a step: {sorted(steps)}"
+    return {p.step: p.value for p in points}
+
+
+@pytest.mark.slow
+def test_two_workers_train_one_trial_like_one_worker(tmp_path: Path) -> None:
+    curves = {}
+    with scratch("sublayer-home") as home:
+        env = subprocess_env(home)
+        for workers in (1, 2):
+            uri = f"sqlite:///{tmp_path / f'w{workers}.db'}"
+            folder = tmp_path / f"w{workers}"
+            folder.mkdir()
+            exp_file = write_experiment(folder, f"workers{workers}", orders=["sfsf"],
+                                        tracking_uri=uri, train=TRAIN,
+                                        resources={"cpu": 1, "workers": workers},
+                                        model={"preset": "debug", "dropout": 0.0})
+            log = folder / "sweep.log"
+            done = run_cli(["sweep", str(exp_file)], env=env, log=log, timeout=300)
+            assert done.returncode == 0, tail(log)
+            client, run = _trial_run(uri, f"workers{workers}")
+            assert run.info.status == "FINISHED"
+            curves[workers] = {key: _curve(client, run.info.run_id, key)
+                               for key in ("train_loss", "val_loss")}
+    for key in ("train_loss", "val_loss"):
+        one, two = curves[1][key], curves[2][key]
+        assert sorted(one) == sorted(two) == [2, 4, 6], (one, two)
+        for step in one:
+            assert math.isclose(one[step], two[step], rel_tol=1e-4), (key, step, one, two)
+
+
+def _worker_pids(home: Path) -> list[int]:
+    """Ray Train worker processes of this test (their HOME is the test's own)."""
+    mark = f"HOME={home}".encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if b"RayTrainWorker" in (entry / "cmdline").read_bytes() and \
+                    mark in (entry / "environ").read_bytes().split(b"\0"):
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+@pytest.mark.slow
+def test_a_killed_worker_restarts_from_the_checkpoint(tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    train = {**TRAIN, "steps": 400, "eval_every": 40}
+    exp_file = write_experiment(tmp_path, "workerkill", orders=["sfsf"], tracking_uri=uri,
+                                train=train, resources={"cpu": 1, "workers": 2},
+                                failure={"retries": 2},
+                                model={"preset": "debug", "dropout": 0.0})
+    killed: list[int] = []
+
+    def kill_one_worker_after_an_evaluation(home: Path, stop: threading.Event) -> None:
+        client = MlflowClient(tracking_uri=uri)
+        while not stop.is_set():  # a condition, not a fixed sleep: the first evaluation
+            exp = client.get_experiment_by_name("workerkill") if (tmp_path / "mlflow.db").exists() else None
+            runs = [] if exp is None else [
+                r for r in client.search_runs([exp.experiment_id])
+                if r.data.tags.get("sublayer.role") == "trial"]
+            if runs and runs[0].data.metrics.get("val_loss") is not None:
+                pids = _worker_pids(home)
+                if pids:
+                    os.kill(pids[-1], signal.SIGKILL)
+                    killed.append(pids[-1])
+                    return
+            time.sleep(0.5)
+
+    with scratch("sublayer-home") as home:
+        stop = threading.Event()
+        killer = threading.Thread(target=kill_one_worker_after_an_evaluation, args=(home, stop))
+        killer.start()
+        try:
+            log = tmp_path / "sweep.log"
+            done = run_cli(["sweep", str(exp_file)], env=subprocess_env(home), log=log,
+                           timeout=480)
+        finally:
+            stop.set()
+            killer.join()
+    assert killed, f"no worker was killed (the trial ended first?):\n{tail(log)}"
+    assert done.returncode == 0, tail(log)
+    client, run = _trial_run(uri, "workerkill")
+    assert run.info.status == "FINISHED"
+    curve = _curve(client, run.info.run_id, "val_loss")  # every evaluation, once
+    assert sorted(curve) == list(range(40, 401, 40)), sorted(curve)
+
+
+def _write(tmp_path: Path, **changes: object) -> Path:
+    path = write_experiment(tmp_path, "badworkers", orders=["sfsf"],
+                            tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}", train=TRAIN,
+                            resources={"cpu": 1, "workers": 2})
+    doc = yaml.safe_load(path.read_text())
+    for key, value in changes.items():
+        section, field = key.split("__")
+        doc[section][field] = value
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.mark.parametrize(("changes", "expect"), [
+    ({"train__batch_size": 7},
+     "train.batch_size: got 7, expected a multiple of resources.workers (2)"),
+    ({"resources__gpu": 0.5}, "resources.gpu: got 0.5, expected a whole number of GPUs per worker"),
+    ({"resources__workers": 0}, "resources.workers: got 0"),
+    ({"resources__workers": 3, "ray__num_cpus": 2},
+     "resources.cpu: got 1.0, expected at most 0.667 CPUs per worker: 3 workers x 1 must "
+     "fit the 2 CPUs"),
+])
+def test_planning_refuses_what_cannot_run(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                          changes: dict[str, object], expect: str) -> None:
+    path = _write(tmp_path, **changes)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert main(["sweep", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert expect in err, err
+    assert "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing created
