@@ -15,12 +15,22 @@ import tempfile
 import time
 from pathlib import Path
 
-import conftest
 import pytest
 
 from sublayer_search.search.run import local_ray
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def conftest(request: pytest.FixtureRequest):
+    """tests/conftest.py as pytest loaded it (a plain ``import conftest`` finds whichever
+    folder's conftest was imported last: tests/search/ and tests/analysis/ have one too)."""
+    path = REPO / "tests" / "conftest.py"
+    for plugin in request.config.pluginmanager.get_plugins():
+        if getattr(plugin, "__file__", None) == str(path):
+            return plugin
+    raise AssertionError(f"{path} is not loaded as a plugin")
 
 
 def test_each_test_runs_outside_the_working_tree() -> None:
@@ -29,12 +39,12 @@ def test_each_test_runs_outside_the_working_tree() -> None:
     assert list(cwd.iterdir()) == []
 
 
-def test_temp_files_go_to_the_sessions_private_folder() -> None:
+def test_temp_files_go_to_the_sessions_private_folder(conftest) -> None:
     assert os.environ["TMPDIR"] == str(conftest.SESSION_TMP)
     assert Path(tempfile.gettempdir()) == conftest.SESSION_TMP
 
 
-def test_the_output_check_sees_a_new_run(tmp_path: Path) -> None:
+def test_the_output_check_sees_a_new_run(tmp_path: Path, conftest) -> None:
     before = conftest.tree_outputs(tmp_path)
     (tmp_path / "mlruns" / "1" / "abc").mkdir(parents=True)
     (tmp_path / "mlruns" / "1" / "abc" / "trials.csv").write_text("x")
