@@ -20,17 +20,13 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import ray
 from ray import train, tune
 
 from sublayer_search.search.plan.sweep_plan import SweepPlan, Trial
-
-if TYPE_CHECKING:
-    from ray.train.torch import TorchTrainer
 
 __all__ = ["TRIAL_RESOURCES", "train_on_workers"]
 
@@ -64,8 +60,7 @@ def _worker_loop(config: dict[str, Any]) -> None:
 
 
 def train_on_workers(trial: Trial, plan: SweepPlan, where: dict[str, Any],
-                     restored: tune.Checkpoint | None,
-                     fit: Callable[[TorchTrainer], Any] = lambda t: t.fit()) -> None:
+                     restored: tune.Checkpoint | None) -> None:
     """Train ``trial`` on ``resources.workers`` workers and report to this Tune trial."""
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer  # torch: imported in the trial, never the driver
@@ -90,4 +85,4 @@ def train_on_workers(trial: Trial, plan: SweepPlan, where: dict[str, Any],
             checkpoint_config=CheckpointConfig(num_to_keep=2),
         ),
     )
-    fit(trainer)
+    trainer.fit()
