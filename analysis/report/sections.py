@@ -78,7 +78,7 @@ def distribution_and_halves(
     ]
     w.figure(sec, f"{stem}_distribution", plots.plot_distribution(info, title=(
         f"{fig}: {info.count_at_least_average} of {info.n_models} models at least as good as "
-        "the average baseline")))
+        "the average baseline\n(single runs against a mean: an untested count)")))
     w.table(sec, f"{stem}_distribution", info.models)
     w.table(sec, f"{stem}_distribution_summary", pd.DataFrame([summary]))
     if halves:
@@ -171,7 +171,7 @@ def sandwich_section(w: Writer, info: SandwichInfo, *,
                             str(info.ks_beating("best"))))
     w.figure(sec, stem, plots.plot_sandwich(info, title=f"{title.split(':')[0]}: "
                                                f"{info.metric} against the sandwich "
-                                               f"coefficient k ({head})"))
+                                               f"coefficient k\n({head})"))
     w.table(sec, stem, info.points)
     w.table(sec, f"{stem}_leaders", lead)
 
