@@ -6,6 +6,7 @@ trainable does) does not read the tensors.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +39,13 @@ def load_checkpoint(folder: str | Path) -> dict[str, Any]:
 
 def training_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                    scheduler: torch.optim.lr_scheduler.LRScheduler, generator: torch.Generator,
-                   *, step: int, best: float, metrics: dict[str, Any]) -> dict[str, Any]:
-    """Everything a resumed run needs to continue exactly where this one stands."""
-    return {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                   *, step: int, best: float, metrics: dict[str, Any],
+                   weights: tuple[dict[str, Any], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Everything a resumed run needs to continue exactly where this one stands.
+    ``weights``: the (model, optimizer) state dicts when the caller gathered them (a
+    sharded model's full state, :meth:`models.distributed.Workers.full_state`)."""
+    model_state, optim_state = weights or (model.state_dict(), optimizer.state_dict())
+    return {"model": model_state, "optimizer": optim_state,
             "scheduler": scheduler.state_dict(), "generator": generator.get_state(),
             "torch_rng": torch.get_rng_state(), "step": step, "best": best, "metrics": metrics}
 
@@ -48,11 +53,17 @@ def training_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
 def restore_training(folder: str | Path, model: torch.nn.Module,
                      optimizer: torch.optim.Optimizer,
                      scheduler: torch.optim.lr_scheduler.LRScheduler,
-                     generator: torch.Generator) -> tuple[int, float, dict[str, Any]]:
-    """Load a checkpoint written from :func:`training_state`: (step, best, last metrics)."""
+                     generator: torch.Generator, *,
+                     load: Callable[..., None] | None = None) -> tuple[int, float, dict[str, Any]]:
+    """Load a checkpoint written from :func:`training_state`: (step, best, last metrics).
+    ``load(model, optimizer, model_state, optimizer_state)`` loads the weights instead of
+    ``load_state_dict`` (a sharded model: :meth:`models.distributed.Workers.load_state`)."""
     state = load_checkpoint(folder)
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
+    if load is not None:
+        load(model, optimizer, state["model"], state["optimizer"])
+    else:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
     generator.set_state(state["generator"])
     torch.set_rng_state(state["torch_rng"])

@@ -125,6 +125,14 @@ class LMFamily(Family):
     def build(self) -> OrderedLM:
         return OrderedLM(self.model_config)
 
+    def shard_blocks(self, model: torch.nn.Module) -> list[torch.nn.Module] | None:
+        """One FSDP unit per sublayer; none with guidance (its pairs read, or share, the
+        weights of two sublayers at once, outside their forward)."""
+        if self.model_config.guidance.mode != "none":
+            return None
+        assert isinstance(model, OrderedLM)
+        return list(model.layers)
+
     def loss(self, model: Any, ctx: StepContext) -> tuple[torch.Tensor, int]:
         x, y = train_batch(self.corpus, self.model_config.context, ctx)
         loss = model(x, y).loss

@@ -54,6 +54,12 @@ class TrainConfig:
     """Seeds torch, numpy, random and the batch sampler."""
     log_every: int = 10
     """Steps between progress callbacks (``on_step``)."""
+    parallel: Literal["ddp", "fsdp"] = "ddp"
+    """How the workers of a trial (``resources.workers`` > 1) hold the model: ``ddp``
+    replicates it on every worker, ``fsdp`` shards its parameters, gradients and optimizer
+    state across them (one FSDP unit per block; language models without guidance only).
+    With one worker both train the whole model on its one device: there is nothing to
+    shard across. The numbers are the same either way, so it is not in the config hash."""
 
     def __post_init__(self) -> None:
         """Every invalid value is reported, not only the first."""
@@ -82,6 +88,7 @@ class TrainConfig:
         check(self.eval_batch_size is None or is_positive_int(self.eval_batch_size),
               "eval_batch_size", "a positive integer or null")
         check(is_int(self.seed) and self.seed >= 0, "seed", "an integer >= 0")
+        check(self.parallel in ("ddp", "fsdp"), "parallel", "ddp or fsdp")
         checks.raise_any()
 
 

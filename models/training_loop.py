@@ -105,6 +105,11 @@ class Family(ABC):
         """Called before each optimizer step (and before the evaluation at step 0)."""
         return None
 
+    def shard_blocks(self, model: torch.nn.Module) -> list[torch.nn.Module] | None:
+        """The blocks ``train.parallel: fsdp`` shards one by one (the rest is sharded
+        with the root); None (the default): this family's models cannot be sharded."""
+        return None
+
 
 def train(
     cfg: TrainConfig,
@@ -127,11 +132,13 @@ def train(
     """
     report = report or _no_report
     metric = family.metric
-    workers = workers or Workers.from_process_group()
+    workers = (workers or Workers.from_process_group()).using(cfg.parallel)
     workers.check_batch(cfg.batch_size)
     generator = seed_everything(cfg.seed)
     device = device_for(cfg)
     model = family.build().to(device)
+    if workers.sharded:  # before the optimizer: it must hold the shards
+        model = workers.shard(model, family.shard_blocks(model))
     optimizer = build_optimizer(cfg, model)
     scheduler = build_scheduler(cfg, optimizer)
     step = 0
@@ -139,7 +146,7 @@ def train(
     metrics: dict[str, Any] = {}
     if resume_from is not None:
         step, best_value, metrics = restore_training(resume_from, model, optimizer, scheduler,
-                                                     generator)
+                                                     generator, load=workers.load_state)
     run_model: Any = workers.wrap(model, device)
     if cfg.compile and device.type == "cuda":
         run_model = torch.compile(run_model)
@@ -200,9 +207,10 @@ def train(
                        **scores, best(metric): best_value, "lr": lr,
                        "tokens_per_s": tokens / max(elapsed, 1e-9)}
             train_losses.clear()
-            if ckpt_root is not None and workers.lead:
+            weights = workers.full_state(model, optimizer) if ckpt_root is not None else None
+            if ckpt_root is not None and weights is not None:  # rank 0 writes
                 state = training_state(model, optimizer, scheduler, generator, step=step,
-                                       best=best_value, metrics=metrics)
+                                       best=best_value, metrics=metrics, weights=weights)
                 last_ckpt = save_checkpoint(ckpt_root, state)
             done = TrialStatus.RUNNING if step < cfg.steps else TrialStatus.FINISHED
             report({**metrics, STATUS_KEY: done.value}, last_ckpt)
