@@ -252,8 +252,10 @@ class Experiment(_Strict):
 
 
 def config_hash(settings: dict[str, Any]) -> str:
-    """Short stable hash of every setting except the order and the seed."""
-    keep = {k: v for k, v in settings.items() if k not in ("model.order", "train.seed")}
+    """Short stable hash of every setting except the order and the seed (and
+    ``train.parallel``: DDP and FSDP train the same numbers, as any worker count does)."""
+    keep = {k: v for k, v in settings.items()
+            if k not in ("model.order", "train.seed", "train.parallel")}
     blob = json.dumps(keep, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 

@@ -10,9 +10,11 @@ import os
 from pathlib import Path
 
 from sublayer_search.search.plan.experiment import Experiment
+from sublayer_search.search.plan.guidance_axis import guidance_settings
 from sublayer_search.search.plan.problems import Problem
 
-__all__ = ["check_resources", "local_gpus", "resource_problems", "torch_cuda", "worker_problems"]
+__all__ = ["check_resources", "local_gpus", "parallel_problems", "resource_problems", "torch_cuda",
+           "worker_problems"]
 
 
 def check_resources(exp: Experiment, problems: list[Problem]) -> None:
@@ -41,9 +43,30 @@ def check_resources(exp: Experiment, problems: list[Problem]) -> None:
                                 "a fraction below 1 or a whole number of GPUs"))
 
 
+def parallel_problems(exp: Experiment) -> list[Problem]:
+    """``train.parallel: fsdp`` needs models that can be sharded: language models (one FSDP
+    unit per sublayer) without guidance. Refused whatever ``resources.workers`` says (one
+    worker trains the whole model, but the file asks for what its models cannot do)."""
+    if exp.train.parallel != "fsdp":
+        return []
+    why = None
+    if exp.task != "lm":
+        why = (f"ddp for task {exp.task}: FSDP shards language models only (task: lm); "
+               "IOT routes each input through some layers only")
+    elif exp.search.algorithm == "oneshot":
+        why = ("ddp for search.algorithm oneshot: the supernet's paths share weights and "
+               "train on some blocks only")
+    elif any(setting.mode != "none"
+             for _, setting in guidance_settings(exp.model.get("guidance"), []).values()):
+        why = ("ddp with model.guidance: a guidance pair reads (soft) or shares (hard) the "
+               "weights of two sublayers, which FSDP keeps in separate shards")
+    return [] if why is None else [Problem("train.parallel", "fsdp", why)]
+
+
 def worker_problems(exp: Experiment) -> list[Problem]:
-    """What ``resources.workers`` > 1 needs of the rest of the file (anywhere it runs)."""
-    res, problems = exp.resources, list[Problem]()
+    """What ``resources.workers`` > 1 (and ``train.parallel``) needs of the rest of the
+    file (anywhere it runs)."""
+    res, problems = exp.resources, parallel_problems(exp)
     if res.workers == 1:
         return problems
     if exp.train.batch_size % res.workers:

@@ -5,7 +5,8 @@ real Tune sweep, gloo on the CPU, tracked as one MLflow run.
   float tolerance, and the 2-worker trial is one run with one curve;
 * a worker SIGKILLed mid-trial: the worker group restarts from the last checkpoint and
   the trial finishes with every evaluation logged once;
-* planning refuses what cannot run, naming the field, before Ray starts.
+* planning refuses what cannot run, naming the field, before Ray starts (among it
+  ``train.parallel: fsdp`` for models that cannot be sharded).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from helpers import run_cli, scratch, subprocess_env, tail, write_experiment
 from mlflow.tracking import MlflowClient
 
 from sublayer_search.search.cli.main import main
+from sublayer_search.search.plan.experiment import parse_experiment
+from sublayer_search.search.plan.sweep_plan import plan_sweep
 
 TRAIN = {"steps": 6, "batch_size": 8, "eval_every": 2, "eval_batches": 2, "device": "cpu",
          "precision": "fp32"}
@@ -138,6 +141,9 @@ def _write(tmp_path: Path, **changes: object) -> Path:
                             resources={"cpu": 1, "workers": 2})
     doc = yaml.safe_load(path.read_text())
     for key, value in changes.items():
+        if "__" not in key:  # a top-level key
+            doc[key] = value
+            continue
         section, field = key.split("__")
         doc[section][field] = value
     path.write_text(yaml.safe_dump(doc))
@@ -152,6 +158,14 @@ def _write(tmp_path: Path, **changes: object) -> Path:
     ({"resources__workers": 3, "ray__num_cpus": 2},
      "resources.cpu: got 1.0, expected at most 0.667 CPUs per worker: 3 workers x 1 must "
      "fit the 2 CPUs"),
+    ({"train__parallel": "zero3"}, "train.parallel: got 'zero3', expected one of 'ddp' or 'fsdp'"),
+    ({"train__parallel": "fsdp", "model__guidance": {"mode": "hard", "blocks": ["ffn"]}},
+     "train.parallel: got 'fsdp', expected ddp with model.guidance: a guidance pair reads"),
+    ({"train__parallel": "fsdp", "task": "translation"},
+     "train.parallel: got 'fsdp', expected ddp for task translation: FSDP shards language "
+     "models only"),
+    ({"train__parallel": "fsdp", "resources__workers": 1, "search": {"algorithm": "oneshot"}},
+     "train.parallel: got 'fsdp', expected ddp for search.algorithm oneshot"),
 ])
 def test_planning_refuses_what_cannot_run(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                           changes: dict[str, object], expect: str) -> None:
@@ -162,3 +176,15 @@ def test_planning_refuses_what_cannot_run(tmp_path: Path, capsys: pytest.Capture
     assert expect in err, err
     assert "Traceback" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing created
+
+
+def test_parallel_is_not_in_the_config_hash(tmp_path: Path) -> None:
+    """DDP and FSDP train the same numbers: reuse and warm start take either's runs."""
+    doc = yaml.safe_load(_write(tmp_path).read_text())
+
+    def config_hash(**train: object) -> str:
+        raw = {**doc, "train": {**doc["train"], **train}}
+        return plan_sweep(parse_experiment(raw), check_resources=False).config_hash
+
+    assert config_hash() == config_hash(parallel="ddp") == config_hash(parallel="fsdp")
+    assert config_hash(parallel="fsdp", lr=0.01) != config_hash(parallel="fsdp")
