@@ -140,6 +140,9 @@ class SearchSpec(_Strict):
     """Adaptive searchers: tell them the finished trials of earlier sweeps with the same
     content key (config hash, identity) first; ``true``: this MLflow experiment, a name
     or a list of names: those experiments."""
+    prior: str | Annotated[list[str], Field(min_length=1)] | None = None
+    """``surrogate``: studies that shape it before its first trial (``press2020``, an export,
+    a trials CSV, an MLflow experiment; :mod:`~sublayer_search.search.searchers.prior`)."""
     supernet: dict[str, Any] | None = None
     """``oneshot``: the supernet's settings (``steps``, ``sharing``, ``eval_batches``, ``seed``;
     checked by :class:`~sublayer_search.search.oneshot.plan.SupernetSpec`)."""

@@ -23,7 +23,11 @@ variance is poor at that size.
 
 Protocol: the first ``n_initial`` suggestions are drawn at random from the pool; then
 each suggestion is the untried candidate with the largest expected improvement over the
-best result so far (ties broken at random). Each candidate is proposed once per seed of
+best result so far (ties broken at random). With a prior from earlier studies
+(``search.prior``, :mod:`.prior`) there is no random start: the first suggestion is the
+candidate the prior ranks best, and from then on the GP models the results (as
+standardised ranks, the prior's scale) minus the prior mean, so the evidence of this
+sweep corrects the prior as it comes in. Each candidate is proposed once per seed of
 ``seeds`` (the next seed for a replicate), so no (order, seed) is trained twice.
 """
 
@@ -35,14 +39,15 @@ from typing import Any
 
 import numpy as np
 from ray.tune.search import Searcher
-from scipy.stats import norm
+from scipy.stats import norm, rankdata
 
 from sublayer_search.search.plan.sweep_plan import Trial
 from sublayer_search.search.plan.variant import Identity, plain_identity, variant_key, variant_of
 from sublayer_search.search.searchers.base import Stateful, score
 from sublayer_search.search.searchers.observation import Observation
+from sublayer_search.search.searchers.prior import OrderPrior
 from sublayer_search.spaces.candidate import Candidate
-from sublayer_search.spaces.features import feature_matrix
+from sublayer_search.spaces.features import FEATURE_NAMES, feature_matrix
 
 __all__ = ["SurrogateSearcher", "expected_improvement", "gp_predict"]
 
@@ -51,6 +56,9 @@ LENGTH_SCALES = tuple(float(v) for v in np.geomspace(0.5, 30.0, 12))
 """Matérn length scales the GP chooses among (standardised features: typical distances 1-10)."""
 NOISE_RATIOS = (1e-3, 1e-2, 1e-1, 0.5)
 """Noise variance over signal variance the GP chooses among (seeds make results noisy)."""
+SHARES = 4
+"""The first features are the ``s`` share per quarter of the budget: what a prior reads."""
+assert FEATURE_NAMES[:SHARES] == ("s_q1", "s_q2", "s_q3", "s_q4")
 
 
 def _matern52(a: np.ndarray, b: np.ndarray, length: float) -> np.ndarray:
@@ -58,13 +66,15 @@ def _matern52(a: np.ndarray, b: np.ndarray, length: float) -> np.ndarray:
     return np.asarray((1 + np.sqrt(5) * r + 5 * r**2 / 3) * np.exp(-np.sqrt(5) * r))
 
 
-def gp_predict(x: np.ndarray, y: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def gp_predict(x: np.ndarray, y: np.ndarray, query: np.ndarray,
+               min_var: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """Mean and sd (of the latent function) at ``query`` of a GP fitted to (``x``, ``y``).
 
     Isotropic Matérn 5/2 on the rows (standardised features), a constant mean; the length
     scale and noise ratio maximise the marginal likelihood over a grid with the signal
     variance profiled out (closed form), so a fit is a few small Cholesky solves and
-    fully deterministic.
+    fully deterministic. ``min_var`` floors the signal variance (a prior's residual
+    variance: two or three results alone would call it zero).
     """
     n = len(y)
     centre = float(y.mean())
@@ -81,6 +91,7 @@ def gp_predict(x: np.ndarray, y: np.ndarray, query: np.ndarray) -> tuple[np.ndar
                 best = (loglik, length, var, chol, alpha)
     assert best is not None
     _, length, var, chol, alpha = best
+    var = max(var, min_var)
     cross = _matern52(query, x, length)
     mean = centre + cross @ alpha
     v = np.linalg.solve(chol, cross.T)
@@ -123,8 +134,11 @@ class SurrogateSearcher(Stateful):
         f_units: float = 2.0,
         c_units: float = 1.0,
         identity: Identity = plain_identity,
+        prior: OrderPrior | None = None,
     ) -> None:
         super().__init__(metric=metric, mode=mode)
+        self.prior = prior if prior is not None and prior.weight > 0 else None
+        """Prior mean from earlier studies (``search.prior``); ``None``: none, or no evidence."""
         self.candidates = list(candidates)
         self.keys = [variant_key(c.order, identity(variant_of(c))) for c in self.candidates]
         """Each candidate's variant key (:mod:`.variant`): what one seed trains once."""
@@ -190,7 +204,33 @@ class SurrogateSearcher(Stateful):
     def _free_seed(self, key: str) -> int | None:
         return next((s for s in self.seeds if (key, s) not in self.taken), None)
 
+    def _prior_mean(self, x: np.ndarray) -> np.ndarray:
+        """The prior at standardised feature rows (linear in the shares, so an IOT subset's
+        mean features give the mean of its orders' priors)."""
+        assert self.prior is not None
+        shares = x[:, :SHARES] * self._sd[:SHARES] + self._mean[:SHARES]
+        return self.prior.from_shares(shares)
+
+    def _pick_with_prior(self, open_: list[int]) -> int:
+        assert self.prior is not None
+        prior = self._prior_mean(self.x[open_])
+        if not self.seen:
+            score_ = prior
+        else:
+            x = np.array([f for f, _ in self.seen])
+            ranks = rankdata([loss for _, loss in self.seen])
+            y = (ranks - ranks.mean()) / (ranks.std() if ranks.std() > 0 else 1.0)
+            floor = max(0.1, 1.0 - self.prior.weight**2)  # what the prior leaves unexplained
+            mean, sd = gp_predict(x, y - self._prior_mean(x), self.x[open_], min_var=floor)
+            score_ = -expected_improvement(mean + prior, sd, float(y.min()))
+        low = float(score_.min())
+        best = [i for i, v in zip(open_, score_, strict=True)
+                if v <= low + 1e-12 * max(1.0, abs(low))]
+        return self.rng.choice(best)
+
     def _pick(self, open_: list[int]) -> int:
+        if self.prior is not None:
+            return self._pick_with_prior(open_)
         if len(self.seen) < self.n_initial:
             return self.rng.choice(open_)
         x = np.array([f for f, _ in self.seen])

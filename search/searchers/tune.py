@@ -45,6 +45,7 @@ from sublayer_search.search.searchers.optuna_study import (
     objective_mode,
     optuna_searcher,
 )
+from sublayer_search.search.searchers.prior import prior_for
 from sublayer_search.search.searchers.surrogate import SurrogateSearcher
 from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.cost import f_units_for, units
@@ -282,7 +283,9 @@ def make_searcher(plan: SweepPlan) -> Searcher:
         inner = SurrogateSearcher(plan.candidates, num_samples=num_samples,
                                   seeds=seeds, metric=plan.metric, mode=plan.mode,
                                   seed=exp.search.seed, f_units=f_units, c_units=c_units,
-                                  identity=plan.task.identity)
+                                  identity=plan.task.identity,
+                                  prior=prior_for(exp.search.prior, algorithm=algo,
+                                                  tracking_uri=exp.tracking.uri))
     else:
         inner = EvolutionSearcher(plan.candidates, num_samples=num_samples,
                                   population=exp.search.population,

@@ -1,0 +1,194 @@
+"""Priors transferred from earlier studies (``search.prior``): the built-in studies read
+without ``analysis``, rank-based transfer, study identity by content, the prior-informed
+surrogate, the dry run's line and bad input (exit 2)."""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from sublayer_search.search.cli.main import main
+from sublayer_search.search.searchers.oracle import OrderTable, drive
+from sublayer_search.search.searchers.prior import (
+    OrderPrior,
+    PriorError,
+    PriorTable,
+    builtin_tables,
+    fit_prior,
+    load_tables,
+    prior_for,
+    resolve_prior,
+    same_study,
+)
+from sublayer_search.search.searchers.surrogate import SurrogateSearcher
+from sublayer_search.spaces.order import sandwich_order
+from sublayer_search.spaces.registry import expand
+
+
+def test_builtin_studies_have_their_tables():
+    press = builtin_tables("press2020")
+    assert [t.table for t in press] == ["press2020/table1", "press2020/table2"]
+    assert [len(t.values()) for t in press] == [21, 21]  # 20 draws + the baseline (averaged)
+    assert len(press[0].records) == 25  # five baseline seeds kept as records
+    mini = builtin_tables("mini_press2020")
+    assert [t.table for t in mini] == ["mini_press2020/budgeted", "mini_press2020/permutations"]
+    assert all(t.mode == "min" for t in [*press, *mini])
+
+
+def test_study_identity_is_by_name_or_shared_records():
+    t1, t2 = builtin_tables("press2020")
+    m_budget, m_perm = builtin_tables("mini_press2020")
+    assert same_study(t1, t2) and same_study(m_budget, m_perm)
+    assert not same_study(t1, m_perm)
+    renamed = replace(m_perm, study="someone-else", table="x/perms")
+    assert same_study(renamed, m_budget)  # a copy under another name is still that study
+    assert not same_study(replace(t1, study="y"), renamed)
+
+
+def test_fig4_pattern_learned_from_each_study():
+    """Attention low and feedforward high beats the reverse, from either study alone."""
+    low, high = sandwich_order(6, 3), sandwich_order(6, 3)[::-1]
+    for name in ("press2020", "mini_press2020"):
+        prior = fit_prior(builtin_tables(name))
+        assert 0 < prior.weight <= 1
+        low_score, high_score = prior.predict([low, high])
+        assert low_score < high_score, name
+
+
+def test_transfer_is_rank_based_so_scale_and_direction_do_not_matter():
+    table = builtin_tables("mini_press2020")[1]
+    base = fit_prior([table])
+    scaled = replace(table, records=tuple((o, float(np.exp(10 * v))) for o, v in table.records))
+    flipped = replace(table, records=tuple((o, -v) for o, v in table.records), mode="max")
+    for other in (fit_prior([scaled]), fit_prior([flipped])):
+        assert np.allclose(other.coef, base.coef) and other.weight == pytest.approx(base.weight)
+
+
+def test_weight_is_held_out_agreement_across_studies():
+    prior = resolve_prior(["press2020", "mini_press2020"])
+    assert set(prior.held_out) == {"press2020/table1", "press2020/table2",
+                                   "mini_press2020/budgeted", "mini_press2020/permutations"}
+    assert prior.weight == pytest.approx(max(0.0, float(np.mean(list(prior.held_out.values())))))
+    one = fit_prior(builtin_tables("press2020")[:1])
+    assert one.held_out == {} and 0 < one.weight < 0.6  # one table: shrunk by its size
+
+
+def test_a_useless_prior_has_no_weight_and_is_not_used():
+    rng = np.random.default_rng(0)
+    orders = [c.order for c in expand("permutations", {"n_s": 4, "n_f": 4, "count": 30,
+                                                         "seed": 2})]
+    noise = [PriorTable(study=f"n{i}", table=f"n{i}/t", records=tuple(
+        (o, float(rng.normal())) for o in orders)) for i in range(3)]
+    prior = fit_prior(noise)
+    searcher = SurrogateSearcher(expand("permutations", {"n_s": 3, "n_f": 3, "count": 6,
+                                                          "seed": 0}),
+                                 num_samples=3, seeds=[0], prior=replace(prior, weight=0.0))
+    assert searcher.prior is None
+
+
+def test_exclude_drops_the_judged_study_by_content():
+    judged = replace(builtin_tables("mini_press2020")[0], study="renamed")
+    left = resolve_prior(["press2020", "mini_press2020"], exclude=[judged])
+    assert left.sources == ("press2020/table1", "press2020/table2")
+    with pytest.raises(PriorError, match="a study other than the one judged"):
+        resolve_prior("mini_press2020", exclude=[judged])
+
+
+def test_trials_csv_and_export_folder(tmp_path):
+    csv_path = tmp_path / "t.csv"
+    rows = ["order,final,space,status", "ssffsfsf,1.0,permutations,finished",
+            "sfsfsfsf,1.5,baseline,finished", "ffssffss,2.0,permutations,finished",
+            "sfssffsf,9.0,permutations,failed", "ffsfsfss,3.0,permutations,finished"]
+    csv_path.write_text("\n".join(rows) + "\n")
+    (table,) = load_tables(str(csv_path), mode="max")
+    assert table.mode == "max" and table.values() == {
+        "ssffsfsf": 1.0, "sfsfsfsf": 1.5, "ffssffss": 2.0, "ffsfsfss": 3.0}
+    export = tmp_path / "exp"
+    export.mkdir()
+    (export / "mine_trials.csv").write_text(csv_path.read_text())
+    (export / "mine_meta.json").write_text('{"name": "mine", "mode": "min"}')
+    (table,) = load_tables(str(export))
+    assert (table.study, table.mode) == ("mine", "min")
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("nosuchstudy", "expected one of press2020, mini_press2020, an export or a trials CSV"),
+    ("{tmp}/bad.csv", "a trials table with columns order and final"),
+])
+def test_bad_names_say_what_was_expected(tmp_path, name, expected):
+    (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(PriorError, match=expected) as err:
+        load_tables(name.format(tmp=tmp_path))
+    assert err.value.field == "search.prior"
+
+
+def test_prior_only_for_the_surrogate():
+    assert prior_for(None, algorithm="optuna") is None
+    with pytest.raises(PriorError, match="no prior for search.algorithm evolution"):
+        prior_for("press2020", algorithm="evolution")
+    assert isinstance(prior_for("press2020", algorithm="surrogate"), OrderPrior)
+
+
+def _first(table: OrderTable, seed: int, prior: OrderPrior | None) -> str:
+    searcher = SurrogateSearcher(table.candidates(), num_samples=1, seeds=[0], metric="v",
+                                 seed=seed, prior=prior)
+    return drive(searcher, table, budget=1)[0]
+
+
+def test_surrogate_starts_at_the_priors_best_and_pickles_it():
+    table = OrderTable.from_rows(builtin_tables("mini_press2020")[1].records, metric="v")
+    prior = resolve_prior("press2020")
+    scores = prior.predict(sorted(table.values))
+    best = sorted(table.values)[int(np.argmin(scores))]
+    assert {_first(table, seed, prior) for seed in range(5)} == {best}
+    assert len({_first(table, seed, None) for seed in range(8)}) > 1  # no prior: random start
+    searcher = SurrogateSearcher(table.candidates(), num_samples=5, seeds=[0], metric="v",
+                                 prior=prior)
+    assert pickle.loads(pickle.dumps(searcher.__dict__))["prior"] == prior  # --resume keeps it
+
+
+def test_surrogate_with_prior_learns_from_results():
+    """After the prior's first pick the GP corrects it: a synthetic table whose best orders
+    the prior ranks last is still solved well within the budget."""
+    pool = expand("permutations", {"n_s": 4, "n_f": 4, "count": 30, "seed": 1})
+    prior = resolve_prior("press2020")
+    scores = prior.predict([c.order for c in pool])
+    table = OrderTable.from_rows([(c.order, -float(s)) for c, s in zip(pool, scores,
+                                                                        strict=True)], metric="v")
+    orders = drive(SurrogateSearcher(table.candidates(), num_samples=30, seeds=[0], metric="v",
+                                     prior=prior), table, budget=30, until=table.top(1))
+    assert orders[-1] in table.top(1) and len(orders) < 25
+
+
+def _experiment(tmp_path: Path, **search: object) -> Path:
+    raw = {"name": "prior_demo", "space": {"type": "permutations", "n_s": 3, "n_f": 3,
+                                            "count": 6, "seed": 0},
+           "model": {"preset": "debug"}, "data": {"name": "tinyshakespeare"},
+           "search": {"algorithm": "surrogate", "num_samples": 4, **search},
+           "tracking": {"uri": f"sqlite:///{tmp_path}/mlflow.db"}}
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def test_dry_run_names_the_prior(tmp_path, capsys):
+    assert main(["sweep", str(_experiment(tmp_path, prior=["press2020"])), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "search.prior: prior from press2020/table1, press2020/table2 (42 orders), weight" \
+        in out
+
+
+@pytest.mark.parametrize(("search", "expected"), [
+    ({"prior": "nosuchstudy"}, "search.prior: got 'nosuchstudy', expected press2020"),
+    ({"algorithm": "optuna", "prior": "press2020"},
+     "search.prior: got 'press2020', expected no prior for search.algorithm optuna"),
+])
+def test_bad_prior_is_exit_2(tmp_path, capsys, search, expected):
+    assert main(["sweep", str(_experiment(tmp_path, **search)), "--dry-run"]) == 2
+    assert expected in capsys.readouterr().err
+    assert not (tmp_path / "mlflow.db").exists()  # nothing was written
