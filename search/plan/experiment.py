@@ -136,6 +136,10 @@ class SearchSpec(_Strict):
     metric, the others reported metrics or ``params`` / ``flops_per_token``)."""
     sampler: Literal["tpe", "nsga2"] = "tpe"
     """Optuna's sampler: TPE (also multi-objective) or NSGA-II (multi-objective)."""
+    replicates: int | None = Field(None, ge=1)
+    """Optuna: most seeds one candidate trains (a candidate suggested again is a replicate,
+    with the next seed). Default: no limit with one objective, 1 with several (a point of
+    the front is measured once; ask for more to see seed noise on the front)."""
     warm_start: bool | str | Annotated[list[str], Field(min_length=1)] = False
     """Adaptive searchers: tell them the finished trials of earlier sweeps with the same
     content key (config hash, identity) first; ``true``: this MLflow experiment, a name

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,7 +26,10 @@ from sublayer_search.search.searchers.observation import Observation
 from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.records import direction
 
-__all__ = ["OptunaTrials", "objective_mode", "optuna_searcher"]
+__all__ = ["MAX_ASKS", "OptunaTrials", "objective_mode", "optuna_searcher"]
+
+MAX_ASKS = 25
+"""Asks of the study per suggestion before an allowed candidate is enqueued for it."""
 
 
 def _guidance(cand: Candidate) -> str:
@@ -77,11 +82,21 @@ class OptunaTrials(Stateful):
     For one sandwich space the parameter is ``k`` (an integer, so TPE can use its
     order); otherwise a categorical over candidate names. A candidate proposed again
     is trained with the next seed of ``seeds`` (a replicate), so no (order, seed)
-    pair is ever trained twice. With several ``objectives`` (the metric first; a trial's
-    ``params`` / ``flops_per_token`` come from ``statics``, keyed by
+    pair is ever trained twice; ``replicates`` caps the seeds of one candidate (default:
+    no cap with one objective, 1 with several). With several ``objectives`` (the metric
+    first; a trial's ``params`` / ``flops_per_token`` come from ``statics``, keyed by
     :func:`~.variant.variant_key`: a hard-guided variant has fewer parameters than its
     order unguided) the study is
     multi-objective: ``sampler`` ``tpe`` (multi-objective TPE) or ``nsga2`` (NSGA-II).
+
+    A multi-objective study spends its samples on new points of the front: candidates
+    are grouped by their static objective vector (``statics``, known before training),
+    and while a group has no trained or running member, a candidate of a group already
+    measured is not a new point. A suggestion the rules refuse (a candidate at its
+    ``replicates``, or of a measured group) is told to the study as pruned (Optuna's
+    way to skip a duplicate) and the study is asked again; after :data:`MAX_ASKS` asks
+    an allowed candidate (seeded choice) is enqueued. When no candidate is allowed the
+    searcher is finished, whatever is left of ``num_samples``.
     """
 
     def __init__(
@@ -97,6 +112,7 @@ class OptunaTrials(Stateful):
         statics: dict[str, dict[str, float]] | None = None,
         sampler: str = "tpe",
         identity: Identity = plain_identity,
+        replicates: int | None = None,
     ) -> None:
         super().__init__(metric=metric, mode=mode)
         self.identity = identity
@@ -130,6 +146,11 @@ class OptunaTrials(Stateful):
             directions=["minimize" if m == "min" else "maximize" for m in modes], sampler=chosen
         )
         self.live: dict[str, tuple[int, str]] = {}
+        self.replicates = replicates or (1 if len(self.objectives) > 1 else None)
+        """Most seeds one candidate trains (``None``: no limit)."""
+        self.rng = random.Random(seed)
+        self.pruned = 0
+        """Suggestions of the study refused as no new point (told as pruned)."""
 
     def set_search_properties(
         self, metric: str | None, mode: str | None, config: dict, **spec: Any
@@ -141,7 +162,8 @@ class OptunaTrials(Stateful):
         return variant_key(cand.order, self.identity(variant_of(cand)))
 
     def mark_taken(self, order: str, seed: int) -> None:
-        """Another searcher trains (order, seed): propose the order with another seed."""
+        """Another searcher trains (order, seed): propose the order with another seed (or
+        not at all once it has trained its ``replicates``)."""
         self.taken.add((order, seed))
 
     def _values(self, key: str, result: dict[str, Any] | None) -> list[float] | None:
@@ -151,6 +173,34 @@ class OptunaTrials(Stateful):
         if any(v is None or not math.isfinite(float(v)) for v in values):
             return None
         return [float(v) for v in values if v is not None]
+
+    def _group(self, key: str) -> tuple[tuple[str, float], ...] | None:
+        """A candidate's static objective vector (several objectives only; else None)."""
+        if len(self.objectives) < 2 or key not in self.statics:
+            return None
+        return tuple(sorted(self.statics[key].items()))
+
+    def _allowed(self) -> set[str]:
+        """Keys of the candidates that would be a new point (see the class)."""
+        seeds = Counter(key for key, _ in self.taken)
+        keys = [k for k in self.by_key if self.replicates is None or seeds[k] < self.replicates]
+        measured = {self._group(k) for k in seeds}
+        fresh = {k for k in keys if self._group(k) is not None and self._group(k) not in measured}
+        return fresh or set(keys)
+
+    def _params(self, key: str) -> dict[str, Any]:
+        """The study's parameters that pick the candidate ``key``."""
+        cand = self.by_key[key]
+        name, _ = self.space.distribution()
+        params: dict[str, Any] = {name: int(cand.params["k"]) if name == "k" else _base(cand)}
+        if len(self.space.labels) > 1:
+            params["guidance"] = _guidance(cand)
+        return params
+
+    def _pick(self, trial: optuna.Trial) -> Candidate:
+        picked = self.space(trial)
+        cand = self.by_k[int(picked)] if self.by_k is not None else self.by_name[picked]
+        return self.variants[(_base(cand), trial.params.get("guidance", _guidance(cand)))]
 
     def warm_start(self, observations: Sequence[Observation]) -> None:
         """Earlier results of orders in the pool become finished trials of the study."""
@@ -175,10 +225,20 @@ class OptunaTrials(Stateful):
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:  # type: ignore[override]  # Ray returns Searcher.FINISHED, a str
         if self.suggested >= self.num_samples:
             return Searcher.FINISHED
-        trial = self.study.ask()
-        picked = self.space(trial)
-        cand = self.by_k[int(picked)] if self.by_k is not None else self.by_name[picked]
-        cand = self.variants[(_base(cand), trial.params.get("guidance", _guidance(cand)))]
+        allowed = self._allowed()
+        if not allowed:
+            return Searcher.FINISHED  # every candidate trained its replicates
+        for _ in range(MAX_ASKS):
+            trial = self.study.ask()
+            cand = self._pick(trial)
+            if self._key(cand) in allowed:
+                break
+            self.study.tell(trial.number, state=optuna.trial.TrialState.PRUNED)
+            self.pruned += 1
+        else:  # the sampler keeps to measured points: enqueue a new one (seeded choice)
+            self.study.enqueue_trial(self._params(self.rng.choice(sorted(allowed))))
+            trial = self.study.ask()
+            cand = self._pick(trial)
         key = self._key(cand)
         seed = next(
             s

@@ -278,7 +278,7 @@ def make_searcher(plan: SweepPlan) -> Searcher:
                              seeds=seeds, metric=plan.metric, mode=plan.mode,
                              seed=exp.search.seed, objectives=objectives,
                              statics=_statics(plan, objectives), sampler=exp.search.sampler,
-                             identity=plan.task.identity)
+                             identity=plan.task.identity, replicates=exp.search.replicates)
     elif algo == "surrogate":
         inner = SurrogateSearcher(plan.candidates, num_samples=num_samples,
                                   seeds=seeds, metric=plan.metric, mode=plan.mode,

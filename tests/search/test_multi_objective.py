@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pandas as pd
@@ -48,12 +49,92 @@ def test_optuna_trials_tell_every_objective(sampler: str) -> None:
         result = None if i == 2 else {"val_bpc": 3.0 - order.count("s") / len(order)}
         searcher.on_trial_complete(f"t{i}", result=result, error=result is None)
     done = [t for t in searcher.study.trials if t.state.name == "COMPLETE"]
-    assert len(done) == 5 and len(searcher.study.trials) == 6
+    pruned = [t for t in searcher.study.trials if t.state.name == "PRUNED"]
+    assert len(done) == 5 and len(searcher.study.trials) == 6 + len(pruned) == 6 + searcher.pruned
     for t in done:  # the second objective is the order's parameter count, from the statics
         cand = next(c for c in cands if c.name == t.params["candidate"])
         assert t.values[1] == len(cand.order)
     front = searcher.study.best_trials
     assert front and all(t in done for t in front)
+
+
+def _mo_searcher(sampler: str, seed: int, **kwargs: Any) -> tuple[OptunaTrials, dict]:
+    """Eight orders in three static groups (parameters 2, 3 and 4 units: 1 + 2 + 5 orders)."""
+    cands = expand("explicit", {"orders": ["sf", "ssf", "sff", "ssff", "sfsf", "sssf", "sfff",
+                                           "fssf"]})
+    statics = {c.order: {"params": float(len(c.order))} for c in cands}
+    searcher = OptunaTrials(cands, metric="val_bpc", objectives=["val_bpc", "params"],
+                            statics=statics, sampler=sampler, seed=seed, **kwargs)
+    return searcher, statics
+
+
+def _drive(searcher: OptunaTrials, limit: int = 50) -> list[tuple[str, int]]:
+    """Suggest until FINISHED, two trials in flight; each told a value from its order."""
+    out: list[tuple[str, int]] = []
+    live: list[str] = []
+    for i in range(limit):
+        got = searcher.suggest(f"t{i}")
+        if not isinstance(got, dict):
+            break
+        trial = got["trial"]
+        trial = trial if hasattr(trial, "order") else SimpleNamespace(**trial)
+        out.append((trial.order, trial.seed))
+        live.append(f"t{i}:{trial.order}")
+        if len(live) == 2:
+            tid, order = live.pop(0).split(":")
+            searcher.on_trial_complete(tid, result={"val_bpc": 3.0 - order.count("s") / 10})
+    return out
+
+
+@pytest.mark.parametrize("sampler", ["tpe", "nsga2"])
+@pytest.mark.parametrize("seed", range(6))
+def test_multi_objective_measures_new_points_and_no_replicates(sampler: str, seed: int) -> None:
+    searcher, statics = _mo_searcher(sampler, seed, num_samples=20, seeds=[0, 1])
+    assert searcher.replicates == 1
+    out = _drive(searcher)
+    orders = [o for o, _ in out]
+    # no order twice (no replicate unless asked), so the space (8 orders) ends the search
+    assert sorted(orders) == sorted(statics) and {s for _, s in out} == {0}
+    assert searcher.suggest("after") == "FINISHED"
+    # the first three samples are the three static points: none spent on a measured one
+    assert {statics[o]["params"] for o in orders[:3]} == {2.0, 3.0, 4.0}
+
+
+def test_multi_objective_replicates_when_asked() -> None:
+    searcher, statics = _mo_searcher("nsga2", 0, num_samples=40, seeds=[0, 1, 2], replicates=2)
+    out = _drive(searcher)
+    assert len(out) == 2 * len(statics) and len(set(out)) == len(out)
+    assert all(sum(o == order for o, _ in out) == 2 for order in statics)
+    assert {s for _, s in out} == {0, 1}
+
+
+def test_single_objective_keeps_replicates_unless_capped() -> None:
+    cands = expand("explicit", {"orders": ["sf", "ssf"]})
+    free = OptunaTrials(cands, num_samples=6, seeds=[0], metric="val_bpc")
+    assert free.replicates is None and len(_drive(free)) == 6  # 2 orders, 3 seeds each
+    capped = OptunaTrials(cands, num_samples=6, seeds=[0], metric="val_bpc", replicates=1)
+    assert sorted(o for o, _ in _drive(capped)) == ["sf", "ssf"]
+
+
+def test_replicates_from_the_experiment_and_refused_below_one() -> None:
+    from pydantic import ValidationError
+
+    from sublayer_search.search.plan.experiment import parse_experiment
+    from sublayer_search.search.plan.sweep_plan import plan_sweep
+    from sublayer_search.search.searchers.tune import make_searcher
+
+    raw: dict[str, Any] = {
+        "name": "mo", "space": SPACES, "seeds": [0], "baseline": {"enabled": False},
+        "model": {"preset": "debug"}, "data": {"name": "tinyshakespeare"},
+        "search": {"algorithm": "optuna", "num_samples": 4, "sampler": "nsga2",
+                   "objectives": ["val_bpc", "params"], "replicates": 3},
+    }
+    searcher = make_searcher(plan_sweep(parse_experiment(raw)))
+    searcher = getattr(searcher, "inner", searcher)  # WithBaseline may wrap it
+    assert isinstance(searcher, OptunaTrials) and searcher.replicates == 3
+    raw["search"]["replicates"] = 0
+    with pytest.raises((ValidationError, ValueError), match="replicates"):
+        parse_experiment(raw)
 
 
 def _frame() -> pd.DataFrame:

@@ -104,6 +104,11 @@ CASES = [
         _plan({**SANDWICH, "k": [1, 2, 3]}, algorithm="optuna", num_samples=8, seeds=[0, 1],
               seed=2)),
         budget=3 + 8, baseline_first=3),
+    Case("optuna-nsga2-objectives", lambda: make_searcher(  # one seed per order: runs out
+        _plan([SANDWICH, {"type": "explicit", "orders": ["ssf", "sff", "sssff"]}],
+              algorithm="optuna", num_samples=8, seed=4, sampler="nsga2",
+              objectives=[METRIC, "flops_per_token"], baseline={"seeds": 2, "order": "sfsfsfsf"})),
+        budget=2 + 8, exhaustible=True, baseline_first=2),
     Case("surrogate-direct", lambda: SurrogateSearcher(
         expand("permutations", {"n_s": 4, "n_f": 4, "count": 12, "seed": 3}), num_samples=10,
         seeds=[0], metric=METRIC, seed=4), budget=10),
