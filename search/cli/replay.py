@@ -23,7 +23,7 @@ GRID_GRACE = (1, 2, 3)
 """Grace periods (evaluations) of ``--grid``."""
 GRID_FACTORS = (2.0, 3.0, 4.0)
 """Reduction factors of ``--grid``."""
-_SCHEDULERS = ("asha", "asha-all", "hyperband", "median")  # replay.SCHEDULERS, without Ray
+_SCHEDULERS = ("asha", "asha-all", "hyperband", "median", "curve")  # replay.SCHEDULERS, no Ray
 
 
 def _whole(text: str) -> int:
@@ -46,6 +46,16 @@ def _factor(text: str) -> float:
     return value
 
 
+def _nonnegative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"got {text!r}, expected a number >= 0 (e.g. 2)")
+    return value
+
+
 def add_replay(sub: Any) -> None:
     """Register ``replay`` on the ``sublayer`` subcommands."""
     p = sub.add_parser(
@@ -64,14 +74,16 @@ def add_replay(sub: Any) -> None:
                    help="replay a study shipped with the package (e.g. mini_press2020)")
     p.add_argument("--scheduler", default="asha", choices=_SCHEDULERS,
                    help="asha: the sweeps' ASHA (baselines train to the end); asha-all: Ray's "
-                        "ASHA over every trial; hyperband; median: median stopping rule "
-                        "(default: asha)")
+                        "ASHA over every trial; hyperband; median: median stopping rule; "
+                        "curve: the sweeps' learning-curve stopping (default: asha)")
     p.add_argument("--grace-period", type=_whole, default=1, metavar="N",
                    help="evaluations before a trial can be stopped (asha, median; default 1)")
     p.add_argument("--reduction-factor", type=_factor, default=2.0, metavar="R",
                    help="halving rate (asha, hyperband; default 2)")
     p.add_argument("--max-t", type=_whole, default=None, metavar="N",
                    help="evaluations a trial trains at most (default: the sweep's train.steps)")
+    p.add_argument("--z", type=_nonnegative, default=2.0, metavar="Z",
+                   help="curve: noise margin in baseline seed standard deviations (default 2)")
     p.add_argument("--min-samples", type=_whole, default=3, metavar="N",
                    help="median: trials needed for a median (default 3)")
     p.add_argument("--metric", default=None,
@@ -146,7 +158,7 @@ def run_replay(args: argparse.Namespace) -> int:
         settings = SchedulerSettings(
             name=args.scheduler, max_t=max_t, grace_period=args.grace_period * every,
             reduction_factor=args.reduction_factor, min_samples=args.min_samples,
-            metric=metric, mode=args.mode or direction(metric))
+            z=args.z, top_k=args.top_k, metric=metric, mode=args.mode or direction(metric))
         arrival = args.arrival or ("together" if args.scheduler == "hyperband" else "recorded")
         curves = together(sweep.curves) if arrival == "together" else list(sweep.curves)
         rank = direction(sweep.metric)
@@ -215,6 +227,7 @@ def _print_report(report: Any, metric: str, curves: Sequence[Any] = (),
     full_evals = sum(t.full_evaluations for t in report.trials)
     print(f"compute: {used} of {full} trial-steps ({report.compute_fraction:.1%}), {evals} of "
           f"{full_evals} evaluations ({report.evaluation_fraction:.1%}); "
+          f"candidates alone (baseline seeds left out): {report.candidate_compute_fraction:.1%}; "
           f"{len(report.stopped)} trial(s) stopped")
     lost = [n for n in report.top_k if n not in report.kept]
     print(f"top-{report.k} by final {metric}: {', '.join(report.top_k) or 'none'}; kept "
@@ -229,10 +242,12 @@ def _print_report(report: Any, metric: str, curves: Sequence[Any] = (),
 
 
 def _print_grid(rows: list[dict[str, Any]], every: int, figure: str | None) -> int:
-    print("grace_evals  reduction_factor  compute  evaluations  top_k_kept  regret  picked")
+    print("grace_evals  reduction_factor  compute  candidates  evaluations  top_k_kept  regret  "
+          "picked")
     for r in rows:
         print(f"{r['grace_period'] // every:>11}  {r['reduction_factor']:>16g}  "
-              f"{r['compute_fraction']:>7.1%}  {r['evaluation_fraction']:>11.1%}  "
+              f"{r['compute_fraction']:>7.1%}  {r['candidate_compute_fraction']:>10.1%}  "
+              f"{r['evaluation_fraction']:>11.1%}  "
               f"{r['top_k_kept']:>7}/{r['k']}  {_fmt(r['regret']):>6}  {r['picked']}")
     if figure is not None:
         import pandas as pd

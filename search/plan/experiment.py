@@ -106,10 +106,16 @@ class Resources(_Strict):
 
 
 class SchedulerSpec(_Strict):
-    type: Literal["fifo", "asha"] = "fifo"
+    type: Literal["fifo", "asha", "curve"] = "fifo"
+    """``curve``: learning-curve stopping, the early stopping to use
+    (:mod:`~sublayer_search.search.run.curve_stopping`; docs/search.md); ``asha``: ASHA."""
     grace_period: int = Field(1, ge=1)
-    """ASHA: evaluations before a trial can be stopped."""
+    """ASHA and curve: evaluations before a trial can be stopped (curve: at least 2)."""
     reduction_factor: float = Field(2.0, gt=1)
+    z: float = Field(2.0, ge=0)
+    """curve: noise margin, in sds of the catch-up between baseline seeds (docs/search.md)."""
+    top_k: int = Field(3, ge=1)
+    """curve: the best candidates the rule must keep."""
     metric: str = "val_loss"
     mode: Literal["min", "max"] = "min"
 

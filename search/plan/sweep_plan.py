@@ -251,11 +251,11 @@ def _check_search(exp: Experiment, task: AnyTask, pool: Sequence[VariantCandidat
     if algo == "evolution" and any(c.variant.guided for c in pool):
         problems.append(Problem("search.algorithm", algo,
                                 "grid or optuna with model.guidance (mutations keep no guidance)"))
-    if exp.scheduler.type == "asha" and exp.scheduler.metric not in ("val_loss", "train_loss"):
+    if exp.scheduler.type in ("asha", "curve") and exp.scheduler.metric not in ("val_loss", "train_loss"):
         problems.append(Problem("scheduler.metric", exp.scheduler.metric,
                                 "val_loss or train_loss (reported at every evaluation)"))
     evaluations = exp.train.steps // exp.train.eval_every
-    if exp.scheduler.type == "asha" and exp.scheduler.grace_period > max(evaluations, 1):
+    if exp.scheduler.type in ("asha", "curve") and exp.scheduler.grace_period > max(evaluations, 1):
         problems.append(Problem("scheduler.grace_period", exp.scheduler.grace_period,
                                 f"at most {max(evaluations, 1)} (the evaluations of a trial: "
                                 f"train.steps {exp.train.steps} / train.eval_every "

@@ -1,7 +1,8 @@
 """Replay a finished sweep's learning curves through a trial scheduler (``sublayer replay``).
 
 The schedulers are Ray Tune's own classes (``ASHAScheduler``, ``HyperBandScheduler``,
-``MedianStoppingRule``) and the sweeps' :class:`~.schedulers.CandidateASHA`, driven here
+``MedianStoppingRule``) and the sweeps' :class:`~.schedulers.CandidateASHA` and
+:class:`~.curve_stopping.CurveStopping`, driven here
 by recorded results instead of live trials: each result reaches the scheduler at its
 recorded time of arrival, through the same hooks Ray Tune's controller calls
 (``on_trial_add``, ``on_trial_result``, ``on_trial_complete`` when a trial ends or is
@@ -46,6 +47,7 @@ from sublayer_search.search.replay.settings import (
     ReplayError,
     SchedulerSettings,
 )
+from sublayer_search.search.run.curve_stopping import CurveStopping
 from sublayer_search.search.run.schedulers import CandidateASHA
 from sublayer_search.spaces.records import Direction
 
@@ -122,6 +124,9 @@ def make_scheduler(settings: SchedulerSettings) -> TrialScheduler:
         cls = CandidateASHA if s.name == "asha" else ASHAScheduler
         return cls(max_t=s.max_t, grace_period=s.grace_period,
                    reduction_factor=s.reduction_factor, **common)
+    if s.name == "curve":
+        return CurveStopping(max_t=s.max_t, grace_period=s.grace_period, z=s.z, top_k=s.top_k,
+                             **common)
     if s.name == "hyperband":
         return HyperBandScheduler(max_t=s.max_t, reduction_factor=s.reduction_factor, **common)
     return MedianStoppingRule(grace_period=float(s.grace_period),
@@ -274,11 +279,12 @@ def replay_grid(curves: Sequence[Curve], settings: SchedulerSettings, *,
                 rank_mode: Direction = "min") -> list[dict[str, Any]]:
     """One row per setting of the grid (grace periods in steps): compute against top-k kept.
 
-    HyperBand has no grace period and the median rule no reduction factor: their rows
-    vary only the setting they have.
+    HyperBand has no grace period, the median rule and the curve rule no reduction
+    factor: their rows vary only the setting they have.
     """
     graces = list(grace_periods) if settings.name != "hyperband" else [settings.grace_period]
-    factors = list(reduction_factors) if settings.name != "median" else [settings.reduction_factor]
+    factors = (list(reduction_factors) if settings.name not in ("median", "curve")
+               else [settings.reduction_factor])
     rows = []
     for grace in graces:
         for factor in factors:
@@ -286,6 +292,7 @@ def replay_grid(curves: Sequence[Curve], settings: SchedulerSettings, *,
                                             reduction_factor=factor), k=k, rank_mode=rank_mode)
             rows.append({"scheduler": settings.name, "grace_period": grace,
                          "reduction_factor": factor, "compute_fraction": report.compute_fraction,
+                         "candidate_compute_fraction": report.candidate_compute_fraction,
                          "evaluation_fraction": report.evaluation_fraction, "k": k,
                          "top_k_kept": len(report.kept), "regret": report.regret,
                          "picked": report.picked, "stopped": len(report.stopped)})

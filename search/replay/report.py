@@ -69,6 +69,14 @@ class ReplayReport:
         return sum(t.steps for t in self.trials) / full if full else math.nan
 
     @property
+    def candidate_compute_fraction(self) -> float:
+        """As :attr:`compute_fraction`, over the candidates alone (the baseline seeds'
+        trial-steps left out of both sides)."""
+        cands = [t for t in self.trials if not t.baseline]
+        full = sum(t.full_steps for t in cands)
+        return sum(t.steps for t in cands) / full if full else math.nan
+
+    @property
     def evaluation_fraction(self) -> float:
         """Evaluations the replay delivered over those recorded."""
         full = sum(t.full_evaluations for t in self.trials)

@@ -14,10 +14,11 @@ from sublayer_search.spaces.records import Direction
 
 __all__ = ["ARRIVALS", "SCHEDULERS", "ReplayError", "SchedulerName", "SchedulerSettings"]
 
-SCHEDULERS = ("asha", "asha-all", "hyperband", "median")
+SCHEDULERS = ("asha", "asha-all", "hyperband", "median", "curve")
 """``asha``: the sweeps' ASHA (baselines train to the end); ``asha-all``: Ray's ASHA over
-every trial; ``hyperband``: Ray's synchronous HyperBand; ``median``: the median stopping rule."""
-SchedulerName = Literal["asha", "asha-all", "hyperband", "median"]
+every trial; ``hyperband``: Ray's synchronous HyperBand; ``median``: the median stopping
+rule; ``curve``: the sweeps' learning-curve stopping (:mod:`...run.curve_stopping`)."""
+SchedulerName = Literal["asha", "asha-all", "hyperband", "median", "curve"]
 ARRIVALS = ("recorded", "together")
 """``recorded``: trials start and report when they did; ``together``: every trial starts at
 once (all added to the scheduler first, as with unlimited concurrency), each reporting at
@@ -44,6 +45,10 @@ class SchedulerSettings:
     """ASHA and HyperBand: the halving rate (eta)."""
     min_samples: int = 3
     """Median rule: trials needed to compute a median."""
+    z: float = 2.0
+    """Curve: the noise margin, in baseline seed standard deviations."""
+    top_k: int = 3
+    """Curve: the best candidates the rule must keep."""
     metric: str = "val_loss"
     mode: Direction = "min"
 
@@ -59,5 +64,9 @@ class SchedulerSettings:
             raise ReplayError("reduction_factor", self.reduction_factor, "a number > 1")
         if self.min_samples < 1:
             raise ReplayError("min_samples", self.min_samples, "a whole number >= 1")
+        if not (math.isfinite(self.z) and self.z >= 0):
+            raise ReplayError("z", self.z, "a number >= 0 (seed standard deviations)")
+        if self.top_k < 1:
+            raise ReplayError("top_k", self.top_k, "a whole number >= 1")
         if self.mode not in ("min", "max"):
             raise ReplayError("mode", self.mode, "min or max")

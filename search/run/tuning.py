@@ -14,6 +14,7 @@ from ray.tune.search import ConcurrencyLimiter
 
 from sublayer_search.search.plan.sweep_plan import SweepPlan
 from sublayer_search.search.run.checkpoints import fill_checkpoint_gaps
+from sublayer_search.search.run.curve_stopping import CurveStopping
 from sublayer_search.search.run.progress import SweepProgress
 from sublayer_search.search.run.schedulers import CandidateASHA
 from sublayer_search.search.run.trainable import train_trial
@@ -29,6 +30,10 @@ def _scheduler(plan: SweepPlan) -> Any:
     spec = plan.experiment.scheduler
     if spec.type == "fifo":
         return FIFOScheduler()
+    if spec.type == "curve":
+        return CurveStopping(time_attr="step", metric=spec.metric, mode=spec.mode,
+                             max_t=plan.experiment.train.steps, z=spec.z, top_k=spec.top_k,
+                             grace_period=spec.grace_period * plan.experiment.train.eval_every)
     return CandidateASHA(time_attr="step", metric=spec.metric, mode=spec.mode,
                          max_t=plan.experiment.train.steps,
                          grace_period=spec.grace_period * plan.experiment.train.eval_every,

@@ -1,0 +1,132 @@
+"""Learning-curve stopping (``scheduler: {type: curve}``), driven by recorded curves.
+
+Ray Tune's own scheduler interface is called by the replay engine exactly as a live
+sweep calls it (``test_curve_sweep.py`` checks that on a real sweep). These curves are
+built here: baseline seeds that finish first, a clear loser, a slow starter that
+overtakes the field, and early leaders that flatten out.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from sublayer_search.search.replay.engine import Curve, Point, SchedulerSettings, replay
+from sublayer_search.search.run.curve_stopping import CurveStopping
+
+EVERY, STEPS = 100, 800
+
+
+def _curve(name: str, values: list[float], *, start: float, baseline: bool = False) -> Curve:
+    points = tuple(Point(step=EVERY * (i + 1), value=v, time=start + 10.0 * (i + 1))
+                   for i, v in enumerate(values))
+    return Curve(name=name, order=name, points=points, final=values[-1], baseline=baseline,
+                 start=start)
+
+
+def _shape(first: float, final: float, bend: float = 1.0) -> list[float]:
+    """A decreasing curve from ``first`` to ``final`` over 8 evaluations; ``bend`` > 1
+    keeps it high for longer (a slow starter)."""
+    return [final + (first - final) * (1 - (i / 7)) ** bend for i in range(8)]
+
+
+def _sweep() -> list[Curve]:
+    curves = [_curve(f"base{s}", _shape(3.6 + 0.02 * (s - 1), 2.95 + 0.01 * (s - 1)),
+                     start=0.0, baseline=True) for s in range(3)]
+    curves += [
+        _curve("leader_a", _shape(3.55, 2.90), start=100.0),
+        _curve("leader_b", _shape(3.56, 2.91), start=100.0),
+        _curve("leader_c", _shape(3.57, 2.92), start=101.0),
+        _curve("loser", _shape(3.80, 3.40), start=102.0),
+        # worst of all at its first two evaluations, best at the end: steep and late
+        _curve("slow_starter", _shape(3.90, 2.80, bend=2.2), start=103.0),
+    ]
+    return curves
+
+
+def _settings(name: str = "curve", **kw: float) -> SchedulerSettings:
+    return SchedulerSettings(name=name, max_t=STEPS, grace_period=EVERY, metric="val_bpc",
+                             mode="min", **kw)  # type: ignore[arg-type]
+
+
+def test_the_slow_starter_is_kept_and_the_clear_loser_stopped():
+    report = replay(_sweep(), _settings())
+    assert set(report.top_k) == {"slow_starter", "leader_a", "leader_b"}
+    assert report.kept == report.top_k and report.regret == 0
+    assert report.picked == "slow_starter"
+    assert report.stopped == {"loser": 2 * EVERY}  # its second evaluation: the first with a slope
+    assert all(t.survived for t in report.trials if t.baseline)
+    assert report.compute_fraction < 1 and report.candidate_compute_fraction < 1
+
+
+def test_asha_with_the_old_defaults_loses_the_slow_starter():
+    """The failure the curve rule answers: grace 1, reduction 2 stops it at the first rung."""
+    report = replay(_sweep(), _settings("asha", reduction_factor=2.0))
+    assert "slow_starter" in report.stopped and report.regret > 0.05
+
+
+def test_without_slope_credit_the_slow_starter_is_lost():
+    """The slope credit, not the noise margin alone, is what keeps it."""
+    curves = _sweep()
+    sched = CurveStopping(max_t=STEPS, grace_period=EVERY, metric="val_bpc", mode="min",
+                          slope_credit=False)
+    import sublayer_search.search.replay.engine as engine
+
+    made = engine.make_scheduler
+    engine.make_scheduler = lambda settings: sched  # type: ignore[assignment]
+    try:
+        report = replay(curves, _settings())
+    finally:
+        engine.make_scheduler = made
+    assert "slow_starter" in report.stopped
+
+
+def test_no_candidate_is_stopped_at_its_first_evaluation():
+    report = replay(_sweep(), _settings(z=0.0))
+    assert report.stopped and min(report.stopped.values()) >= 2 * EVERY
+
+
+def test_nothing_is_stopped_without_finished_baseline_seeds():
+    """Sigma is the spread of the baseline seeds: with fewer than two, no decision."""
+    curves = [c for c in _sweep() if not c.baseline or c.name == "base0"]
+    report = replay(curves, _settings(z=0.0))
+    assert report.stopped == {}
+    assert report.candidate_compute_fraction == pytest.approx(1.0)
+
+
+def test_a_larger_margin_never_trains_less():
+    used = [replay(_sweep(), _settings(z=z)).compute_fraction for z in (0.0, 2.0, 50.0, 1e4)]
+    assert used == sorted(used) and used[0] < used[-1] == 1.0
+
+
+def test_maximised_metrics_are_mirrored():
+    flipped = [Curve(name=c.name, order=c.order, baseline=c.baseline, start=c.start,
+                     final=-c.final, points=tuple(Point(step=p.step, value=-p.value,
+                                                        time=p.time) for p in c.points))
+               for c in _sweep()]
+    settings = SchedulerSettings(name="curve", max_t=STEPS, grace_period=EVERY,
+                                 metric="val_bpc", mode="max")
+    report = replay(flipped, settings, rank_mode="max")
+    assert report.stopped == {"loser": 2 * EVERY} and report.picked == "slow_starter"
+
+
+def test_candidate_compute_leaves_the_baseline_seeds_out():
+    report = replay(_sweep(), _settings())
+    cands = [t for t in report.trials if not t.baseline]
+    assert report.candidate_compute_fraction == pytest.approx(
+        sum(t.steps for t in cands) / (len(cands) * STEPS))
+    assert report.compute_fraction == pytest.approx(
+        (sum(t.steps for t in cands) + 3 * STEPS) / (8 * STEPS))
+
+
+@pytest.mark.parametrize(("kw", "field"), [({"z": -1.0}, "z"), ({"z": math.nan}, "z"),
+                                           ({"top_k": 0}, "top_k")])
+def test_bad_settings_name_the_field(kw, field):
+    with pytest.raises(ValueError, match=f"^{field}: got"):
+        _settings(**kw)
+
+
+def test_bad_constructor_arguments_are_refused():
+    with pytest.raises(ValueError, match="grace_period=0"):
+        CurveStopping(max_t=STEPS, grace_period=0)
