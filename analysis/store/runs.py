@@ -25,6 +25,7 @@ from sublayer_search.analysis.store.frame import (
     trials_frame,
 )
 from sublayer_search.analysis.store.guidance_frame import guidance_fields
+from sublayer_search.analysis.store.histories import read_histories
 from sublayer_search.analysis.store.mlflow_store import open_store
 from sublayer_search.spaces.records import (
     Role,
@@ -51,6 +52,7 @@ __all__ = [
     "load_routing",
     "routing_rows",
     "runs_with_role",
+    "search_all",
 ]
 
 TRANSLATION_COLUMNS: tuple[str, ...] = (
@@ -97,7 +99,9 @@ def _experiment_id(client: MlflowClient, experiment: str) -> str:
     return str(found.experiment_id)
 
 
-def _search(client: MlflowClient, experiment_id: str, filter_string: str) -> list[Any]:
+def search_all(client: MlflowClient, experiment_id: str, filter_string: str) -> list[Any]:
+    """Every run of the experiment that ``filter_string`` selects, oldest first, read in
+    pages of ``_PAGE`` runs."""
     runs: list[Any] = []
     token = None
     while True:
@@ -251,7 +255,7 @@ def load(
     """
     client = _client(tracking_uri)
     experiment_id = _experiment_id(client, experiment)
-    runs = _search(client, experiment_id, _TRIAL_FILTER)
+    runs = search_all(client, experiment_id, _TRIAL_FILTER)
     trials = _drop_empty_translation_columns(trials_frame(_row(client, run) for run in runs))
     trials.attrs.update(experiment=experiment, experiment_id=experiment_id,
                         tracking_uri=tracking_uri)
@@ -262,17 +266,22 @@ def load(
 
 def history_frame(client: MlflowClient, runs: list[Any], *, when: bool = False) -> pd.DataFrame:
     """Every logged metric's history of ``runs``: ``HISTORY_COLUMNS`` (run_id, key, step,
-    value); with ``when`` also the run's ``name`` and each point's ``time_ms``."""
-    rows = [
-        {"run_id": run.info.run_id, "key": key, "step": m.step, "value": m.value,
-         **({"name": run.info.run_name, "time_ms": m.timestamp} if when else {})}
-        for run in runs
-        for key in sorted(run.data.metrics)
-        for m in client.get_metric_history(run.info.run_id, key)
-    ]
+    value); with ``when`` also the run's ``name`` and each point's ``time_ms``. Reads one
+    metric of many runs per request (:func:`~.histories.read_histories`)."""
+    points = read_histories(client, {run.info.run_id: run.data.metrics for run in runs})
+    names = {run.info.run_id: run.info.run_name for run in runs}
+    cols: dict[str, list[Any]] = {c: [] for c in ("run_id", "name", "key", "step", "value",
+                                                  "time_ms")}
+    for (run_id, key), metrics in points.items():
+        cols["run_id"] += [run_id] * len(metrics)
+        cols["name"] += [names[run_id]] * len(metrics)
+        cols["key"] += [key] * len(metrics)
+        cols["step"] += [m.step for m in metrics]
+        cols["value"] += [m.value for m in metrics]
+        cols["time_ms"] += [m.timestamp for m in metrics]
     columns = ["run_id", "name", "key", "step", "value", "time_ms"] if when \
         else list(HISTORY_COLUMNS)
-    frame = pd.DataFrame(rows, columns=columns)
+    frame = pd.DataFrame({c: cols[c] for c in columns}, columns=columns)
     frame["step"] = frame["step"].astype("int64")
     frame["value"] = frame["value"].astype(float)
     if when:
@@ -282,7 +291,7 @@ def history_frame(client: MlflowClient, runs: list[Any], *, when: bool = False) 
 
 def runs_with_role(client: MlflowClient, experiment_id: str, role: Role) -> list[Any]:
     """Every run of the experiment tagged ``sublayer.role`` = ``role``, oldest first."""
-    return _search(client, experiment_id, f"tags.`{Tag.ROLE}` = '{role}'")
+    return search_all(client, experiment_id, f"tags.`{Tag.ROLE}` = '{role}'")
 
 
 def load_history(
@@ -290,7 +299,7 @@ def load_history(
 ) -> pd.DataFrame:
     """Metric history (run_id, key, step, value) of the experiment's trials."""
     client = _client(tracking_uri)
-    runs = _search(client, _experiment_id(client, experiment), _TRIAL_FILTER)
+    runs = search_all(client, _experiment_id(client, experiment), _TRIAL_FILTER)
     frame = history_frame(client, runs)
     return frame if keys is None else frame[frame["key"].isin(keys)].reset_index(drop=True)
 
@@ -298,7 +307,7 @@ def load_history(
 def find_sweep_run(experiment: str, tracking_uri: str | None = None) -> str | None:
     """Run id of the experiment's latest parent run (``sublayer.role=sweep``), or None."""
     client = _client(tracking_uri)
-    runs = _search(client, _experiment_id(client, experiment), _SWEEP_FILTER)
+    runs = search_all(client, _experiment_id(client, experiment), _SWEEP_FILTER)
     return runs[-1].info.run_id if runs else None
 
 
@@ -341,7 +350,7 @@ def load_routing(experiment: str, tracking_uri: str | None = None) -> pd.DataFra
     long frame (``ROUTING_COLUMNS``: routed = code the predictor chose for the split,
     forced = code used to decode it). Runs without the artifact are skipped."""
     client = _client(tracking_uri)
-    runs = _search(client, _experiment_id(client, experiment), _TRIAL_FILTER)
+    runs = search_all(client, _experiment_id(client, experiment), _TRIAL_FILTER)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="sublayer-routing-") as tmp:
         for run in runs:

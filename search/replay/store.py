@@ -14,6 +14,8 @@ from typing import Any
 
 from mlflow.tracking import MlflowClient
 
+from sublayer_search.analysis.store.histories import read_histories
+from sublayer_search.analysis.store.runs import search_all
 from sublayer_search.search.replay.engine import Curve, Point, ReplayError
 from sublayer_search.spaces.records import FAILED_STATUSES, Role, Tag, TrialStatus, final
 
@@ -48,8 +50,8 @@ def _int_param(runs: list[Any], key: str) -> int:
     return int(float(values.pop()))
 
 
-def _history(client: MlflowClient, run_id: str, key: str) -> list[Any]:
-    by_step = {m.step: m for m in client.get_metric_history(run_id, key)}  # a resume may repeat
+def _by_step(points: list[Any]) -> list[Any]:
+    by_step = {m.step: m for m in points}  # a resume may repeat a step: the last one counts
     return [by_step[s] for s in sorted(by_step)]
 
 
@@ -75,26 +77,28 @@ def load_sweep(client: MlflowClient, experiment: str, *,
         raise ReplayError("experiment", experiment, "an experiment holding a sweep (it has none)")
     parent = parents[0]
     metric = parent.data.tags.get(Tag.METRIC, "")
-    runs = client.search_runs([exp_id], max_results=50000,
-                              filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}' "
-                                            f"and tags.`{Tag.ROLE}` = '{Role.TRIAL}'")
+    runs = search_all(client, exp_id, f"tags.mlflow.parentRunId = '{parent.info.run_id}' "
+                                      f"and tags.`{Tag.ROLE}` = '{Role.TRIAL}'")
     if not runs or not metric:
         raise ReplayError("experiment", experiment, "a sweep with trials and a main metric "
                           f"(its latest sweep, run {parent.info.run_id}, has none)")
     sched_metric = scheduler_metric or metric
+    keys = {sched_metric, metric, final(metric)}
+    histories = read_histories(client, {r.info.run_id: keys for r in runs})
     curves, stopped = [], {}
     for run in sorted(runs, key=lambda r: (r.info.start_time, r.info.run_name)):
         tags = run.data.tags
         status = tags.get(Tag.STATUS, "")
-        history = [m for m in _history(client, run.info.run_id, sched_metric)]
+        history = _by_step(histories[(run.info.run_id, sched_metric)])
         if not history:
             if status in FAILED_STATUSES:
                 continue  # failed before its first evaluation: nothing to replay
             raise ReplayError("--metric", sched_metric,
                               f"a metric every trial logged ({run.info.run_name} has no history "
                               f"of it; logged: {', '.join(sorted(run.data.metrics))})")
-        ranked = history if sched_metric == metric else _history(client, run.info.run_id, metric)
-        ends = _history(client, run.info.run_id, final(metric))
+        ranked = history if sched_metric == metric else _by_step(
+            histories[(run.info.run_id, metric)])
+        ends = _by_step(histories[(run.info.run_id, final(metric))])
         if status == TrialStatus.STOPPED:
             stopped[run.info.run_name] = int(tags.get(Tag.STEPS, history[-1].step))
         curves.append(Curve(
