@@ -23,6 +23,9 @@ import yaml
 from helpers import run_cli, scratch, subprocess_env, tail, write_experiment
 from mlflow.tracking import MlflowClient
 
+from sublayer_search.models.config import model_preset
+from sublayer_search.models.data import DataConfig
+from sublayer_search.models.lm_family import TrainConfig, TrialSpec, fit
 from sublayer_search.search.cli.main import main
 from sublayer_search.search.plan.experiment import parse_experiment
 from sublayer_search.search.plan.sweep_plan import plan_sweep
@@ -73,6 +76,35 @@ def test_two_workers_train_one_trial_like_one_worker(tmp_path: Path) -> None:
         assert sorted(one) == sorted(two) == [2, 4, 6], (one, two)
         for step in one:
             assert math.isclose(one[step], two[step], rel_tol=1e-4), (key, step, one, two)
+
+
+@pytest.mark.slow
+def test_two_fsdp_workers_train_one_trial_like_one_worker(tmp_path: Path) -> None:
+    """``train.parallel: fsdp``: the trial's model is sharded over the two Ray Train workers;
+    its curve is the one of the same trial trained in one process."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    exp_file = write_experiment(tmp_path, "fsdp2", orders=["sfsf"], tracking_uri=uri,
+                                train={**TRAIN, "parallel": "fsdp"},
+                                resources={"cpu": 1, "workers": 2},
+                                model={"preset": "debug", "dropout": 0.0})
+    with scratch("sublayer-home") as home:
+        log = tmp_path / "sweep.log"
+        done = run_cli(["sweep", str(exp_file)], env=subprocess_env(home), log=log, timeout=300)
+    assert done.returncode == 0, tail(log)
+    client, run = _trial_run(uri, "fsdp2")
+    assert run.info.status == "FINISHED"
+    assert run.data.params["train.parallel"] == "fsdp"
+    assert run.data.params["seed"] == "0"
+    rows: list[dict[str, float]] = []
+    spec = TrialSpec(model=model_preset("debug", order="sfsf", dropout=0.0),
+                     data=DataConfig(name="tinyshakespeare"), train=TrainConfig(**TRAIN))
+    fit(spec, lambda m, checkpoint=None: rows.append(m))  # the trial, in this process
+    one = {int(r["step"]): r for r in rows}
+    for key in ("train_loss", "val_loss"):
+        curve = _curve(client, run.info.run_id, key)
+        assert sorted(curve) == sorted(one) == [2, 4, 6], (curve, one)
+        for step, value in curve.items():
+            assert math.isclose(value, one[step][key], rel_tol=1e-4), (key, step, value, one)
 
 
 def _worker_pids(home: Path) -> list[int]:
