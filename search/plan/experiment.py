@@ -20,6 +20,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 from pydantic_core import PydanticCustomError
 
 from sublayer_search.models.train_config import TrainConfig
+from sublayer_search.search.plan.places import RaySpec, TrackingSpec
 from sublayer_search.search.plan.problems import (
     NO_VALUE,
     ExperimentError,
@@ -27,10 +28,11 @@ from sublayer_search.search.plan.problems import (
     from_validation_error,
 )
 from sublayer_search.search.plan.scalars import magnitude_problems, strict_scalars
+from sublayer_search.search.plan.storage import Storage
 
 __all__ = [
     "Experiment", "SpaceSpec", "BaselineSpec", "Resources", "SchedulerSpec", "SearchSpec",
-    "FailureSpec", "TrackingSpec", "RaySpec", "load_experiment", "parse_experiment",
+    "FailureSpec", "load_experiment", "parse_experiment",
     "config_hash",
 ]
 
@@ -168,26 +170,6 @@ class FailureSpec(_Strict):
     by default such a sweep exits with status 1."""
 
 
-class TrackingSpec(_Strict):
-    uri: str = "sqlite:///mlflow.db"
-    experiment: str | None = None
-    """MLflow experiment name (default: the sweep name)."""
-    log_checkpoints: bool = False
-    """Attach each finished trial's final checkpoint to its MLflow run."""
-    outage_limit_s: float = Field(600.0, gt=0)
-    """How long the sweep rides out an unreachable MLflow (writes buffered, retried with
-    backoff) before it stops; ``--resume`` then writes the backlog and continues."""
-    max_buffered: int = Field(100_000, ge=1)
-    """Most MLflow writes held in memory during an outage (more stops the sweep too)."""
-
-
-class RaySpec(_Strict):
-    address: str | None = None
-    storage_path: str = "ray_results"
-    num_cpus: int | None = Field(None, ge=1)
-    num_gpus: int | None = Field(None, ge=0)
-
-
 class Experiment(_Strict):
     """One sweep: what to train, how to search, where to run and track it."""
 
@@ -261,7 +243,7 @@ class Experiment(_Strict):
         return self.tracking.experiment or self.name
 
     def storage_path(self) -> str:
-        return str(Path(self.ray.storage_path).expanduser().resolve())
+        return Storage.of(self.ray.storage_path).uri  # an absolute folder or s3://BUCKET/…
 
 
 def config_hash(settings: dict[str, Any]) -> str:

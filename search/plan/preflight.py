@@ -13,9 +13,14 @@ from typing import Any
 from urllib.parse import urlparse
 
 from sublayer_search.search.plan.problems import Problem
+from sublayer_search.search.plan.storage import (
+    artifact_endpoint_env,
+    is_object_store,
+    object_store_problems,
+)
 
 __all__ = ["address_problems", "storage_problems", "tracking_problems", "plan_size_problems",
-           "TRACKING_SCHEMES", "MAX_PLANNED_TRIALS", "MAX_PLANNED_SUBLAYERS"]
+           "artifact_problems", "TRACKING_SCHEMES", "MAX_PLANNED_TRIALS", "MAX_PLANNED_SUBLAYERS"]
 
 MAX_PLANNED_TRIALS = 100_000
 """No experiment file plans more trials (more than ``MAX_TRIALS`` already needs ``--yes``)."""
@@ -81,7 +86,10 @@ def tracking_problems(uri: str, path: str = "tracking.uri") -> list[Problem]:
 
 
 def storage_problems(storage_path: str, name: str) -> list[Problem]:
-    """Ray's storage folder: a folder (or creatable), where ``<name>-<timestamp>`` fits."""
+    """Ray's storage folder: a folder (or creatable), where ``<name>-<timestamp>`` fits; or
+    an object store (``s3://``) whose bucket these credentials can read (nothing written)."""
+    if is_object_store(storage_path):
+        return object_store_problems("ray.storage_path", storage_path)
     folder = Path(storage_path).expanduser().resolve()
     if folder.exists() and not folder.is_dir():
         return [Problem("ray.storage_path", storage_path, "a folder (this is a file)")]
@@ -97,6 +105,19 @@ def storage_problems(storage_path: str, name: str) -> list[Problem]:
         return [Problem("name", name, f"a name of at most {longest - 16} characters (it names "
                         f"the folder {run_name})")]
     return []
+
+
+def artifact_problems(location: str | None) -> list[Problem]:
+    """``tracking.artifact_location`` (``s3://``): boto3 installed (MLflow writes S3 with it)
+    and the bucket readable with the environment's credentials (nothing written)."""
+    if location is None:
+        return []
+    import importlib.util
+
+    if importlib.util.find_spec("boto3") is None:
+        return [Problem("tracking.artifact_location", location, "boto3 installed (MLflow "
+                        "writes S3 artifacts with it: pip install boto3)")]
+    return object_store_problems("tracking.artifact_location", location, artifact_endpoint_env())
 
 
 def address_problems(address: str | None, in_file: str | None = None) -> list[Problem]:

@@ -22,6 +22,7 @@ from sublayer_search.search.plan.guidance_axis import (
 )
 from sublayer_search.search.plan.preflight import (
     address_problems,
+    artifact_problems,
     storage_problems,
     tracking_problems,
 )
@@ -325,6 +326,7 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
         uri = tracking_uri or exp.tracking.uri
         problems += tracking_problems(uri, "--tracking-uri" if tracking_uri else "tracking.uri")
         problems += storage_problems(exp.ray.storage_path, exp.name)
+        problems += artifact_problems(exp.tracking.artifact_location)
         problems += address_problems(address, exp.ray.address)  # names the one used
     problems += worker_problems(exp)
     _check_search(exp, task, pool, problems)

@@ -25,6 +25,7 @@ from ray import tune
 
 from sublayer_search.analysis.store.mlflow_store import redact_uri
 from sublayer_search.search.plan.problems import ExperimentError, Problem
+from sublayer_search.search.plan.storage import Storage
 from sublayer_search.search.plan.sweep_plan import SweepPlan, trial_table
 from sublayer_search.search.run.local_ray import shutdown_ray, start_local_ray
 from sublayer_search.search.run.reuse import reuse_finished
@@ -106,13 +107,14 @@ def _check_workers(plan: SweepPlan, nodes: list[dict[str, float]]) -> None:
         f"cluster's {len(nodes)} node(s) hold {cpus:g} CPUs and {gpus:g} GPUs)")])
 
 
-def _pointer(plan: SweepPlan) -> Path:
-    return Path(plan.experiment.storage_path()) / f"{plan.experiment.name}.latest"
+def _pointer(plan: SweepPlan) -> str:
+    """The file (under ``ray.storage_path``) naming the sweep's latest Ray run."""
+    return f"{plan.experiment.name}.latest"
 
 
 def latest_run_name(plan: SweepPlan) -> str | None:
-    ptr = _pointer(plan)
-    return ptr.read_text().strip() if ptr.is_file() else None
+    text = Storage.of(plan.experiment.ray.storage_path).read_text(_pointer(plan))
+    return text.strip() if text is not None else None
 
 
 def _table_csv(plan: SweepPlan) -> str:
@@ -127,7 +129,8 @@ def _table_csv(plan: SweepPlan) -> str:
 
 
 BACKLOG = "tracking_backlog.jsonl"
-"""MLflow writes an outage left unwritten, in the Ray run folder (``--resume`` writes them)."""
+"""MLflow writes an outage left unwritten, in the Ray run folder (``--resume`` writes them);
+on the driver's disk when the runs are in an object store (:meth:`Storage.driver_folder`)."""
 
 
 def _write_backlog(callback: MlflowTracking, backlog: Path, uri: str) -> None:
@@ -194,9 +197,9 @@ class SweepRun:
         self.resume = resume
         self.address = address or exp.ray.address or os.environ.get("RAY_ADDRESS")
         self.uri = tracking_uri or exp.tracking.uri
-        self.storage = Path(exp.storage_path())
+        self.storage = Storage.of(exp.ray.storage_path)  # a folder or s3://BUCKET/PREFIX
         self.ray_run, self.restart = self._ray_run()
-        self.backlog = self.storage / self.ray_run / BACKLOG
+        self.backlog = self.storage.driver_folder(self.ray_run) / BACKLOG
         self.limit_s = exp.tracking.outage_limit_s
         self.reused: dict[tuple[str, int, str], str] = {}
         self.client: Any = None
@@ -210,10 +213,12 @@ class SweepRun:
         ray_run = latest_run_name(self.plan)
         if ray_run is None:
             raise ExperimentError(self.plan.source, [Problem(
-                "--resume", str(self.storage / exp.name),
+                "--resume", self.storage.uri_of(exp.name),
                 "a sweep started earlier with this file (none found under ray.storage_path)")])
         # killed before Tune's first snapshot: run it again under the same names and runs
-        return ray_run, not tune.Tuner.can_restore(str(self.storage / ray_run))
+        return ray_run, not tune.Tuner.can_restore(
+            self.storage.path(ray_run),
+            storage_filesystem=self.storage.ray_options().get("storage_filesystem"))
 
     def run(self) -> SweepOutcome:
         """Every phase in turn; Ray is shut down again if this run started it."""
@@ -238,8 +243,7 @@ class SweepRun:
         """The run pointer (before any MLflow call: ``--resume`` after a kill or outage
         finds it), then the MLflow experiment and parent run, riding out an outage."""
         if not self.resume:
-            self.storage.mkdir(parents=True, exist_ok=True)
-            _pointer(self.plan).write_text(self.ray_run)
+            self.storage.write_text(self.ray_run, _pointer(self.plan))
         short_http_retries()  # each request fails fast: ride_out and the buffer wait instead
         self.client, self.exp_id, self.parent_id = ride_out(
             "the sweep's MLflow run was opened",
@@ -269,7 +273,7 @@ class SweepRun:
             from sublayer_search.search.oneshot.stage_one import OneShotTracking, run_stage_one
 
             self.plan = run_stage_one(self.plan, self.client, self.exp_id, self.parent_id,
-                                      self.storage / self.ray_run)
+                                      self.storage.driver_folder(self.ray_run))
             tracker = OneShotTracking  # stage 2: the top-k as a grid, tagged with their rank
         if exp.reuse and not self.resume:
             self.plan, self.reused = reuse_finished(self.client, self.exp_id, self.parent_id, self.plan)
@@ -312,7 +316,7 @@ class SweepRun:
         results: Any = []
         with SigintWatch() as sigint:
             if self.resume and not self.restart:
-                results = restored_tuner(self.plan, self.storage / self.ray_run, callback).fit()
+                results = restored_tuner(self.plan, self.storage, self.ray_run, callback).fit()
             elif self.plan.trials or self.plan.experiment.search.algorithm != "grid":
                 results = make_tuner(self.plan, self.ray_run, callback).fit()
             else:

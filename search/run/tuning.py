@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import signal
 import threading
-from pathlib import Path
 from typing import Any
 
 from ray import tune
 from ray.tune.schedulers import FIFOScheduler
 from ray.tune.search import ConcurrencyLimiter
 
+from sublayer_search.search.plan.storage import Storage
 from sublayer_search.search.plan.sweep_plan import SweepPlan
 from sublayer_search.search.run.checkpoints import fill_checkpoint_gaps
 from sublayer_search.search.run.curve_stopping import CurveStopping
@@ -64,7 +64,7 @@ def make_tuner(plan: SweepPlan, ray_run: str, callback: MlflowTracking) -> tune.
         tune_config=tune.TuneConfig(search_alg=searcher, scheduler=_scheduler(plan),
                                     num_samples=num_samples, reuse_actors=True),
         run_config=tune.RunConfig(
-            name=ray_run, storage_path=exp.storage_path(),
+            name=ray_run, **Storage.of(exp.ray.storage_path).ray_options(),  # or s3://…
             callbacks=[callback, SweepProgress(total=num_samples, metric=plan.metric,
                                                mode=plan.mode, steps=exp.train.steps)],
             failure_config=tune.FailureConfig(max_failures=exp.failure.retries),
@@ -74,11 +74,16 @@ def make_tuner(plan: SweepPlan, ray_run: str, callback: MlflowTracking) -> tune.
     )
 
 
-def restored_tuner(plan: SweepPlan, path: Path, callback: MlflowTracking) -> tune.Tuner:
-    """The Tuner saved under ``path``, unfinished trials resumed, tracked by ``callback``."""
-    fill_checkpoint_gaps(path)
-    tuner = tune.Tuner.restore(str(path), trainable=_trainable(plan), resume_unfinished=True,
-                               resume_errored=False, restart_errored=False)
+def restored_tuner(plan: SweepPlan, storage: Storage, ray_run: str,
+                   callback: MlflowTracking) -> tune.Tuner:
+    """The Tuner saved as ``ray_run`` in ``storage`` (a folder or an object store),
+    unfinished trials resumed, tracked by ``callback``."""
+    options = storage.ray_options()
+    fill_checkpoint_gaps(storage.path(ray_run), filesystem=options.get("storage_filesystem"))
+    tuner = tune.Tuner.restore(storage.path(ray_run), trainable=_trainable(plan),
+                               resume_unfinished=True, resume_errored=False,
+                               restart_errored=False,
+                               storage_filesystem=options.get("storage_filesystem"))
     _use_callback(tuner, callback)
     return tuner
 

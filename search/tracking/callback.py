@@ -25,6 +25,7 @@ from ray.tune import Callback
 
 from sublayer_search.search.plan.sweep_plan import SweepPlan, Trial
 from sublayer_search.search.tracking.buffer import WriteBuffer, short_http_retries
+from sublayer_search.search.tracking.files import checkpoint_uri, local_copy
 from sublayer_search.search.tracking.runs import environment_tags, metrics_of
 from sublayer_search.search.tracking.values import chunks, model_dict, param_value
 from sublayer_search.spaces.records import Role, Tag, TrialStatus, ended_status, final
@@ -105,8 +106,9 @@ class MlflowTracking(Callback):
         elif kind == "dict":
             self.client.log_dict(run_id, op["data"], op["path"])
         elif kind == "artifacts":
-            if Path(op["dir"]).is_dir():
-                self.client.log_artifacts(run_id, op["dir"], op["path"])
+            with local_copy(op["dir"]) as folder:  # an object store's: downloaded first
+                if folder is not None:
+                    self.client.log_artifacts(run_id, str(folder), op["path"])
         elif kind == "end":
             self.client.set_terminated(run_id, status=op["status"])
         else:
@@ -264,8 +266,9 @@ class MlflowTracking(Callback):
             self._submit({"op": "text", "trial": tid, "text": text, "path": "routing_bleu.json"})
         if self.plan.experiment.tracking.log_checkpoints and status == TrialStatus.FINISHED \
                 and trial.checkpoint:
-            self._submit({"op": "artifacts", "trial": tid, "dir": str(trial.checkpoint.path),
-                          "path": "checkpoint"})
+            self._submit({"op": "artifacts", "trial": tid, "path": "checkpoint",
+                          "dir": checkpoint_uri(self.plan.experiment.ray.storage_path,
+                                                trial.checkpoint.path)})
             model = self.plan.model_for(Trial.from_config(trial.config["trial"]))
             self._submit({"op": "dict", "trial": tid, "data": model_dict(model),
                           "path": "checkpoint/model.json"})

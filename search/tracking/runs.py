@@ -19,6 +19,7 @@ from mlflow.entities import Param
 from mlflow.tracking import MlflowClient
 from ray.tune.result import AUTO_RESULT_KEYS
 
+from sublayer_search.search.plan.problems import ExperimentError, Problem
 from sublayer_search.search.plan.sweep_plan import SweepPlan
 from sublayer_search.search.tracking.values import chunks
 from sublayer_search.spaces.records import Role, Tag, TrialStatus
@@ -91,6 +92,22 @@ def environment_tags() -> dict[str, str]:
     return tags
 
 
+def _experiment_id(client: MlflowClient, plan: SweepPlan) -> str:
+    """The sweep's MLflow experiment, created with ``tracking.artifact_location`` when new;
+    an existing one keeps its own (MLflow cannot move it): a different one is refused."""
+    exp = plan.experiment
+    wanted = exp.tracking.artifact_location
+    found = client.get_experiment_by_name(exp.experiment_name)
+    if found is None:
+        return client.create_experiment(exp.experiment_name, artifact_location=wanted)
+    if wanted is not None and found.artifact_location.rstrip("/") != wanted.rstrip("/"):
+        raise ExperimentError(plan.source, [Problem(
+            "tracking.artifact_location", wanted,
+            f"the artifact location of the existing MLflow experiment {exp.experiment_name!r}, "
+            f"{found.artifact_location} (MLflow cannot move it: name a new tracking.experiment)")])
+    return str(found.experiment_id)
+
+
 def open_sweep_run(client: MlflowClient, plan: SweepPlan, ray_run: str,
                    *, resume: bool) -> tuple[str, str]:
     """(experiment id, parent run id): reused on ``--resume``, created otherwise.
@@ -99,8 +116,7 @@ def open_sweep_run(client: MlflowClient, plan: SweepPlan, ray_run: str,
     the run and then failed before logging them (an outage between the two requests)
     leaves a run that the retry finds."""
     exp = plan.experiment
-    found = client.get_experiment_by_name(exp.experiment_name)
-    exp_id = found.experiment_id if found else client.create_experiment(exp.experiment_name)
+    exp_id = _experiment_id(client, plan)
     params = [Param("source", plan.source), Param("search", exp.search.algorithm),
               Param("scheduler", exp.scheduler.type), Param("trials_planned", str(len(plan.trials))),
               Param("config_hash", plan.config_hash)]
