@@ -47,12 +47,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--adjust", choices=ADJUST, default="holm",
                         help="adjustment of the seed tests' p-values for the number of "
                              "comparisons: holm (default), bh (Benjamini–Hochberg) or none")
-    parser.add_argument("--study", choices=STUDIES, default="sweep",
+    parser.add_argument("--study", choices=STUDIES, default=None,
                         help="sweep (default): the studies that apply to any sweep; "
                              "replication: a Press et al. programme (random permutations, "
                              "budgeted draws, sandwiches with seeds, baseline seeds) answered "
                              "with tested single runs, Fig. 4, Fig. 5, seed noise and the "
-                             "learning curves' end slope (loads the histories)")
+                             "learning curves' end slope (loads the histories). With --paper: "
+                             "only mini_press2020 (a shipped sweep; default replication)")
     parser.add_argument("--history", action="store_true",
                         help="also load metric histories and plot learning curves")
     parser.add_argument("--include-stopped", action="store_true",
@@ -91,13 +92,19 @@ def _run(args: argparse.Namespace) -> int:
     why = unusable_folder(Path(out))
     if why:
         raise AnalysisError(f"--out: got {out!r}, expected a folder for the report ({why})")
+    study = getattr(args, "study", None)
+    if paper and study and paper != "mini_press2020":
+        raise AnalysisError(f"--study: got {study!r} with --paper {paper}, expected no --study: "
+                            f"{paper} is published numbers with a report of its own; --study "
+                            "applies to --experiment and --paper mini_press2020")
     if paper:
         if paper == "zhu2021":
             result = report.iot_paper_report(out)
         elif paper == "crossformer":
             result = report.crossformer_paper_report(out)
         elif paper == "mini_press2020":
-            result = report.builtin_study_report(paper, out, straddle=straddle, adjust=adjust)
+            result = report.builtin_study_report(paper, out, straddle=straddle, adjust=adjust,
+                                                 study=study or "replication")
         else:
             result = report.paper_report(out, straddle=straddle, adjust=adjust)
     else:
@@ -106,7 +113,7 @@ def _run(args: argparse.Namespace) -> int:
         from sublayer_search.analysis.studies.pooling import load_pooled
 
         uri = _store(getattr(args, "tracking_uri", None), experiments)
-        replication = getattr(args, "study", "sweep") == "replication"
+        replication = study == "replication"
         trials, history, routing = load_pooled(
             experiments, uri, history=getattr(args, "history", False) or replication)
         if getattr(args, "include_stopped", False):

@@ -18,6 +18,7 @@ from sublayer_search.analysis.papers import iot_paper
 from sublayer_search.analysis.papers import press_paper as paper
 from sublayer_search.analysis.report.attention import AttentionStudy, attention_section
 from sublayer_search.analysis.report.guidance import crossformer_paper_report, guidance_section
+from sublayer_search.analysis.report.pareto import pareto_section
 from sublayer_search.analysis.report.sections import (
     distribution_and_halves,
     halves_section,
@@ -37,7 +38,6 @@ from sublayer_search.analysis.store.frame import (
 from sublayer_search.analysis.store.guidance_frame import has_guidance, unguided
 from sublayer_search.analysis.store.iot_frame import is_translation
 from sublayer_search.analysis.studies.iot_subsets import subset_study
-from sublayer_search.analysis.studies.pareto import pareto_section
 from sublayer_search.analysis.studies.sandwich import sandwich_curve
 from sublayer_search.analysis.studies.seeds import seed_comparison, seed_comparison_from_stats
 from sublayer_search.spaces.records import Role, Tag
@@ -126,16 +126,20 @@ def iot_paper_report(out_dir: str | Path) -> Report:
 
 
 def builtin_study_report(name: str, out_dir: str | Path, *, straddle: str = "fractional",
-                         adjust: str = "holm") -> Report:
-    """The replication report of a study shipped as data (``analysis/data/<name>_*``)."""
+                         adjust: str = "holm", study: str = "replication") -> Report:
+    """The report of a study shipped as data (``analysis/data/<name>_*``): ``replication``
+    (the default) or ``sweep`` (:func:`experiment_report`, as for any sweep)."""
     from sublayer_search.analysis.report.replication import replication_report
     from sublayer_search.analysis.store.study_export import builtin_export
 
-    study = builtin_export(name)
-    wall = study.meta.get("wall_s")
+    export = builtin_export(name)
+    wall = export.meta.get("wall_s")
     source = f"shipped export {name!r}" + (f", programme wall time {wall / 60:.0f} min"
                                            if isinstance(wall, int | float) else "")
-    return replication_report(study.trials, study.history, out_dir,
+    if study == "sweep":
+        return experiment_report(export.trials, out_dir, title=f"Sweep {name!r} (shipped)",
+                                 straddle=straddle, history=export.history, adjust=adjust)
+    return replication_report(export.trials, export.history, out_dir,
                               title=f"{name}: this product's small-scale replication of "
                                     "Press et al. (2020)", source=source, straddle=straddle,
                               adjust=adjust)

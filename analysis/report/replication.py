@@ -25,6 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from sublayer_search.analysis.figures.replication import plot_overview, plot_single_runs
+from sublayer_search.analysis.report.pareto import pareto_section
 from sublayer_search.analysis.report.sections import (
     distribution_and_halves,
     halves_section,
@@ -98,6 +99,7 @@ def replication_report(trials: pd.DataFrame, history: pd.DataFrame | None, out_d
         seeds_section(w, seed_comparison(plain, metric=metric, adjust=adjust),
                       label="(c) sandwich coefficients", stem="sandwich", scale=scale)
     _noise_section(w, frame, metric, scale)
+    pareto_section(w, frame, metric=metric)  # budgeted draws vary the cost: a front
     return w.write()
 
 

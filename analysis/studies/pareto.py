@@ -4,7 +4,8 @@
 (finished, finite final metric, a known cost) is a point; a point is on the front when
 no other point is at least as good on both axes and better on one. Orders trained with
 several seeds are points per seed (the figure shows the spread the front rests on).
-:func:`plot_pareto` draws the points, the front as a step line, and names its orders.
+:func:`plot_pareto` draws the points, the front as a step line, and names its orders;
+the report's section (or why none) is :mod:`analysis.report.pareto`.
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from sublayer_search.analysis.errors import AnalysisError
-from sublayer_search.analysis.report.writer import Writer
 from sublayer_search.analysis.store.frame import lower_is_better, usable
 
-__all__ = ["COSTS", "ParetoInfo", "pareto_front", "pareto_section", "plot_pareto"]
+__all__ = ["COSTS", "ParetoInfo", "pareto_front", "plot_pareto"]
 
 COSTS: dict[str, str] = {"flops_per_token": "FLOPs per token", "params": "parameters"}
 """Cost columns of the trial frame a front can trade quality against, with axis labels."""
@@ -104,36 +104,3 @@ def plot_pareto(info: ParetoInfo, *, title: str) -> Figure:
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     fig.tight_layout()
     return fig
-
-
-def pareto_section(w: Writer, frame: pd.DataFrame, *, metric: str) -> None:
-    """One section per cost column whose usable trials differ in cost (else no trade-off)."""
-    for cost, label in COSTS.items():
-        if cost not in frame.columns:
-            continue
-        try:
-            info = pareto_front(frame, metric=metric, cost=cost)
-        except AnalysisError:
-            continue
-        if info.points["cost"].nunique() < 2:
-            continue
-        sec = w.section(
-            f"Pareto front: {metric} against {label}",
-            "Every finished trial (seeds apart); on the front: no other trial is "
-            f"at least as good on {metric} and as cheap, and better on one of them.",
-        )
-        sec.numbers += [
-            (
-                f"on the front ({label})",
-                ", ".join(
-                    f"{r.name} ({r.order}: {r.final:.4g} at {r.cost:.4g})"
-                    for r in info.front.itertuples()
-                ),
-            )
-        ]
-        w.figure(
-            sec,
-            f"pareto_{cost}",
-            plot_pareto(info, title=f"Pareto front: final {metric} against {label}"),
-        )
-        w.table(sec, f"pareto_{cost}", info.points)
