@@ -85,7 +85,7 @@ def plan_programme(config: Path) -> tuple[Any, dict[str, str]]:
     spaces: dict[str, str] = {}
     for t in plan.trials:
         spaces.setdefault(t.order, "baseline" if t.baseline else t.space)
-    return plan.spec_for(baseline), spaces
+    return baseline.planned_spec(), spaces
 
 
 def steps_for(budget: float, unit: int, n_orders: int, eval_batches: int) -> tuple[int, float]:

@@ -2,7 +2,7 @@
 
 The same N short trials (debug model, explicit orders, no baseline) run three ways:
 
-(a) a plain Python loop calling ``models.lm_family.fit`` on ``plan.spec_for(trial)``;
+(a) a plain Python loop calling ``models.lm_family.fit`` on ``trial.spec`` (its planned spec);
 (b) ``sublayer sweep`` (in-process ``search.cli.main.main``) with ``max_concurrent: 1``,
     tracked by our ``MlflowTracking`` callback on a local ``mlflow server``;
 (c) a Ray Tune ``Tuner`` on the same trainable (``search.run.trainable.train_trial``), one
@@ -150,7 +150,7 @@ def run_loop(path: Path) -> float:
     start = time.perf_counter()
     plan = plan_sweep(load_experiment(path), str(path))
     for trial in plan.trials:
-        fit(plan.spec_for(trial), lambda metrics, checkpoint=None: None)
+        fit(trial.planned_spec(), lambda metrics, checkpoint=None: None)
     return time.perf_counter() - start
 
 

@@ -7,7 +7,8 @@ Ray and MLflow are imported only by the modules that need them (``sweep``,
 
 from sublayer_search.search.plan.experiment import Experiment, load_experiment
 from sublayer_search.search.plan.problems import ExperimentError, Problem
-from sublayer_search.search.plan.sweep_plan import SweepPlan, Trial, plan_sweep, trial_table
+from sublayer_search.search.plan.sweep_plan import SweepPlan, plan_sweep, trial_table
+from sublayer_search.search.plan.trial import Trial
 
 __all__ = ["Experiment", "ExperimentError", "Problem", "SweepPlan", "Trial", "load_experiment",
            "plan_sweep", "trial_table"]

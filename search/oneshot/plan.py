@@ -16,7 +16,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sublayer_search.search.oneshot.checks import supernet_config, supernet_orders, top_k
-from sublayer_search.search.plan.sweep_plan import SweepPlan, Trial
+from sublayer_search.search.plan.sweep_plan import SweepPlan
+from sublayer_search.search.plan.trial import Trial
 from sublayer_search.spaces.records import direction
 
 __all__ = [
@@ -206,7 +207,7 @@ def stage_two(plan: SweepPlan, ranking: Sequence[Mapping[str, Any]]) -> SweepPla
             if at is not None:  # the baseline order ranked high: one trial, both roles
                 trials[at] = replace(trials[at], params={**trials[at].params, **chosen})
                 continue
-            trial = Trial.of(cand, seed)
+            trial = Trial.of(cand, seed, plan.specs[cand.name])
             index[(cand.order, seed)] = len(trials)
             trials.append(replace(trial, params={**trial.params, **chosen}))
     grid = exp.model_copy(update={"search": exp.search.model_copy(update={"algorithm": "grid"})})

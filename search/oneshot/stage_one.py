@@ -43,7 +43,8 @@ from sublayer_search.search.oneshot.plan import (
     stage_two,
 )
 from sublayer_search.search.oneshot.writes import JOURNAL, SupernetWrites
-from sublayer_search.search.plan.sweep_plan import SweepPlan, Trial
+from sublayer_search.search.plan.sweep_plan import SweepPlan
+from sublayer_search.search.plan.trial import Trial
 from sublayer_search.search.tracking.buffer import TrackingOutage
 from sublayer_search.search.tracking.callback import MlflowTracking
 from sublayer_search.search.tracking.links import program

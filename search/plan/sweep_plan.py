@@ -8,7 +8,7 @@ raising one :class:`ExperimentError`. It never starts Ray nor touches MLflow.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from functools import cached_property
 from typing import Any, Generic
 
@@ -28,7 +28,8 @@ from sublayer_search.search.plan.preflight import (
 )
 from sublayer_search.search.plan.problems import ExperimentError, Problem, from_exception
 from sublayer_search.search.plan.resources import resource_problems, worker_problems
-from sublayer_search.search.plan.variant import Variant, VariantCandidate, variant_of
+from sublayer_search.search.plan.trial import Trial
+from sublayer_search.search.plan.variant import Variant, VariantCandidate
 from sublayer_search.search.searchers.observation import Observation
 from sublayer_search.search.tasks import Task, task_for
 from sublayer_search.search.tasks.base import DataT, ExtraT, ModelT, SpecT
@@ -38,60 +39,9 @@ from sublayer_search.spaces.order import counts, parse_order
 from sublayer_search.spaces.records import Direction, direction
 from sublayer_search.spaces.registry import expand, space_arguments
 
-__all__ = ["Trial", "SweepPlan", "plan_sweep", "trial_table"]
+__all__ = ["SweepPlan", "plan_sweep", "trial_table"]
 
 AnyTask = Task[Any, Any, Any, Any]
-
-
-@dataclass(frozen=True, kw_only=True)
-class Trial:
-    """One (variant, seed) to train: what Ray gets as ``config["trial"]``."""
-
-    name: str
-    """Readable and unique in the sweep: ``sandwich16_6@seed2``, ``sandwich16_6+hg-kq@seed0``."""
-    candidate: str
-    variant: Variant
-    """The model it trains: order, guidance, IOT subset, side."""
-    seed: int
-    space: str
-    baseline: bool = False
-    params: dict[str, Any] = field(default_factory=dict)
-    """Facts about the trial that do not identify its model (``k``, ``family``, a
-    one-shot rank); recorded as MLflow params."""
-
-    @property
-    def order(self) -> str:
-        return self.variant.order
-
-    @property
-    def family(self) -> str:
-        """``baseline``, the family of the order (an explicit sandwich), or the space."""
-        if self.baseline:
-            return "baseline"
-        return str(self.params.get("family", self.space))
-
-    @property
-    def guidance(self) -> str:
-        """Cross-layer guidance label, for display: ``none``, ``sg-kq``, ``hg-kq+ffn``, …"""
-        return self.variant.label
-
-    def to_config(self) -> dict[str, Any]:
-        """Plain data for Ray (``order`` too, for readers of Tune's configs)."""
-        return {"name": self.name, "candidate": self.candidate, "order": self.order,
-                "seed": self.seed, "space": self.space, "baseline": self.baseline,
-                "params": dict(self.params), "variant": self.variant.to_dict()}
-
-    @classmethod
-    def from_config(cls, data: dict[str, Any]) -> Trial:
-        return cls(name=data["name"], candidate=data["candidate"], seed=data["seed"],
-                   space=data["space"], baseline=data["baseline"], params=dict(data["params"]),
-                   variant=Variant.from_dict(data["variant"]))
-
-    @classmethod
-    def of(cls, cand: Candidate, seed: int, *, baseline: bool = False) -> Trial:
-        return cls(name=f"{cand.name}@seed{seed}", candidate=cand.name, variant=variant_of(cand),
-                   seed=seed, space=cand.space, baseline=baseline or cand.baseline,
-                   params=dict(cand.params))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,8 +59,11 @@ class SweepPlan(Generic[ModelT, DataT, ExtraT, SpecT]):
     candidates: list[VariantCandidate]
     """The space's pool, baseline excluded (searchers draw from it)."""
     baseline: VariantCandidate | None
-    trials: list[Trial]
+    trials: list[Trial[SpecT]]
     """Grid: every trial. Adaptive searchers: the baseline trials only."""
+    specs: dict[str, SpecT]
+    """Each candidate's spec by name (the baseline's too), built once here: a trial
+    trains its candidate's spec with its own seed (:meth:`Trial.of`)."""
     metric: str
     """Main validation metric (``val_ppl``, ``val_bpc`` or ``val_bleu``)."""
     task: Task[ModelT, DataT, ExtraT, SpecT]
@@ -131,9 +84,16 @@ class SweepPlan(Generic[ModelT, DataT, ExtraT, SpecT]):
         """Some candidate is guided (the trial table gets a ``guidance`` column)."""
         return any(c.variant.guided for c in self.candidates)
 
-    def spec_for(self, trial: Trial) -> SpecT:
-        train = replace(self.experiment.train, seed=trial.seed)
-        return self.task.spec(self.model_for(trial), self.data, train, self.extra)
+    def spec_of(self, variant: Variant) -> SpecT:
+        """The spec of a variant the plan did not hold (an evolution's mutant)."""
+        return self.task.spec(_build(self.task, self.model, variant), self.data,
+                              self.experiment.train, self.extra)
+
+    def spec_source(self, name: str, variant: Variant) -> SpecT:
+        """The planned spec of candidate ``name``; for a variant the plan did not hold (an
+        evolution's mutant), built now (:class:`~.trial.SpecSource`)."""
+        planned = self.specs.get(name)
+        return self.spec_of(variant) if planned is None else planned
 
     def settings(self) -> dict[str, Any]:
         """Every data/train/model setting, flat (``train.lr``), for hashing and params."""
@@ -332,8 +292,9 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
     _check_search(exp, task, pool, problems)
     if template is not None and data is not None and not problems:
         template = task.resolve(template, data, base, problems, notes)
+    models: dict[str, Any] = {}
     if template is not None and not problems:
-        _check_models(task, template, pool, guidance, problems)
+        models = _models(task, template, [*pool, *([base] if base else [])], guidance, problems)
     if problems or template is None or data is None:
         raise ExperimentError(source, problems)
     metric = exp.search.metric or task.metric(data)
@@ -343,29 +304,44 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
                                                + ", ".join(sorted(task.reported_metrics(data))))])
     if _objective_problems(exp, task, data):
         raise ExperimentError(source, _objective_problems(exp, task, data))
-    trials = _trials(exp, task, pool, base, seeds_of)
+    specs = {name: task.spec(model, data, exp.train, extra) for name, model in models.items()}
+    trials = _trials(exp, task, pool, base, seeds_of, specs)
     return SweepPlan(experiment=exp, source=source, model=template, data=data, extra=extra,
-                     candidates=pool, baseline=base, trials=trials, metric=metric, task=task)
+                     candidates=pool, baseline=base, trials=trials, specs=specs, metric=metric,
+                     task=task)
 
 
-def _check_models(task: AnyTask, template: Any, pool: Sequence[VariantCandidate],
-                  guidance: Settings, problems: list[Problem]) -> None:
-    """Every candidate's model config builds; every guidance setting fits its orders."""
+def _models(task: AnyTask, template: Any, pool: Sequence[VariantCandidate],
+            guidance: Settings, problems: list[Problem]) -> dict[str, Any]:
+    """Every candidate's model config (guidance applied) by name, built once; a problem
+    when one does not build or a guidance setting does not fit its orders."""
     for cand in pool:
         try:
             task.model_for(template, cand.variant)
         except ValueError as exc:
             problems.append(from_exception(exc, f"space ({cand.name})"))
-            break
-    check_guided(pool, guidance, lambda c: _build(task, template, c.variant), problems)
+            return {}
+    built: dict[str, Any] = {}
+
+    def build(cand: VariantCandidate) -> Any:
+        built[cand.name] = _build(task, template, cand.variant)
+        return built[cand.name]
+
+    check_guided(pool, guidance, build, problems)
+    if problems:
+        return {}
+    for cand in pool:
+        if cand.name not in built:
+            build(cand)
+    return built
 
 
 def _trials(exp: Experiment, task: AnyTask, pool: Sequence[VariantCandidate],
-            base: VariantCandidate | None,
-            seeds_of: dict[tuple[str, str], list[int]]) -> list[Trial]:
+            base: VariantCandidate | None, seeds_of: dict[tuple[str, str], list[int]],
+            specs: dict[str, Any]) -> list[Trial[Any]]:
     """The baseline's trials, then (grid) every candidate's with its seeds; a candidate
     that is the baseline's model joins the baseline trial of its seed."""
-    trials: list[Trial] = []
+    trials: list[Trial[Any]] = []
     seen: dict[tuple[str, int, str], int] = {}
 
     def add(cand: VariantCandidate, seed: int, baseline: bool) -> None:
@@ -377,7 +353,7 @@ def _trials(exp: Experiment, task: AnyTask, pool: Sequence[VariantCandidate],
                                     params={**cand.params, **trials[i].params})
             return
         seen[key] = len(trials)
-        trials.append(Trial.of(cand, seed, baseline=baseline))
+        trials.append(Trial.of(cand, seed, specs[cand.name], baseline=baseline))
 
     if base is not None:
         for seed in exp.baseline_seeds:

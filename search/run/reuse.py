@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from sublayer_search.search.plan.sweep_plan import SweepPlan, Trial
+from sublayer_search.search.plan.sweep_plan import SweepPlan
+from sublayer_search.search.plan.trial import Trial
 from sublayer_search.search.plan.variant import run_variant
 from sublayer_search.search.tracking.runs import copy_trial, finished_trials
 

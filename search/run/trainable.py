@@ -16,7 +16,8 @@ import ray
 from ray import tune
 
 from sublayer_search.models.checkpoint import load_checkpoint
-from sublayer_search.search.plan.sweep_plan import SweepPlan, Trial
+from sublayer_search.search.plan.sweep_plan import SweepPlan
+from sublayer_search.search.plan.trial import Trial
 from sublayer_search.spaces.records import STATUS_KEY, TrialStatus
 
 __all__ = ["train_trial", "FAIL_ENV"]
@@ -39,10 +40,10 @@ def _node_ip(node_id: str) -> str:
 
 
 def train_trial(config: dict[str, Any], plan: SweepPlan) -> None:
-    trial = Trial.from_config(config["trial"])
+    trial: Trial[Any] = config["trial"]  # the planned object itself: nothing to rebuild
     if trial.name in os.environ.get(FAIL_ENV, "").split(","):
         raise InjectedFailure(f"trial {trial.name} failed on purpose (listed in ${FAIL_ENV})")
-    spec = plan.spec_for(trial)
+    spec = trial.planned_spec()
     from sublayer_search.models.training_loop import use_threads
 
     cpus = ray.get_runtime_context().get_assigned_resources().get("CPU", 1.0)

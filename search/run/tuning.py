@@ -13,6 +13,7 @@ from ray.tune.search import ConcurrencyLimiter
 
 from sublayer_search.search.plan.storage import Storage
 from sublayer_search.search.plan.sweep_plan import SweepPlan
+from sublayer_search.search.plan.trial import Trial
 from sublayer_search.search.run.checkpoints import fill_checkpoint_gaps
 from sublayer_search.search.run.curve_stopping import CurveStopping
 from sublayer_search.search.run.progress import SweepProgress
@@ -102,11 +103,11 @@ def result_rows(results: Any, plan: SweepPlan) -> list[dict[str, Any]]:
     """One row per Ray trial: name, order, seed, family, status, steps, metric, best."""
     rows = []
     for res in results:
-        cfg = (res.config or {}).get("trial", {})
+        trial: Trial[Any] = (res.config or {})["trial"]
         last = res.metrics or {}
         rows.append({
-            "name": cfg.get("name"), "order": cfg.get("order"), "seed": cfg.get("seed"),
-            "family": "baseline" if cfg.get("baseline") else cfg.get("space"),
+            "name": trial.name, "order": trial.order, "seed": trial.seed,
+            "family": "baseline" if trial.baseline else trial.space,
             "status": "failed" if res.error else str(ended_status(last, plan.experiment.train.steps)),
             "steps": last.get("step"), plan.metric: last.get(plan.metric),
             f"best_{plan.metric}": last.get(f"best_{plan.metric}"),

@@ -26,7 +26,8 @@ from typing import Any
 import ray
 from ray import train, tune
 
-from sublayer_search.search.plan.sweep_plan import SweepPlan, Trial
+from sublayer_search.search.plan.sweep_plan import SweepPlan
+from sublayer_search.search.plan.trial import Trial
 
 __all__ = ["TRIAL_RESOURCES", "train_on_workers"]
 
@@ -55,7 +56,7 @@ def _worker_loop(config: dict[str, Any]) -> None:
             ckpt = train.Checkpoint.from_directory(checkpoint) if checkpoint and lead else None
             train.report({**metrics, **config["where"]}, checkpoint=ckpt)
 
-        plan.task.fit(plan.spec_for(trial), report, checkpoint_dir=os.path.join(work, "ckpt"),
+        plan.task.fit(trial.planned_spec(), report, checkpoint_dir=os.path.join(work, "ckpt"),
                       resume_from=resume)
 
 

@@ -13,7 +13,7 @@ import optuna
 from ray.tune.search import Searcher
 
 from sublayer_search.search.plan.experiment import STATIC_OBJECTIVES
-from sublayer_search.search.plan.sweep_plan import Trial
+from sublayer_search.search.plan.trial import Trial
 from sublayer_search.search.plan.variant import (
     Identity,
     VariantCandidate,
@@ -248,7 +248,7 @@ class OptunaTrials(Stateful):
         self.mark_taken(key, seed)
         self.suggested += 1
         self.live[trial_id] = (trial.number, key)
-        return {"trial": Trial.of(cand, seed).to_config()}
+        return {"trial": Trial.of(cand, seed)}
 
     def on_trial_complete(
         self, trial_id: str, result: dict | None = None, error: bool = False

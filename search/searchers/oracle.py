@@ -135,7 +135,7 @@ def drive(
         got: Any = searcher.suggest(trial_id)
         if not isinstance(got, dict):  # FINISHED, or waiting with nothing in flight
             break
-        order = got["trial"]["order"]
+        order = got["trial"].order
         orders.append(order)
         if until is not None and order in until:
             break

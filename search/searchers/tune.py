@@ -1,6 +1,7 @@
 """Search algorithms over orders, as Ray Tune ``Searcher`` s.
 
-Every searcher suggests configs of the form ``{"trial": Trial.to_config()}`` and
+Every searcher suggests configs of the form ``{"trial": Trial}`` (the object; Ray carries
+it to the trainable, which trains its planned spec) and
 never suggests the same (order, seed) twice; the shared contract test in
 ``tests/search/test_searchers.py`` holds each of them to that.
 
@@ -11,7 +12,8 @@ never suggests the same (order, seed) twice; the shared contract test in
 - :class:`~search.searchers.surrogate.SurrogateSearcher`: order-aware, a GP over order features.
 - :class:`EvolutionSearcher`: regularized evolution (Real et al., 2019) with
   budget-keeping mutations (``spaces.mutations``), for any task and several spaces.
-- :class:`WithBaseline`: runs the baseline seeds first, then defers to another searcher.
+- :class:`WithBaseline`: runs the baseline seeds first, then defers to another searcher;
+  it gives each suggested trial its planned spec.
 
 Adaptive searchers take ``warm_start(observations)``: finished trials of earlier sweeps
 (``search.warm_start``), told before the first suggestion and never trained again.
@@ -23,13 +25,15 @@ import math
 import random
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from ray.tune.search import Searcher
 
 from sublayer_search.search.plan.experiment import STATIC_OBJECTIVES
-from sublayer_search.search.plan.sweep_plan import SweepPlan, Trial
+from sublayer_search.search.plan.sweep_plan import SweepPlan
+from sublayer_search.search.plan.trial import SpecSource, Trial, reseeded
 from sublayer_search.search.plan.variant import (
     Identity,
     Variant,
@@ -61,7 +65,7 @@ class GridSearcher(_Stateful):
     def __init__(self, trials: Sequence[Trial], *, metric: str | None = None,
                  mode: str | None = "min") -> None:
         super().__init__(metric=metric, mode=mode)
-        self._pending = deque(t.to_config() for t in trials)
+        self._pending = deque(trials)
 
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:  # type: ignore[override]  # Ray returns Searcher.FINISHED, a str
         if not self._pending:
@@ -74,13 +78,17 @@ class GridSearcher(_Stateful):
 
 
 class WithBaseline(_Stateful):
-    """Run ``baseline`` trials first, then hand over to ``inner`` (which never sees them)."""
+    """Run ``baseline`` trials first, then hand over to ``inner`` (which never sees them);
+    with ``specs``, each of ``inner``'s trials gets its planned spec."""
+
+    _transient = ("_specs",)  # the plan's: a restored searcher keeps the live plan's
 
     def __init__(self, inner: Searcher, baseline: Sequence[Trial], *,
-                 identity: Identity = plain_identity) -> None:
+                 identity: Identity = plain_identity, specs: SpecSource | None = None) -> None:
         super().__init__(metric=inner.metric, mode=inner.mode)
         self.inner = inner
-        self._baseline = deque(t.to_config() for t in baseline)
+        self._specs = specs
+        self._baseline = deque(baseline)
         mark = getattr(inner, "mark_taken", None)
         for t in baseline:  # the baseline model may lie in the space: never train it twice
             if mark is not None:
@@ -96,7 +104,12 @@ class WithBaseline(_Stateful):
         if self._baseline:
             self._mine.add(trial_id)
             return {"trial": self._baseline.popleft()}
-        return self.inner.suggest(trial_id)
+        got = self.inner.suggest(trial_id)
+        if not isinstance(got, dict) or self._specs is None:
+            return got
+        trial: Trial = got["trial"]
+        spec = reseeded(self._specs(trial.candidate, trial.variant), trial.seed)
+        return {**got, "trial": replace(trial, spec=spec)}
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:
         if trial_id not in self._mine:
@@ -143,7 +156,7 @@ class EvolutionSearcher(_Stateful):
         self.units = (f_units, c_units)
         self.tried: set[str] = set()
         self.population: deque[tuple[str, float, str, Variant]] = deque(maxlen=population)
-        self.live: dict[str, dict[str, Any]] = {}
+        self.live: dict[str, Trial] = {}
         self.suggested = 0
         self.domain = list(dict.fromkeys(domain)) if domain is not None else None
         if self.domain:
@@ -170,12 +183,11 @@ class EvolutionSearcher(_Stateful):
             self.population.append(entry)
 
     def _trial(self, variant: Variant, name: str, space: str,
-               params: dict[str, Any]) -> dict[str, Any]:
+               params: dict[str, Any]) -> Trial:
         self.tried.add(variant.order)
         self.suggested += 1
-        trial = Trial(name=f"{name}@seed{self.trial_seed}", candidate=name, variant=variant,
-                      seed=self.trial_seed, space=space, params=params)
-        return trial.to_config()
+        return Trial(name=f"{name}@seed{self.trial_seed}", candidate=name, variant=variant,
+                     seed=self.trial_seed, space=space, params=params)
 
     def _nearest(self, parent: str) -> str | None:
         assert self.domain is not None
@@ -234,11 +246,10 @@ class EvolutionSearcher(_Stateful):
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None,
                           error: bool = False) -> None:
-        cfg = self.live.pop(trial_id, None)
+        trial = self.live.pop(trial_id, None)
         loss = None if error else _score(result, self.metric, self.mode)
-        if cfg is not None and loss is not None:
-            variant = Variant.from_dict(cfg["variant"])
-            self.population.append((variant.order, loss, cfg["candidate"], variant))
+        if trial is not None and loss is not None:
+            self.population.append((trial.order, loss, trial.candidate, trial.variant))
 
 
 def _unit_costs(plan: SweepPlan) -> tuple[float, float]:
@@ -294,4 +305,4 @@ def make_searcher(plan: SweepPlan) -> Searcher:
                                   f_units=f_units, c_units=c_units)
     if plan.warm:
         inner.warm_start(plan.warm)
-    return WithBaseline(inner, plan.trials, identity=plan.task.identity) if plan.trials else inner
+    return WithBaseline(inner, plan.trials, identity=plan.task.identity, specs=plan.spec_source)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 import pydantic
 
@@ -26,12 +26,24 @@ if TYPE_CHECKING:
 
 from sublayer_search.search.plan.problems import Problem, from_validation_error, problems_from
 
-__all__ = ["Task", "obtain_corpus", "validate_section"]
+__all__ = ["Spec", "Task", "obtain_corpus", "validate_section"]
 
 ModelT = TypeVar("ModelT")
 DataT = TypeVar("DataT")
 ExtraT = TypeVar("ExtraT")
-SpecT = TypeVar("SpecT")
+
+
+class Spec(Protocol):
+    """What a task's :meth:`Task.fit` trains: a frozen dataclass with a ``train`` section
+    (so a planned spec is re-seeded per trial without the task)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def train(self) -> TrainConfig: ...
+
+
+SpecT = TypeVar("SpecT", bound=Spec)
 SectionT = TypeVar("SectionT")
 
 

@@ -167,7 +167,7 @@ def test_optuna_chooses_guidance_as_a_categorical(tmp_path: Path) -> None:
     for i in range(8):
         got = searcher.suggest(f"t{i}")
         assert isinstance(got, dict)
-        trial = got["trial"]
+        trial = got["trial"].describe()
         label = GuidanceConfig.from_dict(trial["variant"]["guidance"]).label
         assert trial["name"] == f"{trial['candidate']}@seed{trial['seed']}"
         assert label == "none" or trial["candidate"].endswith(f"+{label}")

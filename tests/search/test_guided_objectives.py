@@ -18,7 +18,8 @@ from mlflow.entities import Metric, Param, RunTag
 from sublayer_search.models.guidance.config import GuidanceConfig
 from sublayer_search.search.plan.experiment import parse_experiment
 from sublayer_search.search.plan.guidance_axis import cross
-from sublayer_search.search.plan.sweep_plan import SweepPlan, Trial, plan_sweep
+from sublayer_search.search.plan.sweep_plan import SweepPlan, plan_sweep
+from sublayer_search.search.plan.trial import Trial
 from sublayer_search.search.plan.variant import Variant, VariantCandidate, variant_key
 from sublayer_search.search.searchers.observation import Observation
 from sublayer_search.search.searchers.surrogate import SurrogateSearcher
@@ -57,14 +58,14 @@ def test_each_guided_variant_is_told_its_own_parameter_count(tmp_path: Path) -> 
     exact = _params_of(plan)
     assert exact["ssfsff"] > exact[f"ssfsff|{GUIDED}"]  # hard guidance shares matrices
     searcher = make_searcher(plan)
-    inner = getattr(searcher, "searcher", searcher)
+    inner = getattr(searcher, "inner", searcher)  # WithBaseline gives trials their specs
     assert isinstance(inner, OptunaTrials)
     seen: set[tuple[str, int]] = set()
     for i in range(8):  # 2 orders x 2 labels x 2 seeds: every variant and seed once
         got = searcher.suggest(f"t{i}")
         assert isinstance(got, dict), got
-        trial = got["trial"]
-        key = variant_key(trial["order"], plan.task.identity(Trial.from_config(trial).variant))
+        trial = got["trial"].describe()
+        key = variant_key(trial["order"], plan.task.identity(got["trial"].variant))
         assert (key, trial["seed"]) not in seen
         seen.add((key, trial["seed"]))
         searcher.on_trial_complete(f"t{i}", result={"val_bpc": 3.0 - i / 100})
@@ -83,7 +84,7 @@ def test_a_guided_earlier_run_is_told_as_its_own_variant(tmp_path: Path) -> None
     plan = _plan(tmp_path)
     exact = _params_of(plan)
     searcher = make_searcher(plan)
-    inner = getattr(searcher, "searcher", searcher)
+    inner = getattr(searcher, "inner", searcher)  # WithBaseline gives trials their specs
     assert isinstance(inner, OptunaTrials)
     inner.warm_start([Observation(order="ssfsff", seed=0, identity=GUIDED, guidance=HARD,
                                   value=2.5),
@@ -121,7 +122,7 @@ def test_warm_start_reads_the_guidance_of_earlier_runs(tmp_path: Path, algorithm
     assert sorted((o.order, o.seed, o.identity, o.guidance, o.value) for o in observations) == [
         ("ssfsff", 0, "decoder", "none", 2.4), ("ssfsff", 0, GUIDED, HARD, 2.6)]
     searcher = make_searcher(plan)
-    inner = getattr(searcher, "searcher", searcher)
+    inner = getattr(searcher, "inner", searcher)  # WithBaseline gives trials their specs
     inner.warm_start(observations)
     assert {("ssfsff", 0), (f"ssfsff|{GUIDED}", 0)} <= inner.taken
 
@@ -133,7 +134,7 @@ def test_the_surrogate_tells_a_guided_variant_from_its_order_unguided(tmp_path: 
     pool = [VariantCandidate.of(c) for c in expand("explicit", {"orders": ORDERS})]
     plan = replace(plan, candidates=cross(pool, [GuidanceConfig(), GuidanceConfig.from_label(HARD)]))
     searcher = make_searcher(plan)
-    inner = getattr(searcher, "searcher", searcher)
+    inner = getattr(searcher, "inner", searcher)  # WithBaseline gives trials their specs
     assert isinstance(inner, SurrogateSearcher)
     rows = {(c.order, c.variant.label): tuple(x) for c, x in zip(inner.candidates, inner.x,
                                                                      strict=True)}
@@ -147,6 +148,6 @@ def test_the_surrogate_tells_a_guided_variant_from_its_order_unguided(tmp_path: 
     for i in range(2):
         got = searcher.suggest(f"t{i}")
         assert isinstance(got, dict)
-        picks.append(Trial.from_config(got["trial"]).guidance)
+        picks.append(got["trial"].guidance)
         searcher.on_trial_complete(f"t{i}", result={"val_bpc": 1.0})
     assert picks == [HARD, HARD]

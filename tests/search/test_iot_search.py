@@ -49,7 +49,7 @@ def _drive(searcher: Any, n: int, metric: str) -> list[dict[str, Any]]:
         got = searcher.suggest(f"t{i}")
         if not isinstance(got, dict):
             break
-        out.append(got["trial"])
+        out.append(got["trial"].describe())
         searcher.on_trial_complete(f"t{i}", result={metric: 10.0 + i})
     return out
 

@@ -86,7 +86,7 @@ def test_a_shipped_trial_retrains_to_its_shipped_first_evaluation(shipped: Any,
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as the trial ran (resources.cpu: 1)
     try:
-        got = _first_evaluation(plan.spec_for(trial), every)
+        got = _first_evaluation(trial.planned_spec(), every)
     finally:
         torch.set_num_threads(threads)
     assert got[METRIC] == pytest.approx(float(curve.loc[every]), abs=TOLERANCE_BPC), (

@@ -45,7 +45,7 @@ def test_optuna_trials_tell_every_objective(sampler: str) -> None:
     for i in range(6):
         got = searcher.suggest(f"t{i}")
         assert isinstance(got, dict)
-        order = got["trial"]["order"]
+        order = got["trial"].order
         result = None if i == 2 else {"val_bpc": 3.0 - order.count("s") / len(order)}
         searcher.on_trial_complete(f"t{i}", result=result, error=result is None)
     done = [t for t in searcher.study.trials if t.state.name == "COMPLETE"]
@@ -277,6 +277,10 @@ def test_real_multi_objective_sweep_then_warm_evolution(tmp_path: Path) -> None:
         ray.shutdown()
     runs1, runs2 = trials(out1), trials(out2)
     assert len(runs1) == 5 and all(r.data.tags["sublayer.status"] == "finished" for r in runs1)
+    # several objectives: no order twice, and each of the 4 samples a new point: sff, ssf and
+    # sssfff are the three costs the baseline sfsf has not measured, ssff (sfsf's cost) last
+    samples = [r.data.params["order"] for r in runs1 if r.data.tags["sublayer.baseline"] != "true"]
+    assert sorted(samples) == ["sff", "ssf", "ssff", "sssfff"]
     # warm start: the evolution sweep breeds from the first sweep's trials, never retrains them
     first_pairs = {(r.data.params["order"], r.data.params["seed"]) for r in runs1}
     assert len(runs2) == 2

@@ -15,7 +15,8 @@ import yaml
 
 from sublayer_search.analysis.papers import press_paper as paper
 from sublayer_search.search.plan.experiment import parse_experiment
-from sublayer_search.search.plan.sweep_plan import Trial, plan_sweep
+from sublayer_search.search.plan.sweep_plan import plan_sweep
+from sublayer_search.search.plan.trial import Trial
 from sublayer_search.search.searchers.oracle import OrderTable, drive, evaluations_to_top
 from sublayer_search.search.searchers.surrogate import (
     SurrogateSearcher,
@@ -216,7 +217,7 @@ def test_evolution_over_translation_spaces_keeps_side_and_budget(tmp_path: Path)
         got = searcher.suggest(f"t{i}")
         if not isinstance(got, dict):
             break
-        trial = got["trial"]
+        trial = got["trial"].describe()
         trials.append(trial)
         # synthetic, no training: decoders ahead (the 6 encoder orders would run out first)
         bleu = ("c" in trial["order"]) * 5.0 + trial["order"].find("f") / len(trial["order"])

@@ -9,6 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from sublayer_search.search.plan.trial import Trial
+from sublayer_search.search.plan.variant import Variant
 from sublayer_search.search.run.progress import (
     Snapshot,
     SweepProgress,
@@ -19,7 +21,9 @@ from sublayer_search.search.run.progress import (
 
 
 def _trial(ray_status: str, name: str, order: str, **result: object) -> SimpleNamespace:
-    return SimpleNamespace(status=ray_status, config={"trial": {"name": name, "order": order}},
+    planned = Trial(name=name, candidate=name.split("@")[0], variant=Variant(order=order),
+                    seed=0, space="permutations")
+    return SimpleNamespace(status=ray_status, config={"trial": planned},
                            last_result=dict(result))
 
 

@@ -37,7 +37,7 @@ def test_restarts_are_tagged_once_each(tmp_path: Path, recover_callback: bool) -
     exp_id, parent = open_sweep_run(client, plan, "ray-run", resume=False)
     callback = MlflowTracking(tracking_uri=uri, experiment_id=exp_id, parent_run_id=parent,
                               plan=plan)
-    trial = SimpleNamespace(trial_id="t1", config={"trial": plan.trials[0].to_config()},
+    trial = SimpleNamespace(trial_id="t1", config={"trial": plan.trials[0]},
                             num_failures=0, last_result={})
 
     def report(step: int, pid: int, node: str) -> None:

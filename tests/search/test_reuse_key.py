@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from mlflow.tracking import MlflowClient
 
-from sublayer_search.search.plan.sweep_plan import Trial
+from sublayer_search.search.plan.trial import Trial
 from sublayer_search.search.plan.variant import Subset, Variant, run_variant
 from sublayer_search.search.tasks import LMTask, TranslationTask
 from sublayer_search.search.tracking.runs import ensure_store, finished_trials

@@ -23,7 +23,8 @@ import ray
 from ray.tune.search import Searcher
 
 from sublayer_search.search.plan.experiment import parse_experiment
-from sublayer_search.search.plan.sweep_plan import SweepPlan, Trial, plan_sweep
+from sublayer_search.search.plan.sweep_plan import SweepPlan, plan_sweep
+from sublayer_search.search.plan.trial import Trial
 from sublayer_search.search.searchers.surrogate import SurrogateSearcher
 from sublayer_search.search.searchers.tune import (
     EvolutionSearcher,
@@ -116,6 +117,10 @@ CASES = [
         _plan([SANDWICH, PERMS], algorithm="surrogate", num_samples=9, seeds=[0, 1], seed=3,
               baseline={"seeds": 2})),
         budget=2 + 9, baseline_first=2),
+    Case("surrogate-prior-plan", lambda: make_searcher(
+        _plan([SANDWICH, PERMS], algorithm="surrogate", num_samples=9, seeds=[0, 1], seed=3,
+              baseline={"seeds": 2}, prior=["press2020", "mini_press2020"])),
+        budget=2 + 9, baseline_first=2),
     Case("evolution-direct", _evolution_direct, budget=20, exhaustible=True),
     Case("evolution-two-spaces", lambda: make_searcher(
         _plan([SANDWICH, PERMS], algorithm="evolution", num_samples=14, population=3,
@@ -152,7 +157,7 @@ class Driver:
     def _complete(self) -> None:
         trial_id, cfg = self.live.popleft()
         n = int(trial_id[1:])
-        value = objective(cfg["trial"]["order"])
+        value = objective(cfg["trial"].order)
         if n % 7 == 3:  # a crashed trial
             self.searcher.on_trial_complete(trial_id, result=None, error=True)
         elif n % 7 == 5:  # a diverged one
@@ -200,8 +205,8 @@ def test_contract(case: Case) -> None:
     trials = []
     for got in out:
         assert set(got) == {"trial"}, got
-        trial = Trial.from_config(got["trial"])
-        assert trial.to_config() == got["trial"]
+        trial = got["trial"]
+        assert isinstance(trial, Trial)  # the object itself travels, never a dict
         assert parse_order(trial.order, kind="lm") == trial.order
         trials.append(trial)
     names = [t.name for t in trials]
@@ -223,7 +228,7 @@ def test_contract(case: Case) -> None:
 def test_grid_suggests_exactly_the_plan() -> None:
     plan = _grid_plan()
     out = Driver(make_searcher(plan), concurrency=3).run()
-    assert [o["trial"] for o in out] == [t.to_config() for t in plan.trials]
+    assert [o["trial"] for o in out] == list(plan.trials)
 
 
 @pytest.mark.parametrize("split", [0, 3, 7])
@@ -257,7 +262,7 @@ def test_restore_replaces_state_of_a_used_searcher(tmp_path: Path) -> None:
 
 # -- evolution ---------------------------------------------------------------------------
 def _parent_orders(out: list[dict[str, Any]]) -> dict[str, str]:
-    return {o["trial"]["candidate"]: o["trial"]["order"] for o in out}
+    return {o["trial"].candidate: o["trial"].order for o in out}
 
 
 def test_evolution_children_keep_budget_and_never_repeat() -> None:
@@ -266,15 +271,15 @@ def test_evolution_children_keep_budget_and_never_repeat() -> None:
     searcher = EvolutionSearcher(cands, num_samples=40, population=5, sample_size=2, seed=3,
                                  metric=METRIC, mode="min")
     out = Driver(searcher, concurrency=3).run()
-    orders = [o["trial"]["order"] for o in out]
+    orders = [o["trial"].order for o in out]
     assert len(orders) == 40 and len(set(orders)) == len(orders)
     by_name = _parent_orders(out)
-    children = [o["trial"] for o in out if o["trial"]["space"] == "evolution"]
+    children = [o["trial"] for o in out if o["trial"].space == "evolution"]
     assert len(children) >= 25  # 10 initial candidates at most, the rest mutations
     for child in children:
-        parent = by_name[child["params"]["parent"]]
-        assert units(child["order"]) == units(parent) == 14
-        assert child["seed"] == 0 and child["order"] != parent
+        parent = by_name[child.params["parent"]]
+        assert units(child.order) == units(parent) == 14
+        assert child.seed == 0 and child.order != parent
 
 
 def test_evolution_beats_random_sampling_on_average() -> None:
@@ -290,7 +295,7 @@ def test_evolution_beats_random_sampling_on_average() -> None:
                                      seed=seed, metric=METRIC, mode="min")
         out = Driver(searcher).run()
         assert len(out) == 60
-        evo_best.append(min(objective(o["trial"]["order"]) for o in out))
+        evo_best.append(min(objective(o["trial"].order) for o in out))
         sample = random.Random(seed).sample(pool, 60)
         rand_best.append(min(objective(c.order) for c in sample))
     wins = sum(e < r for e, r in zip(evo_best, rand_best, strict=True))
@@ -309,8 +314,8 @@ def test_evolution_failed_trials_do_not_enter_the_population() -> None:
     assert searcher.suggest("t3") is None  # nothing to breed from yet: wait
     searcher.on_trial_complete("t2", result={METRIC: 1.5})
     child = searcher.suggest("t4")
-    assert isinstance(child, dict) and child["trial"]["params"] == {
-        "parent": first[2]["trial"]["candidate"]}
+    assert isinstance(child, dict) and child["trial"].params == {
+        "parent": first[2]["trial"].candidate}
 
 
 # -- optuna --------------------------------------------------------------------------------
@@ -323,12 +328,12 @@ def test_optuna_sandwich_suggests_k_in_range(ks: list[int] | None) -> None:
     out = Driver(searcher).run()
     assert len(out) == 14
     for o in out:
-        k = o["trial"]["params"]["k"]
+        k = o["trial"].params["k"]
         assert k in allowed
-        assert o["trial"]["order"] == sandwich_order(6, k)
+        assert o["trial"].order == sandwich_order(6, k)
     replicates = {}
     for o in out:
-        replicates.setdefault(o["trial"]["order"], []).append(o["trial"]["seed"])
+        replicates.setdefault(o["trial"].order, []).append(o["trial"].seed)
     for seeds in replicates.values():  # replicates take the next seed, never one twice
         assert seeds == sorted(seeds) and len(set(seeds)) == len(seeds)
         assert seeds[: 3] == [0, 1, 2][: len(seeds)]
@@ -341,5 +346,5 @@ def test_adaptive_searchers_never_repeat_a_baseline_trial(algorithm: str) -> Non
                  seeds=[0], baseline={"seeds": 1}, population=2)
     assert plan.trials[0].order == interleaved(2) == plan.candidates[0].order
     out = Driver(make_searcher(plan)).run()
-    pairs = [(o["trial"]["order"], o["trial"]["seed"]) for o in out]
+    pairs = [(o["trial"].order, o["trial"].seed) for o in out]
     assert len(set(pairs)) == len(pairs), pairs

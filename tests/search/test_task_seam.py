@@ -157,7 +157,7 @@ def test_a_registered_task_is_planned_and_trained(cycle_task, tmp_path):
     assert plan.metric == "val_cycle_loss" and plan.mode == "min"
     assert [t.order for t in plan.trials] == ["sfsf", "ssff"]
     rows: list[dict[str, Any]] = []
-    result = plan.task.fit(plan.spec_for(plan.trials[1]), lambda m, checkpoint=None: rows.append(m))
+    result = plan.task.fit(plan.trials[1].planned_spec(), lambda m, checkpoint=None: rows.append(m))
     assert result.status == "finished" and result.steps == 20
     assert [r["step"] for r in rows] == [10, 20]
     last = rows[-1]

@@ -45,10 +45,10 @@ def test_surrogate_starts_from_the_warm_results() -> None:
     y = np.array([loss for _, loss in searcher.seen])
     mean, sd = gp_predict(x, y, searcher.x[6:])
     ei = expected_improvement(mean, sd, float(y.min()))
-    assert first["trial"]["order"] == POOL[6 + int(np.argmax(ei))].order
+    assert first["trial"].order == POOL[6 + int(np.argmax(ei))].order
     table = OrderTable.from_rows([(c.order, _value(c.order)) for c in POOL], metric="val_bpc")
     rest = drive(searcher, table, budget=10)
-    assert not {o.order for o in warm} & {first["trial"]["order"], *rest}  # never retrained
+    assert not {o.order for o in warm} & {first["trial"].order, *rest}  # never retrained
 
 
 def test_optuna_study_holds_the_warm_trials_and_replicates_take_new_seeds() -> None:
@@ -64,7 +64,7 @@ def test_optuna_study_holds_the_warm_trials_and_replicates_take_new_seeds() -> N
     for i in range(8):
         got = searcher.suggest(f"t{i}")
         assert isinstance(got, dict)
-        pairs.append((got["trial"]["order"], got["trial"]["seed"]))
+        pairs.append((got["trial"].order, got["trial"].seed))
         searcher.on_trial_complete(f"t{i}", result={"val_bpc": table.values[pairs[-1][0]]})
     assert not {(c.order, 0) for c in POOL[:3]} & set(pairs)  # warm (order, seed 0) never again
     assert len(set(pairs)) == len(pairs)
@@ -79,9 +79,9 @@ def test_evolution_breeds_from_the_best_warm_results() -> None:
     best4 = sorted(warm, key=lambda o: o.value)[:4]
     assert {p[0] for p in searcher.population} == {o.order for o in best4}
     first = searcher.suggest("t0")
-    assert isinstance(first, dict) and first["trial"]["space"] == "evolution"
-    assert first["trial"]["params"]["parent"] == best4[0].name  # the tournament of all four
-    assert first["trial"]["order"] not in {o.order for o in warm}
+    assert isinstance(first, dict) and first["trial"].space == "evolution"
+    assert first["trial"].params["parent"] == best4[0].name  # the tournament of all four
+    assert first["trial"].order not in {o.order for o in warm}
 
 
 def test_unknown_warm_start_experiment_exits_2_before_ray(
