@@ -6,6 +6,9 @@ loop becomes one of N workers (:mod:`models.distributed`). Every worker reports 
 evaluation through ``ray.train.report`` (rank 0 with the checkpoint); the trial passes
 them on to Tune (``TuneReportCallback``), so the sweep's scheduler, tracking, resume and
 reuse see one trial with one curve, as for one worker.
+With ``train.parallel: fsdp`` the workers shard the model instead of copying it; the loop
+reads that from the trial's spec (:meth:`models.distributed.Workers.shard`), nothing here
+changes.
 
 A worker that dies (a lost node, an OOM kill) restarts the worker group from the last
 checkpoint (``failure.retries`` times): the steps since then are trained again and
