@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from helpers import SUBLAYER, scratch, start, stop, subprocess_env, tail, write_experiment
+from s3_helpers import s3_server
 
 pytestmark = pytest.mark.slow
 
@@ -99,3 +100,44 @@ def test_secret_environment_variables_never_reach_mlflow():
         if name.encode() in blob
     ]
     assert leaked_names == [], f"secret variable names found in MLflow: {leaked_names}"
+
+
+def test_the_object_store_secret_key_is_never_written(monkeypatch):
+    """Runs and artifacts in a real S3-compatible server (``ray.storage_path`` and
+    ``tracking.artifact_location`` at ``s3://``): the secret access key, read from the
+    environment, is in no output of the sweep, no MLflow param, tag or artifact, no object
+    of the bucket and no file under the sweep's folders (its HOME and Ray's temp included)."""
+    secret = f"s3-secret-{secrets.token_hex(16)}"
+    marker = f"canary-{secrets.token_hex(8)}"
+    with scratch("s3secrets") as folder, \
+            s3_server(folder, buckets=("sweeps",), secret=secret) as server:
+        uri = f"sqlite:///{folder}/mlflow.db"
+        path = write_experiment(
+            folder, "s3secrets", orders=["sfsf"], tracking_uri=uri, description=marker,
+            tracking={"uri": uri, "log_checkpoints": True,
+                      "artifact_location": "s3://sweeps/mlflow"},
+            ray={"storage_path": "s3://sweeps/ray"})
+        log = folder / "sweep.log"  # the sweep's stdout and stderr
+        proc = start([SUBLAYER, "sweep", str(path)], env=subprocess_env(folder / "home",
+                                                                       **server.env),
+                     log=log, cwd=folder)
+        try:
+            proc.wait(timeout=240)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the sweep ran past 240 s:\n{tail(log)}")
+        finally:
+            stop(proc)
+        assert proc.returncode == 0, tail(log)
+        for key, value in server.env.items():  # this test reads the artifacts back
+            monkeypatch.setenv(key, value)
+        found = _store_texts(uri, folder / "downloaded")
+        found.update({f"object {k}": v for k, v in server.objects("sweeps").items()})
+        found.update({f"file {p.relative_to(folder)}": p.read_bytes()
+                      for p in folder.rglob("*") if p.is_file() and not p.is_symlink()})
+
+    assert any(k.startswith("object ray/") and "/checkpoint_" in k for k in found), sorted(found)
+    assert any(k.startswith("object mlflow/") and "checkpoint/" in k for k in found)
+    assert any(marker.encode() in v for k, v in found.items() if k.startswith("object mlflow/"))
+    assert b"Traceback" not in found["file sweep.log"]
+    leaks = [where for where, blob in found.items() if secret.encode() in blob]
+    assert leaks == [], f"the secret access key was written to: {leaks}"
