@@ -1,195 +1,206 @@
-"""Evaluations each searcher needs to find a top-k order of a recorded table (no training).
+"""Evaluations each searcher needs to find the top-5 and the top-1 order of recorded tables
+(no training), as ratios to random search, leave-one-study-out for priors.
 
-The oracle is a table of order -> metric (:class:`search.searchers.oracle.OrderTable`). By
-default: Press et al. (2020)'s published WikiText-103 dev perplexities, Tables 1 and 2
-(40 random orders; the five baseline seeds averaged into one interleaved entry) and
-the two sandwich models with stated values (sandwich16_6: 17.84, sandwich16_15: 18.82):
-43 orders. Or ``--table CSV`` of a finished sweep (``sublayer analyze``'s
-``tables/trials.csv``, or an export's ``<name>_trials.csv``: columns ``order`` and
-``final``, finished trials only), or ``--export`` an export of ``sublayer export`` (its
-folder, its ``<name>_meta.json``, or a built-in study such as ``mini_press2020``; the
-metric and its direction come from the export).
+The oracle is a table of order -> metric (:class:`search.searchers.oracle.OrderTable`).
+By default four tables, each judged on its own: Press et al. (2020)'s published
+WikiText-103 dev perplexities, Table 1 (20 permutations of 16 s + 16 f) and Table 2
+(20 parameter-budgeted draws), each with its five baseline seeds averaged into one
+interleaved entry; and the shipped study ``mini_press2020``'s 20 permutations and 19
+budgeted draws (each with its 8 baseline seeds averaged). More with ``--table CSV``
+(a trials CSV: columns ``order`` and ``final``; one table per ``space`` when it has that
+column) or ``--export NAME|DIR`` (an export of ``sublayer export``), both repeatable.
 
-Each searcher runs over the table's orders as its candidate pool with seeds
-0..N-1, one trial at a time, until it suggests an order of the table's top k (ties with
-the k-th included) or its budget (twice the table) runs out:
+Each searcher runs over the table's orders as its candidate pool with seeds 0..N-1, one
+trial at a time, until it suggests the table's best order or its budget (twice the
+table) runs out:
 
-- ``random``: the pool in a seeded random order (the grid searcher over a shuffle);
-- ``tpe``: ``optuna`` as a sweep runs it: TPE over a categorical of candidate names
-  (a candidate suggested again is a replicate: another seed, another evaluation);
+- ``random``: the pool in a seeded random order;
+- ``tpe``: ``optuna`` as a sweep runs it: TPE over a categorical of candidate names;
 - ``surrogate``: order-aware, expected improvement of a GP over order features;
 - ``evolution``: regularized evolution; on a table a mutation is the untried table
-  order nearest the parent in features (true neighbours are absent from a sparse table).
+  order nearest the parent in features;
+- ``prior``: the surrogate with a prior (``search.prior``) fitted on every *other*
+  study: the built-in ``press2020`` and ``mini_press2020``, ``--prior`` names and the
+  other given tables. A prior table of the judged table's study is left out by study
+  identity (:func:`search.searchers.prior.same_study`: the same name, or any (order,
+  value) record in common), never by trust.
 
-Reported per searcher: median, IQR (25th-75th percentile) and mean of the evaluations
-to the top k, and runs that never got there (counted at budget + 1). Target (issue 14):
-the order-aware searcher's median <= half of random's.
+Reported per table and searcher: median, IQR (25th-75th percentile) of the evaluations
+to the top 5 (ties with the 5th included) and to the top 1, runs that never got there
+(counted at budget + 1), and each median as a ratio to random's. Target (issue 28): the
+prior's top-5 median <= 0.5x random's on every table.
 
     .venv/bin/python benchmarks/searcher_oracle.py --seeds 100
-    .venv/bin/python benchmarks/searcher_oracle.py --table reports/x/tables/trials.csv --json
-    .venv/bin/python benchmarks/searcher_oracle.py --export mini_press2020
-    .venv/bin/python benchmarks/searcher_oracle.py --table analysis/data/mini_press2020_trials.csv
+    .venv/bin/python benchmarks/searcher_oracle.py --seeds 100 --json
+    .venv/bin/python benchmarks/searcher_oracle.py --table reports/x/tables/trials.csv
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import random
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 from ray.tune.search import Searcher
 
-from sublayer_search.analysis.papers import press_paper as paper
-from sublayer_search.search.plan.sweep_plan import Trial
 from sublayer_search.search.searchers.oracle import OrderTable, drive, evaluations_to_top
+from sublayer_search.search.searchers.prior import (
+    BUILTIN_PRIORS,
+    OrderPrior,
+    PriorError,
+    PriorTable,
+    fit_prior,
+    load_tables,
+    same_study,
+)
 from sublayer_search.search.searchers.surrogate import SurrogateSearcher
-from sublayer_search.search.searchers.tune import EvolutionSearcher, GridSearcher, OptunaTrials
+from sublayer_search.search.searchers.tune import EvolutionSearcher, OptunaTrials
 
-Factory = Callable[[OrderTable, int], Searcher]
-
-
-def paper_table() -> OrderTable:
-    """Tables 1 and 2 pooled (baselines once, averaged) and the stated sandwich values."""
-    frame = paper.pooled_trials()
-    sandwich = paper.sandwich_points()
-    rows = [(r.order, float(r.final)) for r in frame.itertuples()]
-    rows += [(r.order, float(r.final)) for r in sandwich[~sandwich["baseline"]].itertuples()]
-    return OrderTable.from_rows(rows, mode="min", metric="val_ppl")
+Factory = Callable[[OrderTable, int, OrderPrior | None], Searcher]
+BIG = 10**6
 
 
-def _random(table: OrderTable, seed: int) -> Searcher:
-    cands = table.candidates()
-    random.Random(seed).shuffle(cands)
-    return GridSearcher([Trial.of(c, 0) for c in cands], metric=table.metric, mode=table.mode)
+def _surrogate(table: OrderTable, seed: int, prior: OrderPrior | None = None,
+               n_initial: int = 3) -> Searcher:
+    return SurrogateSearcher(table.candidates(), num_samples=BIG, seeds=[0], metric=table.metric,
+                             mode=table.mode, seed=seed, prior=prior, n_initial=n_initial)
 
 
-def _model_based(cls: type[OptunaTrials] | type[SurrogateSearcher]) -> Callable[[OrderTable, int], Searcher]:
-    """TPE or the surrogate over the table's candidates, one seed each, no sample limit."""
-
-    def make(table: OrderTable, seed: int) -> Searcher:
-        return cls(table.candidates(), num_samples=10**6, seeds=[0], metric=table.metric,
-                   mode=table.mode, seed=seed)
-
-    return make
+def _random(table: OrderTable, seed: int, prior: OrderPrior | None) -> Searcher:
+    """Uniform draws without replacement (a surrogate that never leaves its random start)."""
+    return _surrogate(table, seed, n_initial=BIG)
 
 
-_tpe = _model_based(OptunaTrials)
-_surrogate = _model_based(SurrogateSearcher)
+def _tpe(table: OrderTable, seed: int, prior: OrderPrior | None) -> Searcher:
+    return OptunaTrials(table.candidates(), num_samples=BIG, seeds=[0], metric=table.metric,
+                        mode=table.mode, seed=seed)
 
 
-def _evolution(table: OrderTable, seed: int) -> Searcher:
-    return EvolutionSearcher(
-        table.candidates(),
-        num_samples=10**6,
-        seed=seed,
-        metric=table.metric,
-        mode=table.mode,
-        domain=list(table.values),
-    )
+def _evolution(table: OrderTable, seed: int, prior: OrderPrior | None) -> Searcher:
+    return EvolutionSearcher(table.candidates(), num_samples=BIG, seed=seed,
+                             metric=table.metric, mode=table.mode, domain=list(table.values))
 
 
 SEARCHERS: dict[str, Factory] = {
     "random": _random,
     "tpe": _tpe,
-    "surrogate": _surrogate,
+    "surrogate": lambda table, seed, prior: _surrogate(table, seed),
     "evolution": _evolution,
+    "prior": _surrogate,
 }
 
 
-def measure(table: OrderTable, *, seeds: int, k: int) -> dict[str, Any]:
-    top = table.top(k)
+def _stats(counts: list[int], random_median: float | None) -> dict[str, float | None]:
+    q1, q3 = np.percentile(counts, [25, 75])
+    median = float(statistics.median(counts))
+    return {"median": median, "q1": float(q1), "q3": float(q3),
+            "ratio": median / random_median if random_median else None}
+
+
+def judge(judged: PriorTable, pool: Sequence[PriorTable], *, seeds: int,
+          searchers: Sequence[str] = tuple(SEARCHERS)) -> dict[str, Any]:
+    """Every searcher over one table; the prior from ``pool`` minus the judged study."""
+    table = OrderTable.from_rows(judged.records, mode="max" if judged.mode == "max" else "min",
+                                 metric="value")
+    top5, top1 = table.top(5), table.top(1)
     budget = 2 * len(table.values)
+    sources = [t for t in pool if not same_study(t, judged)]
+    prior = fit_prior(sources) if sources else None
     out: dict[str, Any] = {
-        "orders": len(table.values),
-        "k": k,
-        "top": len(top),
-        "budget": budget,
-        "seeds": seeds,
-        "searchers": {},
+        "table": judged.table, "orders": len(table.values), "top5": len(top5), "budget": budget,
+        "seeds": seeds, "prior": prior.describe() if prior else None,
+        "left_out": sorted(t.table for t in pool if same_study(t, judged)), "searchers": {},
     }
-    for name, make in SEARCHERS.items():
+    rand: dict[str, float] = {}
+    for name in searchers:
+        if name == "prior" and prior is None:
+            continue
         start = time.perf_counter()
-        counts, misses = [], 0
+        to5, to1 = [], []
         for seed in range(seeds):
-            found = evaluations_to_top(
-                drive(make(table, seed), table, budget=budget, until=top), top
-            )
-            if found is None:
-                misses += 1
-            counts.append(found if found is not None else budget + 1)
-        q1, q3 = np.percentile(counts, [25, 75])
+            orders = drive(SEARCHERS[name](table, seed, prior), table, budget=budget, until=top1)
+            to5.append(evaluations_to_top(orders, top5) or budget + 1)
+            to1.append(evaluations_to_top(orders, top1) or budget + 1)
+        if name == "random":
+            rand = {"top5": statistics.median(to5), "top1": statistics.median(to1)}
         out["searchers"][name] = {
-            "median": float(statistics.median(counts)),
-            "q1": float(q1),
-            "q3": float(q3),
-            "mean": statistics.fmean(counts),
-            "misses": misses,
+            "top5": _stats(to5, rand.get("top5")), "top1": _stats(to1, rand.get("top1")),
+            "misses": sum(c > budget for c in to1),
             "seconds": round(time.perf_counter() - start, 1),
         }
-    rand = out["searchers"]["random"]["median"]
-    out["surrogate_over_random"] = out["searchers"]["surrogate"]["median"] / rand
-    out["target_met"] = out["surrogate_over_random"] <= 0.5
+    got = out["searchers"].get("prior")
+    out["target_met"] = bool(got and got["top5"]["ratio"] is not None
+                             and got["top5"]["ratio"] <= 0.5)
     return out
+
+
+def _tables(args: argparse.Namespace) -> tuple[list[PriorTable], list[PriorTable]]:
+    """(tables to judge, prior pool): the built-ins' and every given table or export."""
+    builtin = [t for name in BUILTIN_PRIORS for t in load_tables(name)]
+    given = [t for path in [*args.table, *args.export] for t in load_tables(path, mode=args.mode)]
+    extra = [t for name in args.prior for t in load_tables(name)]
+    judged = given if args.only_given and given else [*builtin, *given]
+    return judged, [*builtin, *given, *extra]
+
+
+def _print(res: dict[str, Any]) -> None:
+    print(f"\n{res['table']}: {res['orders']} orders, top 5 = {res['top5']} orders, budget "
+          f"{res['budget']}, {res['seeds']} seeds")
+    print(f"  prior: {res['prior'] or 'none (no other study)'}; left out as the same study: "
+          f"{', '.join(res['left_out']) or '-'}")
+    print(f"  {'searcher':<10} {'top5 median':>11} {'IQR':>10} {'x random':>8}   "
+          f"{'top1 median':>11} {'IQR':>10} {'x random':>8} {'misses':>6} {'s':>5}")
+    for name, r in res["searchers"].items():
+        cells = []
+        for key in ("top5", "top1"):
+            s = r[key]
+            ratio = "-" if s["ratio"] is None else f"{s['ratio']:.2f}"
+            cells.append(f"{s['median']:>11.1f} {s['q1']:>4.1f}-{s['q3']:<5.1f} {ratio:>8}")
+        print(f"  {name:<10} {cells[0]}   {cells[1]} {r['misses']:>6} {r['seconds']:>5.1f}")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seeds", type=int, default=50, help="searcher seeds (>= 50 for the target)")
-    ap.add_argument("--k", type=int, default=5, help="the top k of the table to reach")
-    ap.add_argument("--table", help="CSV of a finished sweep (columns order, final)")
-    ap.add_argument("--export", metavar="NAME|DIR",
-                    help="an export (sublayer export): built-in name, folder or NAME_meta.json")
-    ap.add_argument("--name", default=None, help="with --export DIR: the export's name")
-    ap.add_argument("--order-column", default="order")
-    ap.add_argument("--value-column", default="final")
-    ap.add_argument("--mode", choices=["min", "max"], default="min")
+    ap.add_argument("--seeds", type=int, default=100, help="searcher seeds (100 for the figure)")
+    ap.add_argument("--table", action="append", default=[],
+                    help="a trials CSV (columns order, final); repeatable")
+    ap.add_argument("--export", action="append", default=[], metavar="NAME|DIR",
+                    help="an export (sublayer export): folder or NAME_meta.json; repeatable")
+    ap.add_argument("--prior", action="append", default=[],
+                    help="another study for the prior pool only (never judged); repeatable")
+    ap.add_argument("--mode", choices=["min", "max"], default="min",
+                    help="direction of --table values")
+    ap.add_argument("--only-given", action="store_true",
+                    help="judge only --table/--export (built-ins stay in the prior pool)")
+    ap.add_argument("--searchers", default=",".join(SEARCHERS),
+                    help=f"comma-separated subset of {','.join(SEARCHERS)}")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     args = ap.parse_args(argv)
-    if args.table and args.export:
-        ap.error("--table and --export: expected one of them")
+    names = [s for s in args.searchers.split(",") if s]
+    unknown = sorted(set(names) - set(SEARCHERS))
+    if unknown or "random" not in names:
+        ap.error(f"--searchers: got {args.searchers!r}, expected names of "
+                 f"{', '.join(SEARCHERS)} including random")
     try:
-        table = (
-            OrderTable.from_export(args.export, name=args.name, value_column=args.value_column)
-            if args.export
-            else OrderTable.from_csv(
-                args.table,
-                order_column=args.order_column,
-                value_column=args.value_column,
-                mode=args.mode,
-            )
-            if args.table
-            else paper_table()
-        )
-    except (OSError, ValueError) as exc:  # AnalysisError is a ValueError: one line, exit 2
+        judged, pool = _tables(args)
+    except (OSError, PriorError, ValueError) as exc:
         ap.error(str(exc))
-    res = measure(table, seeds=args.seeds, k=args.k)
+    results = [judge(t, pool, seeds=args.seeds, searchers=names) for t in judged]
     if args.json:
-        print(json.dumps(res, indent=2))
+        print(json.dumps(results, indent=2))
         return 0
-    source = args.table or args.export or "Press et al. (2020): Tables 1-2 + stated sandwich values"
-    print(
-        f"table: {source}: {res['orders']} orders; top {args.k} = {res['top']} orders "
-        f"(best {', '.join(f'{table.values[o]:.2f}' for o in table.ranked()[: args.k])})"
-    )
-    print(f"evaluations to reach the top {args.k}, {res['seeds']} seeds, budget {res['budget']}:")
-    print(f"{'searcher':<10} {'median':>7} {'IQR':>13} {'mean':>6} {'misses':>6} {'time s':>7}")
-    for name, r in res["searchers"].items():
-        iqr = "{:.1f}-{:.1f}".format(r["q1"], r["q3"])
-        print(
-            f"{name:<10} {r['median']:>7.1f} {iqr:>13} {r['mean']:>6.1f} {r['misses']:>6} "
-            f"{r['seconds']:>7.1f}"
-        )
-    verdict = "met" if res["target_met"] else "MISSED"
-    print(
-        f"surrogate median / random median = {res['surrogate_over_random']:.2f} "
-        f"(target <= 0.50: {verdict})"
-    )
+    for res in results:
+        _print(res)
+    print("\ntarget: prior top-5 median <= 0.50x random's, on every table")
+    for res in results:
+        got = res["searchers"].get("prior")
+        ratio = "n/a" if not got else f"{got['top5']['ratio']:.2f}"
+        print(f"  {res['table']:<32} {ratio:>5}  {'met' if res['target_met'] else 'MISSED'}")
     return 0
 
 

@@ -9,9 +9,11 @@ export`` (its folder or ``<name>_meta.json``), a trials CSV (columns ``order``,
 
 Transfer across scales, corpora and metrics (ppl vs bpc, min vs max) uses only what
 carries: within each table the results become rank scores (standardised ranks, best
-lowest), and an order is seen through scale-free features, the ``s`` share of each
-quarter of its parameter budget, input first (:func:`prior_features`; the paper's Fig. 4
-pattern: attention low, feedforward high). A ridge regression over the pooled tables
+lowest), and an order is seen through features free of scale and of counts, where its
+``s`` lie on its parameter budget, input first (:func:`prior_features`; the paper's
+Fig. 4 pattern: attention low, feedforward high): how many ``s`` pay off differs between
+corpora and scales (more is better on characters, no matter on WikiText-103), where they
+go is what the paper claims carries. A ridge regression over the pooled tables
 predicts an order's rank score. Its weight is the evidence: the mean Spearman
 correlation of the fit on each source table when that table (with sources of several
 studies: its whole study) is left out of the fit (one table alone: its own correlation
@@ -35,7 +37,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import rankdata, spearmanr
 
-from sublayer_search.spaces.cost import f_units_for
+from sublayer_search.spaces.cost import f_units_for, unit_weights
 from sublayer_search.spaces.features import order_features
 from sublayer_search.spaces.order import parse_order
 from sublayer_search.spaces.records import Tag, TrialStatus, direction, final
@@ -92,9 +94,27 @@ def same_study(a: PriorTable, b: PriorTable) -> bool:
 
 
 def prior_features(order: str, *, f_units: float = 2.0, c_units: float = 1.0) -> list[float]:
-    """Scale-free features: the ``s`` share of each quarter of the budget (0 to 1)."""
+    """Free of scale and counts: the share of the order's ``s`` in the bottom half of the
+    budget (0 to 1; 0.5 without ``s``) and the s/f balance, the mean budget position
+    (0 input, 1 output) of its feedforward units (``f``, ``h``) minus that of its ``s``
+    units (-1 to 1; 0 without either)."""
     values = order_features(order, f_units=f_units, c_units=c_units).values
-    return [values[f"s_q{i}"] for i in range(1, 5)]
+    n_s = values["bottom_s"] + values["top_s"]
+    weights = unit_weights(f_units, c_units)
+    canonical = parse_order(order, kind="decoder")
+    total = sum(weights[ch] for ch in canonical)
+    mass: dict[str, list[float]] = {"s": [0.0, 0.0], "f": [0.0, 0.0]}
+    start = 0.0
+    for ch in canonical:
+        width = weights[ch]
+        kind = "f" if ch in "fh" else ch
+        if kind in mass:
+            mass[kind][0] += width * (start + width / 2) / total
+            mass[kind][1] += width
+        start += width
+    centre = {k: m / w for k, (m, w) in mass.items() if w > 0}
+    balance = centre["f"] - centre["s"] if len(centre) == 2 else 0.0
+    return [values["bottom_s"] / n_s if n_s > 0 else 0.5, balance]
 
 
 def _data_dir() -> Path:
@@ -259,11 +279,7 @@ class OrderPrior:
         """``weight`` x the predicted rank score of each order (0 for no evidence)."""
         x = np.array([prior_features(o, f_units=f_units, c_units=c_units) for o in orders],
                      dtype=float).reshape(len(orders), -1)
-        return self.from_shares(x)
-
-    def from_shares(self, shares: np.ndarray) -> np.ndarray:
-        """The prior of rows of :func:`prior_features` (the ``s`` share per quarter)."""
-        raw = ((shares - np.array(self.mean)) / np.array(self.sd)) @ np.array(self.coef)
+        raw = ((x - np.array(self.mean)) / np.array(self.sd)) @ np.array(self.coef)
         return np.asarray(self.weight * raw)
 
     def describe(self) -> str:

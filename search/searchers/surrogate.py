@@ -47,7 +47,7 @@ from sublayer_search.search.searchers.base import Stateful, score
 from sublayer_search.search.searchers.observation import Observation
 from sublayer_search.search.searchers.prior import OrderPrior
 from sublayer_search.spaces.candidate import Candidate
-from sublayer_search.spaces.features import FEATURE_NAMES, feature_matrix
+from sublayer_search.spaces.features import feature_matrix
 
 __all__ = ["SurrogateSearcher", "expected_improvement", "gp_predict"]
 
@@ -56,9 +56,6 @@ LENGTH_SCALES = tuple(float(v) for v in np.geomspace(0.5, 30.0, 12))
 """Matérn length scales the GP chooses among (standardised features: typical distances 1-10)."""
 NOISE_RATIOS = (1e-3, 1e-2, 1e-1, 0.5)
 """Noise variance over signal variance the GP chooses among (seeds make results noisy)."""
-SHARES = 4
-"""The first features are the ``s`` share per quarter of the budget: what a prior reads."""
-assert FEATURE_NAMES[:SHARES] == ("s_q1", "s_q2", "s_q3", "s_q4")
 
 
 def _matern52(a: np.ndarray, b: np.ndarray, length: float) -> np.ndarray:
@@ -162,6 +159,11 @@ class SurrogateSearcher(Stateful):
         sd = raw.std(axis=0) if len(raw) else np.ones(raw.shape[1])
         self._sd = np.where(sd > 0, sd, 1.0)
         self.x = (raw - self._mean) / self._sd
+        self.prior_c = np.array([self._prior_of(_orders(c)) for c in self.candidates])
+        """The prior mean of each candidate (an IOT subset's: its orders' mean; 0: none)."""
+        self.seen_prior: list[float] = []
+        """The prior mean of each entry of ``seen``."""
+        self._live_prior: dict[str, float] = {}
         self.taken: set[tuple[str, int]] = set()
         self.seen: list[tuple[list[float], float]] = []
         """(standardised features, loss) of every finished trial (warm ones first)."""
@@ -182,6 +184,12 @@ class SurrogateSearcher(Stateful):
         raw = np.array(self._raw([order], label))
         return list((raw - self._mean) / self._sd)
 
+    def _prior_of(self, orders: Sequence[str]) -> float:
+        if self.prior is None:
+            return 0.0
+        got = self.prior.predict(list(orders), f_units=self.units[0], c_units=self.units[1])
+        return float(np.mean(got))
+
     def mark_taken(self, order: str, seed: int) -> None:
         """Another searcher trains (order, seed): never propose it."""
         self.taken.add((order, seed))
@@ -198,22 +206,17 @@ class SurrogateSearcher(Stateful):
             at = index.get(key)  # a model of the pool: its own features (an IOT subset's)
             if at is not None:
                 self.seen.append((list(self.x[at]), loss))
+                self.seen_prior.append(float(self.prior_c[at]))
             elif not self.codes:  # a subset outside the pool has no place
                 self.seen.append((self._features(obs.order, obs.guidance), loss))
+                self.seen_prior.append(self._prior_of([obs.order]))
 
     def _free_seed(self, key: str) -> int | None:
         return next((s for s in self.seeds if (key, s) not in self.taken), None)
 
-    def _prior_mean(self, x: np.ndarray) -> np.ndarray:
-        """The prior at standardised feature rows (linear in the shares, so an IOT subset's
-        mean features give the mean of its orders' priors)."""
-        assert self.prior is not None
-        shares = x[:, :SHARES] * self._sd[:SHARES] + self._mean[:SHARES]
-        return self.prior.from_shares(shares)
-
     def _pick_with_prior(self, open_: list[int]) -> int:
         assert self.prior is not None
-        prior = self._prior_mean(self.x[open_])
+        prior = self.prior_c[open_]
         if not self.seen:
             score_ = prior
         else:
@@ -221,7 +224,8 @@ class SurrogateSearcher(Stateful):
             ranks = rankdata([loss for _, loss in self.seen])
             y = (ranks - ranks.mean()) / (ranks.std() if ranks.std() > 0 else 1.0)
             floor = max(0.1, 1.0 - self.prior.weight**2)  # what the prior leaves unexplained
-            mean, sd = gp_predict(x, y - self._prior_mean(x), self.x[open_], min_var=floor)
+            assert len(self.seen_prior) == len(self.seen)
+            mean, sd = gp_predict(x, y - np.array(self.seen_prior), self.x[open_], min_var=floor)
             score_ = -expected_improvement(mean + prior, sd, float(y.min()))
         low = float(score_.min())
         best = [i for i, v in zip(open_, score_, strict=True)
@@ -253,6 +257,7 @@ class SurrogateSearcher(Stateful):
         assert seed is not None
         self.mark_taken(self.keys[index], seed)
         self.suggested += 1
+        self._live_prior[trial_id] = float(self.prior_c[index])
         self.live[trial_id] = (cand.order, list(self.x[index]))
         return {"trial": Trial.of(cand, seed).to_config()}
 
@@ -260,6 +265,8 @@ class SurrogateSearcher(Stateful):
         self, trial_id: str, result: dict | None = None, error: bool = False
     ) -> None:
         got = self.live.pop(trial_id, None)
+        prior = self._live_prior.pop(trial_id, 0.0)
         loss = None if error else score(result, self.metric, self.mode)
         if got is not None and loss is not None:
             self.seen.append((got[1], loss))
+            self.seen_prior.append(prior)

@@ -117,9 +117,12 @@ def test_an_export_is_the_searchers_oracle(sweep, exported, capsys):
     assert spec is not None and spec.loader is not None
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    assert bench.main(["--export", str(exported), "--seeds", "2", "--k", "1", "--json"]) == 0
-    result = json.loads(capsys.readouterr().out)
-    assert result["orders"] == len(table.values) and set(result["searchers"]) >= {"random"}
+    assert bench.main(["--export", str(exported), "--only-given", "--seeds", "2", "--json"]) == 0
+    (result,) = json.loads(capsys.readouterr().out)  # one space (explicit) with its baseline
+    assert result["orders"] == len(table.values)
+    assert set(result["searchers"]) == {"random", "tpe", "surrogate", "evolution", "prior"}
+    assert result["left_out"] == ["exported/explicit"]  # itself: never its own prior
+    assert "press2020/table1" in result["prior"]
 
 
 def test_passwords_in_uris_of_the_yaml_are_masked():

@@ -4,6 +4,8 @@ surrogate, the dry run's line and bad input (exit 2)."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import pickle
 from dataclasses import replace
 from pathlib import Path
@@ -144,8 +146,9 @@ def test_surrogate_starts_at_the_priors_best_and_pickles_it():
     table = OrderTable.from_rows(builtin_tables("mini_press2020")[1].records, metric="v")
     prior = resolve_prior("press2020")
     scores = prior.predict(sorted(table.values))
-    best = sorted(table.values)[int(np.argmin(scores))]
-    assert {_first(table, seed, prior) for seed in range(5)} == {best}
+    best = {o for o, s in zip(sorted(table.values), scores, strict=True)
+            if s <= scores.min() + 1e-9}  # equal features, up to rounding
+    assert 1 <= len(best) < 4 and {_first(table, seed, prior) for seed in range(8)} <= best
     assert len({_first(table, seed, None) for seed in range(8)}) > 1  # no prior: random start
     searcher = SurrogateSearcher(table.candidates(), num_samples=5, seeds=[0], metric="v",
                                  prior=prior)
@@ -192,3 +195,47 @@ def test_bad_prior_is_exit_2(tmp_path, capsys, search, expected):
     assert main(["sweep", str(_experiment(tmp_path, **search)), "--dry-run"]) == 2
     assert expected in capsys.readouterr().err
     assert not (tmp_path / "mlflow.db").exists()  # nothing was written
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location(
+        "searcher_oracle", Path(__file__).resolve().parents[2] / "benchmarks" / "searcher_oracle.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
+
+
+def test_benchmark_leaves_the_judged_study_out_by_content(tmp_path, capsys):
+    """A copy of the shipped study under another name is still judged without its own data."""
+    copy = tmp_path / "renamed_trials.csv"
+    shipped = builtin_tables("mini_press2020")
+    src = Path(__file__).resolve().parents[2] / "analysis" / "data" / "mini_press2020_trials.csv"
+    copy.write_text(src.read_text())
+    bench = _bench()
+    argv = ["--table", str(copy), "--only-given", "--seeds", "3", "--searchers", "random,prior",
+            "--json"]
+    assert bench.main(argv) == 0
+    results = json.loads(capsys.readouterr().out)
+    assert [r["table"].rsplit("/", 1)[1] for r in results] == ["budgeted", "permutations",
+                                                              "sandwich"]
+    for res in results:
+        assert {t.table for t in shipped} <= set(res["left_out"])
+        assert "mini_press2020" not in res["prior"] and "press2020/table1" in res["prior"]
+        for name in ("random", "prior"):
+            top5 = res["searchers"][name]["top5"]
+            assert 1 <= top5["q1"] <= top5["median"] <= top5["q3"] <= res["budget"] + 1
+        assert res["searchers"]["random"]["top5"]["ratio"] == 1.0
+
+
+def test_a_sweep_plan_hands_its_prior_to_the_surrogate(tmp_path):
+    from sublayer_search.search.plan.experiment import load_experiment
+    from sublayer_search.search.plan.sweep_plan import plan_sweep
+    from sublayer_search.search.searchers.tune import make_searcher
+
+    plan = plan_sweep(load_experiment(_experiment(tmp_path, prior="mini_press2020")))
+    inner = make_searcher(plan).inner
+    assert isinstance(inner, SurrogateSearcher) and inner.prior is not None
+    assert inner.prior.sources == ("mini_press2020/budgeted", "mini_press2020/permutations")
+    plain = make_searcher(plan_sweep(load_experiment(_experiment(tmp_path)))).inner
+    assert plain.prior is None and not plain.prior_c.any()
