@@ -63,7 +63,7 @@ class _CandidateSpace:
 
     def __call__(self, trial: optuna.Trial) -> Any:
         name, dist = self.distribution()
-        if len(getattr(self, "labels", ())) > 1:  # guidance: the study's trial.params has it
+        if len(self.labels) > 1:  # guidance: the study's trial.params has it
             trial.suggest_categorical("guidance", self.labels)
         if isinstance(dist, optuna.distributions.IntDistribution):
             return trial.suggest_int(name, dist.low, dist.high)

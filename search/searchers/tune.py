@@ -52,7 +52,7 @@ from sublayer_search.search.searchers.optuna_study import (
 from sublayer_search.search.searchers.prior import prior_for
 from sublayer_search.search.searchers.surrogate import SurrogateSearcher
 from sublayer_search.spaces.candidate import Candidate
-from sublayer_search.spaces.cost import f_units_for, units
+from sublayer_search.spaces.cost import units
 from sublayer_search.spaces.features import feature_matrix
 from sublayer_search.spaces.mutations import moves
 
@@ -252,12 +252,6 @@ class EvolutionSearcher(_Stateful):
             self.population.append((trial.order, loss, trial.candidate, trial.variant))
 
 
-def _unit_costs(plan: SweepPlan) -> tuple[float, float]:
-    """(``f``, ``c``) in ``s``-units for the sweep's model dims (``c`` = 4d² = one ``s``)."""
-    d_model, d_ff = getattr(plan.model, "d_model", None), getattr(plan.model, "d_ff", None)
-    return (f_units_for(d_model, d_ff) if d_model and d_ff else 2.0), 1.0
-
-
 def _statics(plan: SweepPlan, objectives: Sequence[str]) -> dict[str, dict[str, float]]:
     """Static objectives of every candidate, keyed by variant (:mod:`.variant`: order and
     identity; a hard-guided model has fewer parameters than its order unguided)."""
@@ -281,7 +275,7 @@ def make_searcher(plan: SweepPlan) -> Searcher:
         return GridSearcher(plan.trials, metric=plan.metric, mode=plan.mode)
     seeds = exp.seed_list
     num_samples = exp.search.num_samples or 0  # planning requires it for every algorithm but grid
-    f_units, c_units = _unit_costs(plan)
+    f_units, c_units = plan.task.unit_costs(plan.model)
     inner: OptunaTrials | SurrogateSearcher | EvolutionSearcher
     if algo == "optuna":
         objectives = exp.search.objectives or [plan.metric]

@@ -190,6 +190,11 @@ class Task(ABC, Generic[ModelT, DataT, ExtraT, SpecT]):
     def spec(self, model: ModelT, data: DataT, train: TrainConfig, extra: ExtraT | None) -> SpecT:
         """What :meth:`fit` trains."""
 
+    def unit_costs(self, model: ModelT) -> tuple[float, float]:
+        """(``f``, ``c``) in ``s``-units for the model's dims: what order-aware searchers
+        measure budgets in (an ``f`` of d_ff = 4d costs two ``s``; ``c`` = 4d² = one)."""
+        return 2.0, 1.0
+
     @abstractmethod
     def row(self, model: ModelT, variant: Variant) -> dict[str, Any]:
         """Table columns of one trial: ``units``, ``params``, ``flops_per_token``."""

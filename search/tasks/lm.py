@@ -118,6 +118,9 @@ class LMTask(Task[ModelConfig, DataConfig, None, TrialSpec]):
              extra: None) -> TrialSpec:
         return TrialSpec(model=model, data=data, train=train)
 
+    def unit_costs(self, model: ModelConfig) -> tuple[float, float]:
+        return f_units_for(model.d_model, model.d_ff), 1.0
+
     def row(self, model: ModelConfig, variant: Variant) -> dict[str, Any]:
         return {"units": units(variant.order, f_units=f_units_for(model.d_model, model.d_ff)),
                 "params": param_count(model), "flops_per_token": flops_per_token(model)}

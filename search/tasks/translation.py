@@ -176,6 +176,9 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
         return TranslationSpec(model=model, data=data, train=train,
                                translation=extra if extra is not None else TranslationConfig())
 
+    def unit_costs(self, model: TranslationModel) -> tuple[float, float]:
+        return f_units_for(model.d_model, model.d_ff), 1.0
+
     def row(self, model: TranslationModel, variant: Variant) -> dict[str, Any]:
         fu = f_units_for(model.d_model, model.d_ff)
         base = model.base_config() if isinstance(model, IOTConfig) else model  # IOT: one path
