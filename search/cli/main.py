@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from sublayer_search.search.cli.output import bad as _bad
 from sublayer_search.search.cli.output import print_table as _print_table
+from sublayer_search.search.cli.output import print_trials as _print_trials
 from sublayer_search.search.cli.spaces import cmd_spaces_sample as _cmd_spaces_sample
 from sublayer_search.search.cli.spaces import shown_order as _shown_order
 from sublayer_search.search.cli.spaces import spaces_epilog as _spaces_epilog
@@ -143,8 +144,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         print(f"sublayer: {exc}; once MLflow is back: {program()} sweep {args.file} --resume",
               file=sys.stderr)
         return ExitCode.TRACKING_OUTAGE
-    _print_table(outcome.trials, ["name", "family", "seed", "status", "steps", plan.metric,
-                                  f"best_{plan.metric}"])
+    _print_trials(outcome.trials, ["name", "family", "seed", "status", "steps", plan.metric,
+                                   f"best_{plan.metric}"], metric=plan.metric, mode=plan.mode)
     from sublayer_search.analysis.store.mlflow_store import redact_uri
 
     uri = redact_uri(args.tracking_uri or exp.tracking.uri)  # shown: no password

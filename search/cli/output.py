@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import math
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 from sublayer_search.spaces.exit_codes import ExitCode
+from sublayer_search.spaces.records import FAILED_STATUSES
 
-__all__ = ["bad", "print_table"]
+__all__ = ["TRIALS_SHOWN", "bad", "print_table", "print_trials"]
+
+TRIALS_SHOWN = 40
+"""A sweep's closing table lists every trial up to this many; beyond, it summarises."""
 
 
 def bad(message: str) -> int:
@@ -29,3 +34,30 @@ def print_table(rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
     print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
     for row in cells:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def print_trials(rows: list[dict[str, Any]], columns: Sequence[str], *, metric: str,
+                 mode: str, limit: int = TRIALS_SHOWN) -> None:
+    """A sweep's closing table: every trial up to ``limit`` rows; beyond, the count of each
+    status, the best ``limit // 2`` trials by ``metric`` and the first failed ones (the
+    whole list is in MLflow, and ``sublayer export`` writes it as CSV)."""
+    if len(rows) <= limit:
+        print_table(rows, columns)
+        return
+    counts = Counter(str(r.get("status")) for r in rows)
+    ranked = sorted((r for r in rows if _finite(r.get(metric))),
+                    key=lambda r: float(r[metric]), reverse=mode == "max")
+    failed = [r for r in rows if r.get("status") in FAILED_STATUSES]
+    top, first = min(len(ranked), limit // 2), min(len(failed), limit // 4)
+    print(f"{len(rows):,} trials: " + ", ".join(f"{n:,} {status}" for status, n in
+                                                sorted(counts.items(), key=lambda kv: -kv[1])))
+    print(f"best {top} by {metric} ({'lowest' if mode == 'min' else 'highest'} first; every "
+          "trial is in MLflow, and `sublayer export` writes them all):")
+    print_table(ranked[:top], columns)
+    if failed:
+        print(f"failed: {len(failed):,} (the first {first}; their runs in MLflow say why):")
+        print_table(failed[:first], columns)

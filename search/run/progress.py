@@ -3,7 +3,9 @@
 One line: trials finished / stopped / running / pending / failed of the total, the best
 result so far with its trial name and order, the elapsed time and an ETA. On a TTY the line is
 redrawn in place (at most every ``tty_every`` seconds); otherwise (a log file, CI) a
-line is printed when a trial ends and at most every ``line_every`` seconds in between.
+line is printed when a trial ends (at most every ``end_every`` seconds: a sweep of
+thousands of short trials gets a line every few seconds, not one per trial) and at most
+every ``line_every`` seconds in between. A failed trial and the end always print.
 :func:`render` is the pure part: a :class:`Snapshot` in, the text out.
 """
 
@@ -139,11 +141,13 @@ class SweepProgress(Callback):
 
     def __init__(self, *, total: int, metric: str, mode: str = "min", steps: int | None = None,
                  stream: TextIO | None = None, tty: bool | None = None,
-                 tty_every: float = 0.5, line_every: float = 30.0) -> None:
+                 tty_every: float = 0.5, line_every: float = 30.0,
+                 end_every: float = 5.0) -> None:
         self.total, self.metric, self.mode, self.steps = total, metric, mode, steps
         self.stream = stream if stream is not None else sys.stderr
         self.tty = self.stream.isatty() if tty is None else tty
         self.every = tty_every if self.tty else line_every
+        self.end_every = tty_every if self.tty else end_every
         self.start = time.monotonic()
         self.last = -math.inf
         self.last_text = ""
@@ -167,9 +171,13 @@ class SweepProgress(Callback):
         except (OSError, ValueError, AttributeError):
             return 119
 
-    def show(self, trials: Sequence[Any], *, force: bool = False, final: bool = False) -> None:
+    def show(self, trials: Sequence[Any], *, force: bool = False, final: bool = False,
+             every: float | None = None) -> None:
+        """Draw the line, unless one was drawn less than ``every`` s ago (default: the
+        periodic interval) and not ``force``. Each draw reads every trial, so a draw per
+        ended trial would cost the driver time growing with the square of the trials."""
         now = time.monotonic()
-        if not force and now - self.last < self.every:
+        if not force and now - self.last < (self.every if every is None else every):
             return
         snap = snapshot(trials, total=self.total, metric=self.metric, mode=self.mode,
                         elapsed=now - self.start, steps=self.steps)
@@ -197,7 +205,7 @@ class SweepProgress(Callback):
 
     def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any,
                           **info: Any) -> None:
-        self.show(trials, force=True)
+        self.show(trials, every=self.end_every)
 
     def on_trial_error(self, iteration: int, trials: list[Any], trial: Any,
                        **info: Any) -> None:

@@ -91,7 +91,8 @@ def test_callback_redraws_in_place_on_a_tty() -> None:
 
 def test_callback_prints_periodic_lines_off_a_tty() -> None:
     out = io.StringIO()
-    cb = SweepProgress(total=6, metric="val_bpc", stream=out, tty=False, line_every=3600)
+    cb = SweepProgress(total=6, metric="val_bpc", stream=out, tty=False, line_every=3600,
+                       end_every=0.0)
     for i in range(5):  # throttled: one line, not five
         cb.on_step_end(iteration=i, trials=TRIALS[:2])
     cb.on_trial_complete(iteration=6, trials=TRIALS, trial=TRIALS[1])  # a trial ended: a line
@@ -99,6 +100,19 @@ def test_callback_prints_periodic_lines_off_a_tty() -> None:
     lines = out.getvalue().splitlines()
     assert len(lines) == 3 and all(line.startswith("sweep ") for line in lines)
     assert "\r" not in out.getvalue() and "\x1b" not in out.getvalue()
+
+
+def test_thousands_of_ended_trials_print_a_few_lines() -> None:
+    """A line per ended trial would be 5,000 lines (and 5,000 reads of every trial)."""
+    out = io.StringIO()
+    cb = SweepProgress(total=5000, metric="val_bpc", stream=out, tty=False, line_every=3600,
+                       end_every=3600)
+    cb.setup()
+    for i in range(1000):
+        cb.on_trial_complete(iteration=i, trials=TRIALS, trial=TRIALS[0])
+    cb.on_trial_error(iteration=1001, trials=TRIALS, trial=TRIALS[0])  # a failure: a line
+    cb.on_experiment_end(trials=TRIALS)
+    assert len(out.getvalue().splitlines()) == 3
 
 
 @pytest.mark.slow
