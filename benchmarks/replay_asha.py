@@ -69,7 +69,7 @@ def _family(name: str) -> str:
     return re.sub(r"[\d_@].*$", "", name) or name
 
 
-def _slow_winners(curves: Sequence[Any], top: Sequence[str]) -> list[Any]:
+def slow_winners(curves: Sequence[Any], top: Sequence[str]) -> list[Any]:
     first = sorted(c.points[0].value for c in curves if not c.baseline)
     q75 = first[(3 * len(first)) // 4]
     steps = max(c.points[-1].step for c in curves)
@@ -86,7 +86,7 @@ def _slow_winners(curves: Sequence[Any], top: Sequence[str]) -> list[Any]:
     return out
 
 
-def _half_budget(curves: Sequence[Any]) -> list[Any]:
+def half_budget(curves: Sequence[Any]) -> list[Any]:
     cut = max(c.points[-1].step for c in curves) // 2
     out = []
     for c in curves:
@@ -102,8 +102,8 @@ def scenarios(curves: Sequence[Any], top: Sequence[str]) -> Iterator[tuple[str, 
 
     yield "recorded", list(curves), 1
     yield "together", together(curves), 1
-    yield "slow-winners", _slow_winners(curves, top), 1
-    yield "half-budget", _half_budget(curves), 2
+    yield "slow-winners", slow_winners(curves, top), 1
+    yield "half-budget", half_budget(curves), 2
     base = [c for c in curves if c.baseline]
     cands = [c for c in curves if not c.baseline]
     families = sorted({_family(c.name) for c in cands})

@@ -130,3 +130,51 @@ def test_bad_settings_name_the_field(kw, field):
 def test_bad_constructor_arguments_are_refused():
     with pytest.raises(ValueError, match="grace_period=0"):
         CurveStopping(max_t=STEPS, grace_period=0)
+
+
+# -- on the shipped study (real recorded curves) -------------------------------------------
+def _bench():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "replay_asha.py"
+    spec = importlib.util.spec_from_file_location("replay_asha_bench", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    from sublayer_search.search.replay.from_export import open_export, sweep_from_export
+
+    return sweep_from_export(open_export("mini_press2020", builtin=True))
+
+
+def _mini(shipped, name: str, curves=None, **kw: float):
+    settings = SchedulerSettings(name=name, max_t=shipped.steps, metric=shipped.metric,  # type: ignore[arg-type]
+                                 mode="min", grace_period=shipped.eval_every, **kw)
+    return replay(list(curves or shipped.curves), settings)
+
+
+def test_the_default_keeps_the_shipped_top3_with_the_baselines_whole(shipped):
+    report = _mini(shipped, "curve")
+    assert len(report.kept) == 3 and report.regret == 0
+    assert all(t.survived and t.steps == shipped.steps for t in report.trials if t.baseline)
+    # the figures docs/search.md states (benchmarks/replay_asha.py, recorded arrival)
+    assert report.compute_fraction == pytest.approx(0.694, abs=0.0005)
+    assert report.candidate_compute_fraction == pytest.approx(0.648, abs=0.0005)
+
+
+def test_when_the_shipped_winners_start_slowly_asha_loses_them_and_curve_keeps_them(shipped):
+    top = _mini(shipped, "curve").top_k
+    slow = _bench().slow_winners(shipped.curves, top)
+    first = sorted(c.points[0].value for c in slow if not c.baseline)
+    for c in slow:  # the winners now start in the worse half, and end where they did
+        if c.name in top:
+            assert c.points[0].value >= first[len(first) // 2]
+            assert c.points[-1].value == next(o for o in shipped.curves if o.name == c.name).final
+    assert _mini(shipped, "asha", slow, reduction_factor=2.0).kept == ()
+    kept = _mini(shipped, "curve", slow)
+    assert kept.kept == top and kept.regret == 0
