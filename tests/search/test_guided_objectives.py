@@ -54,7 +54,7 @@ def _params_of(plan: SweepPlan) -> dict[str, float]:
 
 
 def test_each_guided_variant_is_told_its_own_parameter_count(tmp_path: Path) -> None:
-    plan = _plan(tmp_path)
+    plan = _plan(tmp_path, replicates=2)  # several objectives: one seed each unless asked
     exact = _params_of(plan)
     assert exact["ssfsff"] > exact[f"ssfsff|{GUIDED}"]  # hard guidance shares matrices
     searcher = make_searcher(plan)
