@@ -178,3 +178,21 @@ def test_when_the_shipped_winners_start_slowly_asha_loses_them_and_curve_keeps_t
     assert _mini(shipped, "asha", slow, reduction_factor=2.0).kept == ()
     kept = _mini(shipped, "curve", slow)
     assert kept.kept == top and kept.regret == 0
+
+
+def test_replay_command_prints_both_compute_figures(capsys):
+    from sublayer_search.search.cli.main import main
+
+    assert main(["replay", "--builtin", "mini_press2020", "--scheduler", "curve"]) == 0
+    out = capsys.readouterr().out
+    assert "(69.4%)" in out and "candidates alone (baseline seeds left out): 64.8%" in out
+    assert "kept 3 of 3" in out
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "two"])
+def test_replay_command_refuses_a_bad_z(capsys, value):
+    from sublayer_search.search.cli.main import main
+
+    assert main(["replay", "--builtin", "mini_press2020", "--scheduler", "curve", "--z",
+                 value]) == 2
+    assert f"--z: got {value!r}, expected a number >= 0" in capsys.readouterr().err
