@@ -45,7 +45,7 @@ def test_optuna_trials_tell_every_objective(sampler: str) -> None:
     for i in range(6):
         got = searcher.suggest(f"t{i}")
         assert isinstance(got, dict)
-        order = got["trial"]["order"]
+        order = got["trial"].order
         result = None if i == 2 else {"val_bpc": 3.0 - order.count("s") / len(order)}
         searcher.on_trial_complete(f"t{i}", result=result, error=result is None)
     done = [t for t in searcher.study.trials if t.state.name == "COMPLETE"]
