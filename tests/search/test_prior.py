@@ -239,3 +239,41 @@ def test_a_sweep_plan_hands_its_prior_to_the_surrogate(tmp_path):
     assert inner.prior.sources == ("mini_press2020/budgeted", "mini_press2020/permutations")
     plain = make_searcher(plan_sweep(load_experiment(_experiment(tmp_path)))).inner
     assert plain.prior is None and not plain.prior_c.any()
+
+
+GUIDED_SPACE = {"space": {"type": "sandwich", "n": 3, "k": [0, 1, 2]},
+                "model": {"preset": "debug", "guidance": [
+                    {"mode": "none"}, {"mode": "hard", "blocks": ["ffn", "key_query"]}]},
+                "data": {"name": "tinyshakespeare"}}
+IOT_SPACE = {"task": "translation",
+             "space": {"type": "iot_subsets", "stack": "decoder", "size": 2,
+                       "mode": "exhaustive", "layers": 2},
+             "model": {"preset": "debug", "d_model": 32, "n_heads": 2, "d_ff": 64},
+             "data": {"name": "multi30k", "vocab_size": 500, "max_train_tokens": 30}}
+
+
+@pytest.mark.parametrize("space", [GUIDED_SPACE, IOT_SPACE], ids=["guided", "iot"])
+def test_prior_shapes_guided_and_iot_pools(tmp_path, space):
+    from sublayer_search.search.plan.experiment import parse_experiment
+    from sublayer_search.search.plan.sweep_plan import plan_sweep
+    from sublayer_search.search.plan.variant import variant_of
+    from sublayer_search.search.searchers.tune import make_searcher
+
+    doc = {"name": "prior_pools", "seeds": [0], "baseline": {"enabled": False},
+           "train": {"steps": 4, "eval_every": 2},
+           "search": {"algorithm": "surrogate", "num_samples": 6, "prior": "press2020"},
+           "tracking": {"uri": f"sqlite:///{tmp_path}/mlflow.db"}, **space}
+    plan = plan_sweep(parse_experiment(doc))
+    inner = make_searcher(plan).inner
+    assert isinstance(inner, SurrogateSearcher) and inner.prior is not None
+    assert np.ptp(inner.prior_c) > 0  # the prior tells the pool's models apart
+    by_order: dict[str, set[float]] = {}
+    for cand, value in zip(inner.candidates, inner.prior_c, strict=True):
+        if variant_of(cand).subset is None:
+            by_order.setdefault(cand.order, set()).add(round(float(value), 12))
+    assert all(len(v) == 1 for v in by_order.values())  # guidance stays the GP's business
+    for i in range(6):
+        assert isinstance(inner.suggest(f"t{i}"), dict)
+        inner.on_trial_complete(f"t{i}", result={plan.metric: 5.0 - 0.1 * i})
+    assert len(inner.taken) == 6  # six models, none twice
+    assert len(inner.seen_prior) == len(inner.seen) == 6
