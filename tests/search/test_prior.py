@@ -277,3 +277,30 @@ def test_prior_shapes_guided_and_iot_pools(tmp_path, space):
         inner.on_trial_complete(f"t{i}", result={plan.metric: 5.0 - 0.1 * i})
     assert len(inner.taken) == 6  # six models, none twice
     assert len(inner.seen_prior) == len(inner.seen) == 6
+
+
+@pytest.mark.slow  # an MLflow SQLite store: ~20 s on a busy 2-core machine
+def test_an_experiment_of_the_store_is_a_prior(tmp_path):
+    """Finished trial runs of an MLflow experiment, as ``sublayer sweep`` tags them."""
+    from mlflow.tracking import MlflowClient
+
+    from sublayer_search.spaces.records import Tag, TrialStatus, final
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(tracking_uri=uri)
+    exp_id = client.create_experiment("earlier")
+    table = builtin_tables("mini_press2020")[1]
+    for i, (order, value) in enumerate(table.records[:12]):
+        run = client.create_run(exp_id)
+        client.log_param(run.info.run_id, "order", order)
+        client.set_tag(run.info.run_id, Tag.METRIC, "val_bpc")
+        client.set_tag(run.info.run_id, Tag.SPACE, "permutations")
+        client.set_tag(run.info.run_id, Tag.STATUS, TrialStatus.FINISHED)
+        client.log_metric(run.info.run_id, final("val_bpc"), value if i else 99.0)
+        client.set_terminated(run.info.run_id, "FINISHED" if i else "FAILED")
+    (got,) = load_tables("earlier", tracking_uri=uri)
+    assert got.study == "store:earlier" and got.mode == "min"
+    assert sorted(got.records) == sorted(table.records[1:12])  # the failed run left out
+    assert same_study(got, table)  # judged against the shipped study, it is that study
+    with pytest.raises(PriorError, match="MLflow experiment of the store"):
+        load_tables("missing", tracking_uri=uri)
