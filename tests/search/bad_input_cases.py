@@ -254,7 +254,7 @@ CASES = [
         ("resources.gpu: got 1.5, expected a fraction below 1 or a whole number of GPUs",)),
     # scheduler and search
     Bad("unknown-scheduler", _set("scheduler", {"type": "hyperband"}),
-        ("scheduler.type: got 'hyperband', expected one of 'fifo' or 'asha'",)),
+        ("scheduler.type: got 'hyperband', expected one of 'fifo', 'asha' or 'curve'",)),
     Bad("asha-unknown-metric", _set("scheduler", {"type": "asha", "metric": "val_acc"}),
         ("scheduler.metric: got 'val_acc', expected val_loss or train_loss",)),
     Bad("unknown-search-algorithm", _set("search", {"algorithm": "bayes"}),
