@@ -188,7 +188,9 @@ def main(argv: list[str] | None = None) -> int:
                  f"{', '.join(SEARCHERS)} including random")
     try:
         judged, pool = _tables(args)
-    except (OSError, PriorError, ValueError) as exc:
+    except PriorError as exc:  # the flag, not the experiment file's field
+        ap.error(f"--table/--export/--prior: got {exc.value!r}, expected {exc.expected}")
+    except (OSError, ValueError) as exc:
         ap.error(str(exc))
     results = [judge(t, pool, seeds=args.seeds, searchers=names) for t in judged]
     if args.json:

@@ -18,8 +18,10 @@ predicts an order's rank score. Its weight is the evidence: the mean Spearman
 correlation of the fit on each source table when that table (with sources of several
 studies: its whole study) is left out of the fit (one table alone: its own correlation
 shrunk by its size); a weight <= 0 means no prior.
-Nothing was tuned on the tables it is judged on: the features and the ridge strength
-were fixed before the leave-one-study-out benchmark ran (``benchmarks/searcher_oracle.py``).
+Nothing is fitted or chosen per judged table: the features and the ridge strength are
+fixed; an earlier design (the ``s`` share of each budget quarter, count-dependent) was
+measured by the leave-one-study-out benchmark (``benchmarks/searcher_oracle.py``) and
+replaced on the argument above, before the present one was measured (docs/search.md).
 """
 
 from __future__ import annotations
