@@ -253,6 +253,7 @@ def test_real_multi_objective_sweep_then_warm_evolution(tmp_path: Path) -> None:
             "mo",
             {
                 "algorithm": "optuna",
+                "sampler": "nsga2",
                 "num_samples": 4,
                 "seed": 3,
                 "objectives": ["val_bpc", "params"],
