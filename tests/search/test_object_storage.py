@@ -10,10 +10,12 @@ settings first, and writes nothing to the bucket.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -244,3 +246,84 @@ def test_a_killed_sweep_resumes_from_object_storage_alone(tmp_path, monkeypatch)
     local = [p for p in tmp_path.rglob("*") if p.name.startswith("checkpoint_")
              or p.name in ("mlruns", "ray_results", "objstore.latest")]
     assert local == [], local  # nothing of the sweep was kept on this disk
+
+
+
+# -- a lost node: its trial continues on another node from the store ---------------------
+def _head_node_id(address: str, env: dict[str, str]) -> str:
+    code = (f"import ray; ray.init(address={address!r}, logging_level='ERROR', "
+            "log_to_driver=False); print('HEAD', next(n['NodeID'] for n in ray.nodes() "
+            "if 'node:__internal_head__' in n['Resources']))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120)
+    heads = [line.split()[1] for line in out.stdout.splitlines() if line.startswith("HEAD ")]
+    assert heads, out.stderr[-3000:]
+    return heads[0]
+
+
+def _kill_node(pid: int) -> None:
+    """SIGKILL a node as if its machine were gone: ``ray start`` and everything below it."""
+    import psutil
+
+    root = psutil.Process(pid)
+    every = [*root.children(recursive=True), root]
+    for proc in every:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(every, timeout=30)
+
+
+@pytest.mark.slow
+def test_a_trial_on_a_lost_node_continues_from_object_storage(tmp_path, monkeypatch):
+    """Two ``ray start`` nodes; the worker node running a trial is SIGKILLed after the
+    trial's first evaluation; with ``failure.retries`` Ray restarts it on the head node
+    from its checkpoint, which only the bucket holds. One MLflow run per trial."""
+    from helpers import ray_cluster, scratch, stop
+    from mlflow.tracking import MlflowClient
+
+    train = {"steps": 200, "batch_size": 8, "eval_every": 40, "eval_batches": 2}
+    doc = {**_doc(tmp_path, f"s3://{BUCKET}/ray", f"s3://{BUCKET}/mlflow"), "train": train,
+           "space": {"type": "explicit", "orders": ORDERS[:2]}, "resources": {"cpu": 2},
+           "max_concurrent": 2, "failure": {"retries": 2},
+           "ray": {"storage_path": f"s3://{BUCKET}/ray"}}
+    path = _write(tmp_path, doc)
+    log = tmp_path / "sweep.log"
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    with s3_server(tmp_path, buckets=(BUCKET,)) as server, scratch("s3-home") as home:
+        for key, value in server.env.items():  # every node's environment: the credentials
+            monkeypatch.setenv(key, value)
+        with ray_cluster(home, nodes=2, cpus=2, gpus=0) as cluster:
+            env = {**cluster.env, "TUNE_GLOBAL_CHECKPOINT_S": "1"}
+            head = _head_node_id(cluster.address, env)
+            driver = start([SUBLAYER, "sweep", str(path), "--address", cluster.address],
+                           env=env, log=log, cwd=tmp_path)
+            try:
+                deadline, victim = time.monotonic() + 240, None
+                while victim is None:
+                    assert driver.poll() is None, f"the sweep ended early:\n{tail(log)}"
+                    assert time.monotonic() < deadline, f"no evaluation:\n{tail(log)}"
+                    time.sleep(0.5)
+                    if (tmp_path / "mlflow.db").exists():
+                        victim = next((r for r in _children(client)
+                                       if r.data.tags.get("ray.node_id") not in (None, head)
+                                       and client.get_metric_history(r.info.run_id, "val_loss")),
+                                      None)
+                _kill_node(cluster.procs[1].pid)
+                driver.wait(timeout=600)
+            finally:
+                stop(driver)
+            assert driver.returncode == 0, tail(log)
+        stored = server.objects(BUCKET)
+
+    runs = {r.info.run_name: r for r in _children(client)}
+    assert sorted(runs) == sorted(f"{o}@seed0" for o in ORDERS[:2])  # one run per trial
+    moved = runs[victim.info.run_name]
+    report = _describe(runs.values()) + "\n" + tail(log)
+    assert all(r.info.status == "FINISHED" for r in runs.values()), report
+    assert moved.data.tags.get("sublayer.restarts") == "1", report
+    assert moved.data.tags["ray.node_id"] == head, report
+    assert int(moved.data.tags["sublayer.resumed_from_step"]) >= train["eval_every"], report
+    steps = sorted(m.step for m in client.get_metric_history(moved.info.run_id, "val_loss"))
+    assert steps == list(range(train["eval_every"], train["steps"] + 1, train["eval_every"]))
+    assert any(k.startswith("ray/") and "/checkpoint_" in k for k in stored), sorted(stored)
+    assert not (tmp_path / "ray_results").exists()
