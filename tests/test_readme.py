@@ -63,6 +63,9 @@ EXCLUDED = {
     "python benchmarks/cpu_gemm.py": "a benchmark of minutes",
     "python benchmarks/lm_mfu.py --cpu-mirror": "about a minute; "
                                                 "tests/models/test_benchmark_lm_mfu.py runs it",
+    "python benchmarks/multi_objective.py --seed 0": "a real 8-trial sweep (about 2 min); "
+                                                     "tests/search/test_multi_objective.py "
+                                                     "runs a real NSGA-II sweep",
     "python benchmarks/gpu_sharing.py --device cpu": "about a minute of Ray trials; "
                                                      "tests/search/test_benchmark_gpu_sharing.py",
     "sublayer sweep configs/mini_press2020.yaml": "the 68-minute programme it describes",
