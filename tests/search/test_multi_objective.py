@@ -100,6 +100,16 @@ def test_multi_objective_measures_new_points_and_no_replicates(sampler: str, see
     assert {statics[o]["params"] for o in orders[:3]} == {2.0, 3.0, 4.0}
 
 
+def test_a_warm_started_point_is_measured() -> None:
+    from sublayer_search.search.searchers.observation import Observation
+
+    searcher, statics = _mo_searcher("nsga2", 1, num_samples=20, seeds=[0])
+    searcher.warm_start([Observation(order="ssf", seed=0, value=2.5)])  # params 3: measured
+    out = [o for o, _ in _drive(searcher)]
+    assert "ssf" not in out and len(out) == len(statics) - 1
+    assert {statics[o]["params"] for o in out[:2]} == {2.0, 4.0}  # sff (3) waits its turn
+
+
 def test_multi_objective_replicates_when_asked() -> None:
     searcher, statics = _mo_searcher("nsga2", 0, num_samples=40, seeds=[0, 1, 2], replicates=2)
     out = _drive(searcher)
