@@ -163,8 +163,12 @@ def main(argv: list[str] | None = None) -> int:
         uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlflow.db"
         sweeps = [load_sweep(MlflowClient(tracking_uri=uri), args.experiment)]
     else:
-        sweeps = [sweep_from_export(open_export(n, builtin=True))
-                  for n in (args.builtin or STUDIES)]
+        from sublayer_search.analysis.store.study_export import BUILTIN_EXPORTS
+
+        names = args.builtin or [n for n in STUDIES if n in BUILTIN_EXPORTS]
+        for missing in sorted(set(STUDIES) - set(BUILTIN_EXPORTS) - set(names)):
+            print(f"note: {missing} is not shipped (analysis/data/{missing}_*): not replayed")
+        sweeps = [sweep_from_export(open_export(n, builtin=True)) for n in names]
     frame = pd.DataFrame([row for s in sweeps for row in replay_study(s)])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
