@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import os
 import tempfile
-from pathlib import Path
 from typing import Any
 
 import ray
 from ray import train, tune
 
+from sublayer_search.search.plan.storage import Storage
 from sublayer_search.search.plan.sweep_plan import SweepPlan
 from sublayer_search.search.plan.trial import Trial
 
@@ -73,7 +73,7 @@ def train_on_workers(trial: Trial, plan: SweepPlan, where: dict[str, Any],
     exp = plan.experiment
     res = exp.resources
     per_worker = {"CPU": res.cpu, **({"GPU": res.gpu} if res.gpu else {})}
-    storage = Path(exp.storage_path()) / "workers"
+    storage = Storage.of(exp.ray.storage_path)  # a folder or s3://BUCKET/PREFIX
     trainer = TorchTrainer(
         _worker_loop,
         train_loop_config={"plan": plan, "trial": trial, "where": where, "restored": restored,
@@ -83,7 +83,8 @@ def train_on_workers(trial: Trial, plan: SweepPlan, where: dict[str, Any],
         run_config=RunConfig(
             name=f"{trial.name}-{ray.get_runtime_context().get_task_id() or 'trial'}"
                  .replace("@", "_").replace("/", "_"),
-            storage_path=str(storage),
+            storage_path=storage.path("workers"),
+            storage_filesystem=storage.ray_options().get("storage_filesystem"),
             callbacks=[TuneReportCallback()],  # type: ignore[list-item]  # V2 accepts it
             failure_config=FailureConfig(max_failures=exp.failure.retries),
             checkpoint_config=CheckpointConfig(num_to_keep=2),
