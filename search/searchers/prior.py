@@ -1,5 +1,6 @@
 """Priors transferred from earlier studies (``search.prior``): what finished studies say
-about orders, as a prior mean for the order-aware searcher before its first trial.
+about orders, as a prior mean for the surrogate before its first trial (and the order
+in which evolution draws its first population).
 
 A study is a set of tables of order -> metric: the built-in ``press2020`` (Press et al.
 2020, Tables 1 and 2, WikiText-103 dev perplexity) and ``mini_press2020`` (the shipped
@@ -346,7 +347,7 @@ def prior_for(names: str | Sequence[str] | None, *, algorithm: str,
     name that is no study, or a prior on a searcher it cannot shape."""
     if not names:
         return None
-    if algorithm != "surrogate":
+    if algorithm not in ("surrogate", "evolution"):
         raise PriorError(names, f"no prior for search.algorithm {algorithm} (a prior shapes "
-                         "the order-aware surrogate)")
+                         "the order-aware surrogate and evolution)")
     return resolve_prior(names, tracking_uri=tracking_uri)

@@ -49,7 +49,7 @@ from sublayer_search.search.searchers.optuna_study import (
     objective_mode,
     optuna_searcher,
 )
-from sublayer_search.search.searchers.prior import prior_for
+from sublayer_search.search.searchers.prior import OrderPrior, prior_for
 from sublayer_search.search.searchers.surrogate import SurrogateSearcher
 from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.cost import units
@@ -137,17 +137,23 @@ class EvolutionSearcher(_Stateful):
 
     With ``domain`` (the orders of a recorded table, :mod:`search.searchers.oracle`) a
     mutation is the untried domain order nearest the parent in standardised order
-    features (ties at random): a sparse table holds almost no true neighbours.
+    features (ties at random): a sparse table holds almost no true neighbours. With a
+    ``prior`` (``search.prior``, :mod:`.prior`) the first population is drawn best prior
+    first (ties in the seeded random order).
     """
 
     def __init__(self, candidates: Sequence[Candidate], *, num_samples: int, population: int = 8,
                  sample_size: int = 3, seed: int = 0, trial_seed: int = 0,
                  metric: str | None = None, mode: str | None = "min",
                  max_attempts: int = 200, f_units: float = 2.0, c_units: float = 1.0,
-                 domain: Sequence[str] | None = None) -> None:
+                 domain: Sequence[str] | None = None, prior: OrderPrior | None = None) -> None:
         super().__init__(metric=metric, mode=mode)
         self.rng = random.Random(seed)
-        self._initial = deque(self.rng.sample(list(candidates), len(candidates)))
+        drawn = self.rng.sample(list(candidates), len(candidates))
+        if prior is not None and prior.weight > 0 and drawn:
+            at = prior.predict([c.order for c in drawn], f_units=f_units, c_units=c_units)
+            drawn = [drawn[i] for i in sorted(range(len(drawn)), key=lambda i: at[i])]
+        self._initial = deque(drawn)
         self.num_samples = num_samples
         self.population_size = population
         self.sample_size = sample_size
@@ -296,7 +302,9 @@ def make_searcher(plan: SweepPlan) -> Searcher:
                                   population=exp.search.population,
                                   sample_size=exp.search.sample_size, seed=exp.search.seed,
                                   trial_seed=seeds[0], metric=plan.metric, mode=plan.mode,
-                                  f_units=f_units, c_units=c_units)
+                                  f_units=f_units, c_units=c_units,
+                                  prior=prior_for(exp.search.prior, algorithm=algo,
+                                                  tracking_uri=exp.tracking.uri))
     if plan.warm:
         inner.warm_start(plan.warm)
     return WithBaseline(inner, plan.trials, identity=plan.task.identity, specs=plan.spec_source)

@@ -120,7 +120,8 @@ def test_an_export_is_the_searchers_oracle(sweep, exported, capsys):
     assert bench.main(["--export", str(exported), "--only-given", "--seeds", "2", "--json"]) == 0
     (result,) = json.loads(capsys.readouterr().out)  # one space (explicit) with its baseline
     assert result["orders"] == len(table.values)
-    assert set(result["searchers"]) == {"random", "tpe", "surrogate", "evolution", "prior"}
+    assert set(result["searchers"]) == {"random", "tpe", "surrogate", "evolution", "prior",
+                                        "evo-prior"}
     assert result["left_out"] == ["exported/explicit"]  # itself: never its own prior
     assert "press2020/table1" in result["prior"]
 

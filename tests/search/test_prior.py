@@ -129,11 +129,12 @@ def test_bad_names_say_what_was_expected(tmp_path, name, expected):
     assert err.value.field == "search.prior"
 
 
-def test_prior_only_for_the_surrogate():
+def test_prior_only_for_order_aware_searchers():
     assert prior_for(None, algorithm="optuna") is None
-    with pytest.raises(PriorError, match="no prior for search.algorithm evolution"):
-        prior_for("press2020", algorithm="evolution")
-    assert isinstance(prior_for("press2020", algorithm="surrogate"), OrderPrior)
+    with pytest.raises(PriorError, match="no prior for search.algorithm optuna"):
+        prior_for("press2020", algorithm="optuna")
+    for algorithm in ("surrogate", "evolution"):
+        assert isinstance(prior_for("press2020", algorithm=algorithm), OrderPrior)
 
 
 def _first(table: OrderTable, seed: int, prior: OrderPrior | None) -> str:
@@ -304,3 +305,20 @@ def test_an_experiment_of_the_store_is_a_prior(tmp_path):
     assert same_study(got, table)  # judged against the shipped study, it is that study
     with pytest.raises(PriorError, match="MLflow experiment of the store"):
         load_tables("missing", tracking_uri=uri)
+
+
+def test_evolution_draws_its_first_population_best_prior_first():
+    from sublayer_search.search.searchers.tune import EvolutionSearcher
+
+    pool = expand("permutations", {"n_s": 4, "n_f": 4, "count": 20, "seed": 5})
+    prior = resolve_prior("press2020")
+    scores = dict(zip([c.order for c in pool], prior.predict([c.order for c in pool]),
+                      strict=True))
+    for seed in range(3):
+        evo = EvolutionSearcher(pool, num_samples=4, population=4, seed=seed, metric="v",
+                                prior=prior)
+        first = [c.order for c in evo._initial]
+        assert [scores[o] for o in first] == sorted(scores[o] for o in first)
+    plain = EvolutionSearcher(pool, num_samples=4, population=4, seed=0, metric="v")
+    firsts = [c.order for c in plain._initial]
+    assert [scores[o] for o in firsts] != sorted(scores[o] for o in firsts)  # random without

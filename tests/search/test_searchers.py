@@ -130,6 +130,10 @@ CASES = [
         _plan(PERMS, algorithm="evolution", num_samples=15, population=4, sample_size=2,
               seed=1, seeds=[5], baseline={"seeds": 2})),
         budget=2 + 15, exhaustible=True, baseline_first=2),
+    Case("evolution-prior-plan", lambda: make_searcher(
+        _plan(PERMS, algorithm="evolution", num_samples=15, population=4, sample_size=2,
+              seed=1, seeds=[5], baseline={"seeds": 2}, prior="mini_press2020")),
+        budget=2 + 15, exhaustible=True, baseline_first=2),
     Case("baseline+grid", lambda: WithBaseline(
         GridSearcher([t for t in _grid_plan().trials if not t.baseline], metric=METRIC),
         [t for t in _grid_plan().trials if t.baseline]),
