@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ray.tune.schedulers import ASHAScheduler, TrialScheduler
@@ -11,8 +12,10 @@ __all__ = ["CandidateASHA", "is_baseline"]
 
 def is_baseline(trial: Any) -> bool:
     """Whether a Ray trial trains one of the sweep's baseline seeds."""
-    spec = (getattr(trial, "config", None) or {}).get("trial") or {}
-    return bool(spec.get("baseline"))
+    planned = (getattr(trial, "config", None) or {}).get("trial")
+    if isinstance(planned, Mapping):  # a recorded curve replayed (``sublayer replay``)
+        return bool(planned.get("baseline"))
+    return planned is not None and bool(planned.baseline)  # a sweep's Trial
 
 
 class CandidateASHA(ASHAScheduler):
