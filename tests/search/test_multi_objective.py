@@ -110,6 +110,28 @@ def test_a_warm_started_point_is_measured() -> None:
     assert {statics[o]["params"] for o in out[:2]} == {2.0, 4.0}  # sff (3) waits its turn
 
 
+@pytest.mark.parametrize("space", ["explicit", "sandwich"])
+def test_enqueued_fallback_when_the_sampler_keeps_to_measured_points(
+    space: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sublayer_search.search.searchers import optuna_study
+
+    monkeypatch.setattr(optuna_study, "MAX_ASKS", 0)  # every suggestion is an enqueued one
+    if space == "explicit":
+        searcher, statics = _mo_searcher("nsga2", 2, num_samples=20, seeds=[0])
+    else:  # the study's parameter is the integer k
+        cands = expand("sandwich", {"n": 4, "ks": [0, 1, 2, 3]})
+        statics = {c.order: {"params": float(min(c.params["k"], 2))} for c in cands}  # 3 groups
+        searcher = OptunaTrials(cands, metric="val_bpc", objectives=["val_bpc", "params"],
+                                statics=statics, sampler="nsga2", seed=2, num_samples=20,
+                                seeds=[0])
+        assert searcher.by_k is not None
+    out = [o for o, _ in _drive(searcher)]
+    assert sorted(out) == sorted(statics) and searcher.pruned == 0
+    assert len({statics[o]["params"] for o in out[:3]}) == 3
+    assert all(t.state.name == "COMPLETE" for t in searcher.study.trials[:-2])
+
+
 def test_multi_objective_replicates_when_asked() -> None:
     searcher, statics = _mo_searcher("nsga2", 0, num_samples=40, seeds=[0, 1, 2], replicates=2)
     out = _drive(searcher)
