@@ -228,6 +228,10 @@ def _check_objectives(exp: Experiment, problems: list[Problem]) -> None:
     if spec.warm_start is not False and spec.algorithm == "grid":
         problems.append(Problem("search.warm_start", spec.warm_start, "false for search.algorithm "
                                 "grid (reuse: true takes finished trials of a grid)"))
+    if spec.replicates is not None and spec.algorithm != "optuna":
+        problems.append(Problem("search.replicates", spec.replicates, "no replicates for "
+                                f"search.algorithm {spec.algorithm} (they cap one candidate's "
+                                "seeds under optuna)"))
     if spec.objectives is None:
         return
     if spec.algorithm != "optuna":

@@ -167,6 +167,10 @@ def test_replicates_from_the_experiment_and_refused_below_one() -> None:
     raw["search"]["replicates"] = 0
     with pytest.raises((ValidationError, ValueError), match="replicates"):
         parse_experiment(raw)
+    raw["search"] = {"algorithm": "surrogate", "num_samples": 4, "replicates": 2}
+    with pytest.raises(ValueError, match=r"search.replicates: got 2, expected no replicates "
+                                         r"for search.algorithm surrogate"):
+        plan_sweep(parse_experiment(raw))
 
 
 def _frame() -> pd.DataFrame:
