@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -47,6 +49,17 @@ def _children(client, exp_name: str):
     return client.search_runs([exp.experiment_id], filter_string="tags.`sublayer.role` = 'trial'")
 
 
+def _store_created(db: Path) -> bool:
+    """The sweep's SQLite store exists and holds a run (read-only: nothing is created)."""
+    if not db.exists():
+        return False
+    try:
+        with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+            return con.execute("SELECT COUNT(*) FROM runs").fetchone()[0] > 0
+    except sqlite3.Error:  # not created yet (no table), or locked mid-migration
+        return False
+
+
 def _wait_for(driver: subprocess.Popen, tmp_path: Path, ready, what: str):
     """Poll the sweep's MLflow store until ``ready(client, trial runs)``; return the client."""
     from mlflow.tracking import MlflowClient
@@ -57,8 +70,9 @@ def _wait_for(driver: subprocess.Popen, tmp_path: Path, ready, what: str):
         time.sleep(0.5)
         if driver.poll() is not None:
             pytest.fail(f"the sweep ended (status {driver.returncode}) before {what}")
-        # the pointer file is written once the driver has created the MLflow store
-        if client is None and (tmp_path / "ray" / "resume.latest").exists():
+        # only once the driver has created the MLflow store (its parent run is in it): a
+        # client opening a store mid-creation races the driver's schema migration
+        if client is None and _store_created(tmp_path / "mlflow.db"):
             client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
         if client is not None and ready(client, _children(client, "resume")):
             return client
