@@ -21,6 +21,7 @@ from typing import Any, TextIO
 
 from ray.tune import Callback
 
+from sublayer_search.search.plan.trial import Trial
 from sublayer_search.spaces.records import FAILED_STATUSES, TrialStatus, ended_status
 
 __all__ = ["Snapshot", "render", "snapshot", "SweepProgress", "format_duration",
@@ -126,9 +127,10 @@ def snapshot(trials: Sequence[Any], *, total: int, metric: str, mode: str,
         v = _value(result, metric)
         if v is None:
             continue
-        spec = (getattr(t, "config", None) or {}).get("trial", {}) or {}
-        if best is None or (v < best[0] if mode == "min" else v > best[0]):
-            best = (v, spec.get("name"), spec.get("order"))
+        planned: Trial[Any] | None = (getattr(t, "config", None) or {}).get("trial")
+        if planned is not None and (best is None or (v < best[0] if mode == "min"
+                                                     else v > best[0])):
+            best = (v, planned.name, planned.order)
     return Snapshot(total=max(total, len(trials)), finished=finished, stopped=stopped,
                     running=running, failed=failed, elapsed=elapsed, metric=metric,
                     best_value=None if best is None else best[0],

@@ -41,7 +41,7 @@ import numpy as np
 from ray.tune.search import Searcher
 from scipy.stats import norm, rankdata
 
-from sublayer_search.search.plan.sweep_plan import Trial
+from sublayer_search.search.plan.trial import Trial
 from sublayer_search.search.plan.variant import Identity, plain_identity, variant_key, variant_of
 from sublayer_search.search.searchers.base import Stateful, score
 from sublayer_search.search.searchers.observation import Observation
@@ -259,7 +259,7 @@ class SurrogateSearcher(Stateful):
         self.suggested += 1
         self._live_prior[trial_id] = float(self.prior_c[index])
         self.live[trial_id] = (cand.order, list(self.x[index]))
-        return {"trial": Trial.of(cand, seed).to_config()}
+        return {"trial": Trial.of(cand, seed)}
 
     def on_trial_complete(
         self, trial_id: str, result: dict | None = None, error: bool = False

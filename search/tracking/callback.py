@@ -23,7 +23,8 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 from ray.tune import Callback
 
-from sublayer_search.search.plan.sweep_plan import SweepPlan, Trial
+from sublayer_search.search.plan.sweep_plan import SweepPlan
+from sublayer_search.search.plan.trial import Trial
 from sublayer_search.search.tracking.buffer import WriteBuffer, short_http_retries
 from sublayer_search.search.tracking.files import checkpoint_uri, local_copy
 from sublayer_search.search.tracking.runs import environment_tags, metrics_of
@@ -171,7 +172,7 @@ class MlflowTracking(Callback):
 
     def _describe(self, trial: Trial, ray_id: str) -> tuple[dict[str, str], dict[str, str]]:
         row = self.plan.row(trial)
-        spec = self.plan.spec_for(trial)
+        spec = trial.planned_spec()
         params: dict[str, Any] = {k: v for k, v in row.items() if k not in ("name", "family")}
         params.update(candidate=trial.candidate, metric=self.plan.metric,
                       config_hash=self.plan.config_hash, task=self.plan.experiment.task)
@@ -190,9 +191,9 @@ class MlflowTracking(Callback):
         if trial.trial_id in self._opened:
             return
         self._opened.add(trial.trial_id)
-        spec = Trial.from_config(trial.config["trial"])
-        params, tags = self._describe(spec, trial.trial_id)
-        self._submit({"op": "open", "trial": trial.trial_id, "name": spec.name, "tags": tags,
+        planned: Trial[Any] = trial.config["trial"]
+        params, tags = self._describe(planned, trial.trial_id)
+        self._submit({"op": "open", "trial": trial.trial_id, "name": planned.name, "tags": tags,
                       "params": params})
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
@@ -269,7 +270,7 @@ class MlflowTracking(Callback):
             self._submit({"op": "artifacts", "trial": tid, "path": "checkpoint",
                           "dir": checkpoint_uri(self.plan.experiment.ray.storage_path,
                                                 trial.checkpoint.path)})
-            model = self.plan.model_for(Trial.from_config(trial.config["trial"]))
+            model = self.plan.model_for(trial.config["trial"])
             self._submit({"op": "dict", "trial": tid, "data": model_dict(model),
                           "path": "checkpoint/model.json"})
         self._submit({"op": "end", "trial": tid, "status": mlflow_status})
