@@ -11,7 +11,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sublayer_search.models.errors import Checks, ConfigError, is_int, is_positive_int
+from sublayer_search.models.errors import (
+    Checks,
+    ConfigError,
+    is_int,
+    is_number,
+    is_positive_int,
+)
 
 __all__ = ["SHARING", "SupernetConfig"]
 
@@ -41,6 +47,12 @@ class SupernetConfig:
     eval_every: int | None = None
     """Steps between the supernet's learning-curve evaluations (default: the trials'
     ``train.eval_every``); a longer interval leaves more of the budget to training."""
+    tie_extra: int = 3
+    """Stage 2 trains, beyond the ``top_k`` by rank, at most this many more orders whose
+    estimate the ranking cannot tell from the k-th's (see ``tie_sems``); 0: top_k only."""
+    tie_sems: float = 2.0
+    """An order ranked below k ties with the k-th when its mean exceeds the k-th's by at
+    most ``tie_sems`` standard errors of the difference, sqrt(sem_i^2 + sem_k^2)."""
 
     def __post_init__(self) -> None:
         checks = Checks()
@@ -60,6 +72,10 @@ class SupernetConfig:
         checks(is_int(self.seed) and self.seed >= 0, "supernet.seed", self.seed, "an integer >= 0")
         checks(self.eval_every is None or is_positive_int(self.eval_every),
                "supernet.eval_every", self.eval_every, "a positive integer (or unset)")
+        checks(is_int(self.tie_extra) and self.tie_extra >= 0,
+               "supernet.tie_extra", self.tie_extra, "an integer >= 0")
+        checks(is_number(self.tie_sems, finite=True) and self.tie_sems >= 0,
+               "supernet.tie_sems", self.tie_sems, "a finite number >= 0")
         checks.raise_any()
 
     def to_dict(self) -> dict[str, Any]:

@@ -2,8 +2,10 @@
 
 - Stage 1: one supernet over every distinct order of the space (:func:`stage_one`), its
   compute in units of one stand-alone trial (optimizer steps against ``train.steps``).
-- Stage 2: the ``top_k`` orders of the supernet's ranking with the sweep's seeds plus the
-  baseline seeds, as an ordinary grid of stand-alone trials (:func:`stage_two`).
+- Stage 2: the ``top_k`` orders of the supernet's ranking, plus up to
+  ``supernet.tie_extra`` more that the ranking cannot tell from the k-th
+  (:func:`chosen`), with the sweep's seeds plus the baseline seeds, as an ordinary grid
+  of stand-alone trials (:func:`stage_two`).
 
 :func:`dry_run_footer` is what ``sublayer sweep --dry-run`` prints beyond the trial table.
 """
@@ -25,6 +27,7 @@ __all__ = [
     "RANK_PARAM",
     "ESTIMATE_PARAM",
     "StageOne",
+    "chosen",
     "rank_metric",
     "dry_run_footer",
     "stage_one",
@@ -166,6 +169,15 @@ def dry_run_footer(plan: SweepPlan) -> str:
             f"{len(plan.candidates)} candidates{tail}"
         )
     one, k, seeds = stage_one(plan), top_k(exp), len(exp.seed_list)
+    cfg = supernet_config(exp)
+    extra = min(cfg.tie_extra, len(one.orders) - k)
+    ties = (
+        f" + up to {extra} more whose estimate is within {cfg.tie_sems:g} sem of the "
+        f"k-th's (supernet.tie_extra, tie_sems)"
+        if extra > 0
+        else ""
+    )
+    more = f" (+ up to {extra * seeds} tied)" if extra > 0 else ""
     spaces = ", ".join(dict.fromkeys(c.space for c in plan.candidates))
     shown = " ".join(one.orders[:SHOWN]) + (
         f" (+{len(one.orders) - SHOWN} more)" if len(one.orders) > SHOWN else ""
@@ -173,9 +185,9 @@ def dry_run_footer(plan: SweepPlan) -> str:
     return (
         f"stage 1: one supernet over the {len(one.orders)} orders of {spaces} "
         f"(sharing {one.sharing}): {one.cost_text()}\n  orders: {shown}\n"
-        f"stage 2: the top {k} orders of the ranking x {seeds} seed(s) + the {n} "
+        f"stage 2: the top {k} orders of the ranking{ties} x {seeds} seed(s) + the {n} "
         f"baseline trial(s) above train stand-alone\n"
-        f"{n} trial(s) + {k * seeds} chosen by the supernet{tail}"
+        f"{n} trial(s) + {k * seeds}{more} chosen by the supernet{tail}"
     )
 
 
@@ -186,29 +198,53 @@ def _number(value: Any) -> float:
         return math.nan
 
 
+def chosen(
+    ranked: Sequence[Mapping[str, Any]], k: int, *, extra: int, sems: float
+) -> list[Mapping[str, Any]]:
+    """The first ``k`` rows of ``ranked`` (best first), then at most ``extra`` of the rows
+    after them whose ``mean`` exceeds the k-th's by at most ``sems`` standard errors of
+    the difference, sqrt(sem^2 + sem_k^2): orders the ranking cannot tell from the k-th.
+    A row without a finite mean or sem never ties."""
+    top = list(ranked[:k])
+    if not top or extra <= 0:
+        return top
+    last_mean, last_sem = _number(top[-1].get("mean")), _number(top[-1].get("sem"))
+    ties = []
+    for row in ranked[k:]:
+        mean, sem = _number(row.get("mean")), _number(row.get("sem"))
+        gap = mean - last_mean
+        if not math.isfinite(gap) or not math.isfinite(sem) or not math.isfinite(last_sem):
+            continue
+        if gap <= sems * math.hypot(sem, last_sem):
+            ties.append(row)
+    return top + ties[:extra]
+
+
 def stage_two(plan: SweepPlan, ranking: Sequence[Mapping[str, Any]]) -> SweepPlan:
-    """The sweep's stand-alone trials: the baseline trials, then the ``top_k`` orders of
-    ``ranking`` (rows ``order, mean, sem, n_batches, rank``) with the sweep's seeds, each
-    with params ``oneshot_rank`` and ``oneshot_estimate``. A top order that is the
+    """The sweep's stand-alone trials: the baseline trials, then the orders of ``ranking``
+    (rows ``order, mean, sem, n_batches, rank``) that :func:`chosen` picks (the ``top_k``
+    and up to ``supernet.tie_extra`` tied with the k-th) with the sweep's seeds, each
+    with params ``oneshot_rank`` and ``oneshot_estimate``. A chosen order that is the
     baseline's joins the baseline trial of the same seed. The plan runs as a grid."""
     exp = plan.experiment
+    cfg = supernet_config(exp)
     by_order = {c.order: c for c in reversed(plan.candidates)}  # the first candidate wins
     ranked = sorted(
         (r for r in ranking if r.get("order") in by_order), key=lambda r: int(r["rank"])
     )
-    rows = ranked[: top_k(exp)]
+    rows = chosen(ranked, top_k(exp), extra=cfg.tie_extra, sems=cfg.tie_sems)
     trials = list(plan.trials)
     index = {(t.order, t.seed): i for i, t in enumerate(trials)}
     for row in rows:
         cand = by_order[str(row["order"])]
-        chosen = {RANK_PARAM: int(row["rank"]), ESTIMATE_PARAM: _number(row["mean"])}
+        picked = {RANK_PARAM: int(row["rank"]), ESTIMATE_PARAM: _number(row["mean"])}
         for seed in exp.seed_list:
             at = index.get((cand.order, seed))
             if at is not None:  # the baseline order ranked high: one trial, both roles
-                trials[at] = replace(trials[at], params={**trials[at].params, **chosen})
+                trials[at] = replace(trials[at], params={**trials[at].params, **picked})
                 continue
             trial = Trial.of(cand, seed, plan.specs[cand.name])
             index[(cand.order, seed)] = len(trials)
-            trials.append(replace(trial, params={**trial.params, **chosen}))
+            trials.append(replace(trial, params={**trial.params, **picked}))
     grid = exp.model_copy(update={"search": exp.search.model_copy(update={"algorithm": "grid"})})
     return replace(plan, experiment=grid, trials=trials)

@@ -54,6 +54,11 @@ def _write(tmp_path: Path, doc: dict[str, Any]) -> Path:
 BAD = {
     "top_k above the orders": ({"search": {**ONESHOT, "top_k": 9}}, "search.top_k", "at most 5"),
     "top_k zero": ({"search": {**ONESHOT, "top_k": 0}}, "search.top_k", ">= 1"),
+    "tie_extra negative": (
+        {"search": {**ONESHOT, "supernet": {"tie_extra": -1}}},
+        "search.supernet.tie_extra",
+        "an integer >= 0",
+    ),
     "steps zero": (
         {"search": {**ONESHOT, "supernet": {"steps": 0}}},
         "search.supernet.steps",
@@ -123,8 +128,12 @@ def test_dry_run_shows_the_supernet_and_the_stand_alone_stage(
         f"{units:.3g} stand-alone trial(s) of 20 steps"
     ) in out
     assert "orders: " + " ".join(ORDERS) in out
-    assert "stage 2: the top 2 orders of the ranking x 2 seed(s) + the 3 baseline trial(s)" in out
-    assert "3 trial(s) + 4 chosen by the supernet; metric val_bpc; nothing was run" in out
+    assert (
+        "stage 2: the top 2 orders of the ranking + up to 3 more whose estimate is within 2 "
+        "sem of the k-th's (supernet.tie_extra, tie_sems) x 2 seed(s) + the 3 baseline trial(s)"
+    ) in out
+    assert "3 trial(s) + 4 (+ up to 6 tied) chosen by the supernet; metric val_bpc; " \
+           "nothing was run" in out
     table = [ln.split()[0] for ln in out.splitlines()[1:] if ln.startswith("interleaved")]
     assert table == ["interleaved2@seed0", "interleaved2@seed1", "interleaved2@seed2"]
     assert not (tmp_path / "mlflow.db").exists()
