@@ -313,7 +313,8 @@ def run_stage_one(
         key=lambda t: (int(t.params[RANK_PARAM]), t.seed),
     )
     _say(
-        "stage 2 trains the top "
+        f"stage 2 trains the top {top_k(plan.experiment)} and the orders tied with the "
+        "k-th: "
         + ", ".join(
             f"{t.order} (rank {t.params[RANK_PARAM]})" for t in top if t.seed == top[0].seed
         )
