@@ -264,23 +264,31 @@ def plot_attention_distances(table: pd.DataFrame, *, title: str | None = None) -
 def plot_history(
     history: pd.DataFrame, trials: pd.DataFrame, *, metric: str, title: str | None = None
 ) -> Figure:
-    """Validation metric against training step, one line per trial (baselines dashed)."""
+    """Validation metric against training step, one line per trial (baselines dashed).
+
+    The candidates' lines are one artist and the baselines' another (a ``LineCollection``
+    each): with an artist per trial, layout and legend placement cost seconds per hundred
+    trials, minutes at thousands."""
+    from matplotlib.collections import LineCollection
+
     fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
     rows = history[history["key"] == metric]
     base_ids = set(trials.loc[trials["baseline"], "run_id"])
-    labelled = set()
+    curves: dict[bool, list[np.ndarray]] = {True: [], False: []}
     for run_id, curve in rows.groupby("run_id"):
-        is_base = run_id in base_ids
-        label = "baseline" if is_base else "candidate"
-        ax.plot(curve["step"], curve["value"], linestyle="--" if is_base else "-",
-                color="tab:red" if is_base else "tab:green", alpha=0.7,
-                label=None if label in labelled else f"{label} trials")
-        labelled.add(label)
+        curves[run_id in base_ids].append(np.column_stack([curve["step"], curve["value"]]))
+    for is_base, lines in sorted(curves.items()):
+        if lines:
+            label = "baseline" if is_base else "candidate"
+            ax.add_collection(LineCollection(
+                lines, linestyles="--" if is_base else "-", alpha=0.7,
+                colors="tab:red" if is_base else "tab:green", label=f"{label} trials"))
+    ax.autoscale_view()
     ax.set_xlabel("training step (count)")
     ax.set_ylabel(metric_label(metric))
     ax.set_title(title or f"Learning curves: {metric}")
-    if labelled:
-        ax.legend(fontsize=8)
+    if curves[True] or curves[False]:
+        ax.legend(fontsize=8, loc="upper right")
     return fig
 
 
