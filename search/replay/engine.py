@@ -148,6 +148,8 @@ class _Trial:
     offset: float = 0.0
     paused_at: float = 0.0
     stopped_at: int | None = None
+    seq: int = 0
+    """Its place in the order of arrival (ties between events go to the earlier trial)."""
 
     def __repr__(self) -> str:
         return f"{self.trial_id}({self.curve.name})"
@@ -245,11 +247,12 @@ def replay(curves: Sequence[Curve], settings: SchedulerSettings, *, k: int = 3,
     clock = -math.inf
     for _ in range(4 * sum(len(c.points) + 2 for c in curves) + 8):  # each pass moves one event
         running = [t for t in ctrl.trials if t.status == RayTrial.RUNNING]
-        nxt = min(running, key=lambda t: (t.next_time(), ctrl.trials.index(t)), default=None)
+        nxt = min(running, key=lambda t: (t.next_time(), t.seq), default=None)
         if waiting and (nxt is None or waiting[0].started <= nxt.next_time()):
             curve = waiting.pop(0)
             trial = _Trial(trial_id=f"replay_{len(ctrl.trials):05d}", curve=curve,
-                           config={"trial": {"name": curve.name, "baseline": curve.baseline}})
+                           config={"trial": {"name": curve.name, "baseline": curve.baseline}},
+                           seq=len(ctrl.trials))
             ctrl.trials.append(trial)
             scheduler.on_trial_add(ctrl, trial)  # type: ignore[arg-type]
             trial.status = RayTrial.RUNNING
