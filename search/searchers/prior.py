@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import rankdata, spearmanr
 
 from sublayer_search.spaces.cost import f_units_for, unit_weights
 from sublayer_search.spaces.features import order_features
@@ -239,6 +238,8 @@ def load_tables(name: str, *, tracking_uri: str | None = None,
 
 def _rank_scores(table: PriorTable) -> tuple[list[str], np.ndarray]:
     """Orders and their standardised ranks (best lowest, mean 0, sd 1)."""
+    from scipy.stats import rankdata  # scipy only once a prior is fitted: not at --dry-run
+
     values = table.values()
     orders = sorted(values)
     sign = 1.0 if table.mode == "min" else -1.0
@@ -258,6 +259,8 @@ def _ridge(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
 def _spearman(a: np.ndarray, b: np.ndarray) -> float:
     if len(a) < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
         return 0.0
+    from scipy.stats import spearmanr
+
     rho = float(spearmanr(a, b)[0])
     return rho if math.isfinite(rho) else 0.0
 
