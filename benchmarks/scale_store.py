@@ -69,7 +69,9 @@ def amplify(uri: str, experiment_id: str, to: int) -> int:
     """Copy the experiment's trial runs (runs, tags, params, metrics, latest_metrics rows, in
     one SQL transaction) until it holds ``to`` of them: the analysis commands at a size the
     sweep cannot reach on this machine, on runs exactly as a sweep wrote them. The copies get
-    new run ids and names and their own ``ray.trial_id``. Returns the runs added."""
+    new run ids and names, their own ``ray.trial_id``, and times shifted by the sweep's
+    length per round of copies (a replay sees them arrive as a longer sweep's would).
+    Returns the runs added."""
     import uuid
 
     import sqlalchemy as sa
@@ -89,19 +91,25 @@ def amplify(uri: str, experiment_id: str, to: int) -> int:
                 for row in conn.execute(sa.select(table).where(table.c.run_uuid.in_(ids))):
                     rows[t].setdefault(row.run_uuid, []).append(dict(row._mapping))
             new: dict[str, list[dict[str, Any]]] = {t: [] for t in names}
+            runs = [r for (r,) in (rows["runs"][i] for i in ids)]
+            span = max(r["end_time"] or 0 for r in runs) - min(r["start_time"] for r in runs) + 1
             for k in range(max(0, to - len(ids))):
                 src, run_id = ids[k % len(ids)], uuid.uuid4().hex
+                shift = (k // len(ids) + 1) * span  # each round of copies after the last one
                 (run,) = rows["runs"][src]
                 name = f"{run['name']}~{k}"
                 new["runs"].append({**run, "run_uuid": run_id, "name": name,
-                                    "start_time": (run["start_time"] or 0) + k + 1,
+                                    "start_time": run["start_time"] + shift,
+                                    "end_time": (run["end_time"] or 0) + shift,
                                     "artifact_uri": str(run["artifact_uri"]).replace(src, run_id)})
                 for tag in rows["tags"].get(src, []):
                     value = {"mlflow.runName": name, "ray.trial_id": f"copy{k}"}.get(
                         tag["key"], tag["value"])
                     new["tags"].append({**tag, "run_uuid": run_id, "value": value})
-                for t in ("params", "metrics", "latest_metrics"):
-                    new[t] += [{**r, "run_uuid": run_id} for r in rows[t].get(src, [])]
+                new["params"] += [{**r, "run_uuid": run_id} for r in rows["params"].get(src, [])]
+                for t in ("metrics", "latest_metrics"):  # as if the sweep had gone on
+                    new[t] += [{**r, "run_uuid": run_id, "timestamp": r["timestamp"] + shift}
+                               for r in rows[t].get(src, [])]
             for t in names:
                 for start in range(0, len(new[t]), 20_000):
                     conn.execute(tables[t].insert(), new[t][start:start + 20_000])
