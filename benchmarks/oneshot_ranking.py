@@ -56,15 +56,18 @@ stand-alone top 5 (s-heavy sandwiches) rank 21-29.
 Issue 28, few-shot split by the first sublayer (``--jobs 2 --split 1 --sharing
 ordinal``, seed 0, 2-core CPU shared with other jobs, 640 s wall): 1993 steps (1284 for
 the 29 ``s`` orders, 709 for the 16 ``f`` orders) + 1220 forward batches = 3.00 trials.
-Target still MISSED:
+Target still MISSED. One supernet rerun the same day (``--jobs 1 --split 0 --sharing
+ordinal``, seed 0, 595 s) gave 0.257, not the 0.299 above: the figures move by ~0.04
+between runs of the same seed, as much as the split gains.
 
     seed  scheme            tau    p       95% CI          rho    top-5 recall
     0     ordinal, split 1  0.337  0.0011  [0.11, 0.55]    0.446  0.0
+    0     ordinal, split 0  0.257  0.013   [0.02, 0.47]    0.367  0.0
 
 Within the ``f`` group tau is 0.67 (n 16), within the ``s`` group 0.04 (n 29); the
 sandwiches still come out in reverse (tau -1) and the true top 5 rank 6, 22, 24, 26,
 27. The tie rule of stage 2 (top 5 + 3 tied) would train 8 orders and catch 1 of the
-true top 5 (top 5 alone: 0). With 20 held-out batches an order's sem is ~0.020 bpc while
+true top 5 (top 5 alone: 0); with one supernet, 8 orders and 0 of the true top 5. With 20 held-out batches an order's sem is ~0.020 bpc while
 neighbouring estimates differ by ~0.0003, so the tie band always fills its cap: it is
 "the next 3 by rank", not a test that tells orders apart.
 """
