@@ -264,11 +264,8 @@ def plot_attention_distances(table: pd.DataFrame, *, title: str | None = None) -
 def plot_history(
     history: pd.DataFrame, trials: pd.DataFrame, *, metric: str, title: str | None = None
 ) -> Figure:
-    """Validation metric against training step, one line per trial (baselines dashed).
-
-    The candidates' lines are one artist and the baselines' another (a ``LineCollection``
-    each): with an artist per trial, layout and legend placement cost seconds per hundred
-    trials, minutes at thousands."""
+    """Validation metric against training step, one line per trial (baselines dashed); one
+    ``LineCollection`` each for candidates and baselines (an artist per trial is slow)."""
     from matplotlib.collections import LineCollection
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
@@ -277,12 +274,10 @@ def plot_history(
     curves: dict[bool, list[np.ndarray]] = {True: [], False: []}
     for run_id, curve in rows.groupby("run_id"):
         curves[run_id in base_ids].append(np.column_stack([curve["step"], curve["value"]]))
-    for is_base, lines in sorted(curves.items()):
-        if lines:
-            label = "baseline" if is_base else "candidate"
-            ax.add_collection(LineCollection(
-                lines, linestyles="--" if is_base else "-", alpha=0.7,
-                colors="tab:red" if is_base else "tab:green", label=f"{label} trials"))
+    for is_base, lines in ((b, lines) for b, lines in sorted(curves.items()) if lines):
+        ax.add_collection(LineCollection(
+            lines, linestyles="--" if is_base else "-", alpha=0.7, colors="tab:red" if is_base
+            else "tab:green", label=f"{'baseline' if is_base else 'candidate'} trials"))
     ax.autoscale_view()
     ax.set_xlabel("training step (count)")
     ax.set_ylabel(metric_label(metric))
