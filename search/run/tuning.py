@@ -17,6 +17,7 @@ from sublayer_search.search.plan.trial import Trial
 from sublayer_search.search.run.checkpoints import fill_checkpoint_gaps
 from sublayer_search.search.run.curve_stopping import CurveStopping
 from sublayer_search.search.run.progress import SweepProgress
+from sublayer_search.search.run.retention import CheckpointRetention
 from sublayer_search.search.run.schedulers import CandidateASHA
 from sublayer_search.search.run.trainable import train_trial
 from sublayer_search.search.run.workers import TRIAL_RESOURCES
@@ -67,9 +68,12 @@ def make_tuner(plan: SweepPlan, ray_run: str, callback: MlflowTracking) -> tune.
         run_config=tune.RunConfig(
             name=ray_run, **Storage.of(exp.ray.storage_path).ray_options(),  # or s3://…
             callbacks=[callback, SweepProgress(total=num_samples, metric=plan.metric,
-                                               mode=plan.mode, steps=exp.train.steps)],
+                                               mode=plan.mode, steps=exp.train.steps),
+                       CheckpointRetention()],
             failure_config=tune.FailureConfig(max_failures=exp.failure.retries),
-            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+            # every checkpoint is kept as far as Tune knows, so that it never forces a
+            # snapshot of the whole sweep per checkpoint; CheckpointRetention prunes them
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=None),
             verbose=0,
         ),
     )

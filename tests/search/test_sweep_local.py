@@ -100,6 +100,11 @@ def test_grid_sweep_over_two_spaces_tracks_every_trial(local_ray, tmp_path):
     base = runs["interleaved2@seed0"]
     assert base.data.params["k"] == "0" and base.data.tags["sublayer.baseline"] == "true"
     assert {r.data.params["config_hash"] for r in runs.values()} == {plan.config_hash}
+    # Tune keeps every checkpoint (no snapshot forced per checkpoint); the sweep's own
+    # retention leaves each finished trial its newest one
+    trial_dirs = [d for d in (tmp_path / "ray").glob("*/*") if d.is_dir() and any(d.glob("checkpoint_*"))]
+    assert len(trial_dirs) == len(runs)
+    assert all(len(list(d.glob("checkpoint_*"))) == 1 for d in trial_dirs)
 
     # `sublayer analyze` end to end on this sweep: files written and attached to the parent
     from sublayer_search.search.cli.main import main
