@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from sublayer_search.search.cli.output import bad
+from sublayer_search.search.cli.output import TRIALS_SHOWN, bad
 from sublayer_search.spaces.exit_codes import ExitCode
 
 __all__ = ["GRID_GRACE", "GRID_FACTORS", "add_replay", "run_replay"]
@@ -207,6 +207,13 @@ def _print_report(report: Any, metric: str, curves: Sequence[Any] = (),
     by_name = {c.name: c for c in curves}
     same = scheduler_metric in (None, metric)  # the curves hold the scheduler's metric
     rows = sorted(report.trials, key=lambda t: (t.stopped_at is not None, t.name))
+    left_out = 0
+    if len(rows) > TRIALS_SHOWN:  # thousands of trials: the top k and the best by final
+        shown = set(report.top_k) | {t.name for t in sorted(
+            (t for t in rows if math.isfinite(t.final)), key=lambda t: t.final,
+            reverse=report.rank_mode == "max")[:TRIALS_SHOWN // 2]}
+        left_out = len(rows) - len(shown)
+        rows = [t for t in rows if t.name in shown]
     width = max(len(t.name) for t in rows)
     span = max([len("order")] + [len(t.order) for t in rows])
     head = f"final_{metric}"
@@ -219,6 +226,9 @@ def _print_report(report: Any, metric: str, curves: Sequence[Any] = (),
             reached = value_at_stop(curve, t.steps) if curve is not None and same else math.nan
         print(f"{t.name:<{width}}  {t.order:<{span}}  {f'{t.steps}/{t.full_steps}':>10}  "
               f"{stop:>10}  {_fmt(reached):>{len(head)}}  {_fmt(t.final)}")
+    if left_out:
+        print(f"... {left_out} more trial(s) not listed: the rows above are the top-{report.k} "
+              f"and the best {TRIALS_SHOWN // 2} by recorded final {metric}")
     if not same and report.stopped:
         print(f"note: the replay ran on {scheduler_metric}, so a stopped trial's {metric} at "
               "its stop is not known (blank)")
@@ -237,8 +247,10 @@ def _print_report(report: Any, metric: str, curves: Sequence[Any] = (),
     print(f"picked: {report.picked or 'none'}" + (f" ({order})" if order else "")
           + f"; regret {_fmt(report.regret)} ({metric})")
     if report.truncated:
+        names = ", ".join(report.truncated[:10]) + (
+            f" and {len(report.truncated) - 10} more" if len(report.truncated) > 10 else "")
         print(f"note: {len(report.truncated)} trial(s) end before the replay would stop them "
-              f"(stopped or failed in the recorded sweep): {', '.join(report.truncated)}")
+              f"(stopped or failed in the recorded sweep): {names}")
 
 
 def _print_grid(rows: list[dict[str, Any]], every: int, figure: str | None) -> int:

@@ -161,19 +161,31 @@ class _Trial:
 
 
 class _Controller:
-    """The part of Ray Tune's controller the schedulers call back into."""
+    """The part of Ray Tune's controller the schedulers call back into.
+
+    Trials that ended leave :attr:`live` (insertion-ordered), so that an event costs in
+    proportion to the trials still running or paused, not to every trial replayed: the
+    schedulers' "which trial runs next" only ever looks for pending and paused trials."""
 
     def __init__(self, scheduler: TrialScheduler, max_t: int) -> None:
         self.scheduler = scheduler
         self.max_t = max_t
         self.trials: list[_Trial] = []
+        self.live: dict[str, _Trial] = {}
+
+    def add(self, trial: _Trial) -> None:
+        self.trials.append(trial)
+        self.live[trial.trial_id] = trial
+
+    def end(self, trial: _Trial, status: str) -> None:
+        trial.status = status
+        self.live.pop(trial.trial_id, None)
 
     def get_trials(self) -> list[_Trial]:
-        return list(self.trials)
+        return list(self.live.values())  # an ended trial is never chosen to run again
 
     def get_live_trials(self) -> list[_Trial]:
-        ended = (RayTrial.TERMINATED, RayTrial.ERROR)
-        return [t for t in self.trials if t.status not in ended]
+        return list(self.live.values())
 
     def stop_trial(self, trial: _Trial, *, by_scheduler: bool = True) -> None:
         """As Ray's: remove a waiting trial, complete a running one. A trial stopped by the
@@ -187,7 +199,7 @@ class _Controller:
         step = int(trial.last_result.get(TIME_ATTR, 0))
         if by_scheduler and step < self.max_t:
             trial.stopped_at = step
-        trial.status = RayTrial.TERMINATED
+        self.end(trial, RayTrial.TERMINATED)
 
 
 def _result(settings: SchedulerSettings, point: Point, index: int) -> dict[str, Any]:
@@ -201,7 +213,7 @@ def _resume(ctrl: _Controller, now: float, *, force: bool) -> None:
         if chosen is None or chosen.status != RayTrial.PAUSED:
             if not force:
                 return
-            paused = [t for t in ctrl.trials if t.status == RayTrial.PAUSED]
+            paused = [t for t in ctrl.live.values() if t.status == RayTrial.PAUSED]
             if not paused:
                 return
             chosen = min(paused, key=lambda t: t.paused_at)
@@ -226,7 +238,7 @@ def _step(ctrl: _Controller, settings: SchedulerSettings, trial: _Trial) -> floa
             trial.status, trial.paused_at = RayTrial.PAUSED, now
     elif trial.curve.failed:
         sched.on_trial_error(ctrl, trial)
-        trial.status = RayTrial.ERROR
+        ctrl.end(trial, RayTrial.ERROR)
     else:
         ctrl.stop_trial(trial, by_scheduler=False)
     return now
@@ -246,19 +258,19 @@ def replay(curves: Sequence[Curve], settings: SchedulerSettings, *, k: int = 3,
     waiting = sorted(curves, key=lambda c: c.started)  # stable: ties keep the given order
     clock = -math.inf
     for _ in range(4 * sum(len(c.points) + 2 for c in curves) + 8):  # each pass moves one event
-        running = [t for t in ctrl.trials if t.status == RayTrial.RUNNING]
+        running = [t for t in ctrl.live.values() if t.status == RayTrial.RUNNING]
         nxt = min(running, key=lambda t: (t.next_time(), t.seq), default=None)
         if waiting and (nxt is None or waiting[0].started <= nxt.next_time()):
             curve = waiting.pop(0)
             trial = _Trial(trial_id=f"replay_{len(ctrl.trials):05d}", curve=curve,
                            config={"trial": {"name": curve.name, "baseline": curve.baseline}},
                            seq=len(ctrl.trials))
-            ctrl.trials.append(trial)
+            ctrl.add(trial)
             scheduler.on_trial_add(ctrl, trial)  # type: ignore[arg-type]
             trial.status = RayTrial.RUNNING
             continue
         if nxt is None:
-            if not any(t.status == RayTrial.PAUSED for t in ctrl.trials):
+            if not any(t.status == RayTrial.PAUSED for t in ctrl.live.values()):
                 break
             _resume(ctrl, clock, force=True)
             continue

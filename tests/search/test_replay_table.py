@@ -31,3 +31,22 @@ def test_a_stopped_trial_shows_its_value_at_the_stop(capsys):
         assert float(at_stop) > float(recorded)
     for _, _, _, final, recorded in full:
         assert final == recorded
+
+
+def test_past_forty_trials_the_table_lists_the_top_and_the_best_and_counts_the_rest(capsys):
+    from sublayer_search.search.cli.replay import _print_report
+    from sublayer_search.search.replay.engine import replay
+    from sublayer_search.search.replay.settings import SchedulerSettings
+
+    curves = [Curve(name=f"t{i:03d}", order="sf", final=1.0 + i / 100, points=tuple(
+        Point(step=s, value=1.0 + i / 100 + 1 / s, time=i + s / 1000) for s in (100, 200, 300)))
+        for i in range(120)]
+    report = replay(curves, SchedulerSettings(name="asha", metric="val_bpc", mode="min",
+                                              max_t=300, grace_period=100), k=3)
+    _print_report(report, "val_bpc", curves)
+    out = capsys.readouterr().out.splitlines()
+    rows = [line.split()[0] for line in out[1:] if line.split()[1:2] == ["sf"]]
+    assert len(rows) == 20 and {"t000", "t001", "t002"} <= set(rows)
+    assert set(rows) == {f"t{i:03d}" for i in range(20)}  # the best by recorded final
+    assert any(line.startswith("... 100 more trial(s) not listed") for line in out)
+    assert any(line.startswith("compute:") for line in out)
