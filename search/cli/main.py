@@ -13,6 +13,7 @@ import shlex
 import sys
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 from sublayer_search.search.cli.output import bad as _bad
 from sublayer_search.search.cli.output import print_table as _print_table
@@ -32,6 +33,7 @@ QUIET_LOGGERS = ("mlflow.store.db.utils", "alembic")
 
 
 # -- sublayer train ---------------------------------------------------------------------
+
 def _cmd_train(args: argparse.Namespace) -> int:
     from sublayer_search.models.lm_family import fit
     from sublayer_search.models.training_loop import use_threads
@@ -66,6 +68,19 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 # -- sublayer sweep -------------------------------------------------------------------------
+def _scheduler_line(exp: Any) -> str:
+    """What early stopping the sweep does, for the dry run."""
+    spec, every = exp.scheduler, exp.train.eval_every
+    if spec.type == "fifo":
+        return "fifo (no early stopping: every trial trains all its steps)"
+    grace = f"grace {spec.grace_period} evaluation(s) ({spec.grace_period * every} steps)"
+    if spec.type == "asha":
+        rule = f"asha, {grace}, reduction factor {spec.reduction_factor:g}"
+    else:
+        rule = f"curve, {grace}, z {spec.z:g}, keeps the top {spec.top_k}"
+    return f"{rule}, on {spec.metric} ({spec.mode}); baseline seeds are never stopped"
+
+
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from sublayer_search.search.plan.experiment import Experiment, load_experiment
     from sublayer_search.search.plan.preflight import plan_size_problems
@@ -121,6 +136,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         )
 
         print(dry_run_footer(plan))
+        print(f"scheduler: {_scheduler_line(exp)}")
         if prior is not None:
             print(f"search.prior: {prior.describe()}")
         return ExitCode.OK

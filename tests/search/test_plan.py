@@ -171,10 +171,11 @@ def test_dry_run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert header == ["name", "family", "seed", "n_s", "n_f", "units", "params",
                       "flops_per_token", "order"]
     lines = out.splitlines()
-    assert len(lines) == 1 + 10 + 1
+    assert len(lines) == 1 + 10 + 2
     assert lines[1].split()[:3] == ["interleaved4@seed0", "baseline", "0"]
-    assert lines[-2].split()[0] == "sandwich4_3@seed0" and lines[-2].endswith("ssssffff")
-    assert "10 trial(s)" in lines[-1] and "val_bpc" in lines[-1]
+    assert lines[-3].split()[0] == "sandwich4_3@seed0" and lines[-3].endswith("ssssffff")
+    assert "10 trial(s)" in lines[-2] and "val_bpc" in lines[-2]
+    assert lines[-1] == "scheduler: fifo (no early stopping: every trial trains all its steps)"
     assert _snapshot(tmp_path) == set()  # no mlflow.db, no ray_results
     assert not ray.is_initialized()
 
@@ -187,9 +188,14 @@ def test_dry_run_of_an_adaptive_sweep(tmp_path: Path, monkeypatch: pytest.Monkey
     raw["space"] = raw["space"][0]
     path = tmp_path / "evo.yaml"
     path.write_text(yaml.safe_dump(raw))
+    raw["scheduler"] = {"type": "asha", "grace_period": 2}
+    path.write_text(yaml.safe_dump(raw))
     assert main(["sweep", str(path), "--dry-run"]) == 0
-    last = capsys.readouterr().out.splitlines()[-1]
-    assert last.startswith("3 trial(s) + up to 6 proposed by evolution from 4 candidates")
+    *_, footer, scheduler = capsys.readouterr().out.splitlines()
+    assert footer.startswith("3 trial(s) + up to 6 proposed by evolution from 4 candidates")
+    every = raw["train"]["eval_every"]
+    assert scheduler == (f"scheduler: asha, grace 2 evaluation(s) ({2 * every} steps), reduction "
+                         "factor 2, on val_loss (min); baseline seeds are never stopped")
     assert _snapshot(tmp_path) == {"evo.yaml"}
 
 
