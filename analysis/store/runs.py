@@ -51,6 +51,7 @@ __all__ = [
     "load_history",
     "load_routing",
     "routing_rows",
+    "load_with_runs",
     "runs_with_role",
     "search_all",
 ]
@@ -254,14 +255,23 @@ def load(
     guided sweeps add ``guidance_frame.GUIDANCE_COLUMNS``.
     """
     client = _client(tracking_uri)
+    trials, runs = load_with_runs(experiment, tracking_uri, client=client)
+    if not history:
+        return trials
+    return trials, history_frame(client, runs)
+
+
+def load_with_runs(experiment: str, tracking_uri: str | None = None, *,
+                   client: MlflowClient | None = None) -> tuple[pd.DataFrame, list[Any]]:
+    """:func:`load`'s trials frame and the MLflow trial runs it was made from (one search,
+    for callers that need both, such as ``sublayer export``)."""
+    client = client or _client(tracking_uri)
     experiment_id = _experiment_id(client, experiment)
     runs = search_all(client, experiment_id, _TRIAL_FILTER)
     trials = _drop_empty_translation_columns(trials_frame(_row(client, run) for run in runs))
     trials.attrs.update(experiment=experiment, experiment_id=experiment_id,
                         tracking_uri=tracking_uri)
-    if not history:
-        return trials
-    return trials, history_frame(client, runs)
+    return trials, runs
 
 
 def history_frame(client: MlflowClient, runs: list[Any], *, when: bool = False) -> pd.DataFrame:

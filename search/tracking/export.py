@@ -101,13 +101,12 @@ def collect(experiment: str, tracking_uri: str | None = None
             ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """(trials, curves, meta) of every trial run of ``experiment``; AnalysisError for an
     unknown experiment or one without trial runs."""
-    trials = analysis_runs.load(experiment, tracking_uri)
+    client = open_store(tracking_uri)
+    trials, trial_runs = analysis_runs.load_with_runs(experiment, tracking_uri, client=client)
     if trials.empty:
         raise AnalysisError(f"experiment {experiment!r} has no trial runs (tag "
                             f"{Tag.ROLE}={Role.TRIAL}): nothing to export")
-    client = open_store(tracking_uri)
     exp_id = str(trials.attrs["experiment_id"])
-    trial_runs = analysis_runs.runs_with_role(client, exp_id, Role.TRIAL)
     curves = analysis_runs.history_frame(client, trial_runs, when=True)
     trials = _times(trials, curves, trial_runs)
     sweeps = [_sweep(r) for r in analysis_runs.runs_with_role(client, exp_id, Role.SWEEP)]
