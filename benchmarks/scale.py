@@ -214,10 +214,7 @@ def measure(store: str, n: int, args: argparse.Namespace, folder: Path,
             uri: str) -> dict[str, Any]:
     from mlflow.tracking import MlflowClient
 
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "RAY_USAGE_STATS_ENABLED": "0",
-           "RAY_TMPDIR": str(folder / "ray"), "OMP_NUM_THREADS": "1", "HOME": str(folder),
-           "PYTHONPATH": str(REPO)}
-    env.pop("RAY_ADDRESS", None)
+    env = _env(folder)
     (folder / "ray").mkdir(parents=True, exist_ok=True)
     name = f"scale_{store}_{n}"
     path = experiment(folder, name, n, args, uri)
@@ -241,6 +238,16 @@ def measure(store: str, n: int, args: argparse.Namespace, folder: Path,
     if args.amplify and args.amplify > n:  # the analysis of a bigger store of the same runs
         out["amplified_to"] = n + amplify(uri, exp_id, args.amplify)
         out["amplified_store_mb"] = store_size_mb(store, uri, folder / "mlflow.db")
+    out.update(analyse(name, uri, folder, env))
+    return out
+
+
+def analyse(name: str, uri: str, folder: Path, env: dict[str, str]) -> dict[str, Any]:
+    """Time and peak memory of ``analyze --history``, ``export`` and ``replay`` on the store,
+    then the REST requests of the runs link."""
+    from mlflow.tracking import MlflowClient
+
+    out: dict[str, Any] = {}
     sub = str(BIN / "sublayer")
     for what, cmd in (
             ("analyze", [sub, "analyze", "--experiment", name, "--tracking-uri", uri,
@@ -252,8 +259,43 @@ def measure(store: str, n: int, args: argparse.Namespace, folder: Path,
         if got["code"] != 0:
             raise SystemExit(f"sublayer {what} exited {got['code']}: see {folder}/{name}.{what}.log")
         out[f"{what}_s"], out[f"{what}_mb"], out[f"{what}_code"] = got["s"], got["mb"], got["code"]
+    exp_id = MlflowClient(uri).get_experiment_by_name(name).experiment_id  # type: ignore[union-attr]
     out.update(rest_times(uri, folder, exp_id))
     return out
+
+
+def _env(folder: Path) -> dict[str, str]:
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "RAY_USAGE_STATS_ENABLED": "0",
+           "RAY_TMPDIR": str(folder / "ray"), "OMP_NUM_THREADS": "1", "HOME": str(folder),
+           "PYTHONPATH": str(REPO)}
+    env.pop("RAY_ADDRESS", None)
+    return env
+
+
+def reanalyse(folder: Path, results: Path) -> dict[str, Any]:
+    """The analysis figures again on a folder ``--keep`` left (SQLite): after a change to the
+    analysis, without running the sweep again. The row keeps the sweep's own figures from
+    ``results`` (the latest row of that size) and says it was re-analysed, and when."""
+    child = sorted(folder.glob("scale_sqlite_*.json"))
+    if not child:
+        raise SystemExit(f"--reanalyse: no scale_sqlite_N.json in {folder} (a --keep folder)")
+    name = child[-1].stem
+    n = int(name.rsplit("_", 1)[1])
+    rows = [json.loads(line) for line in results.read_text().splitlines() if line.strip()] \
+        if results.exists() else []
+    before = [r for r in rows if r["store"] == "sqlite" and r["trials"] == n
+              and "amplified_to" not in r]
+    if not before:
+        raise SystemExit(f"--reanalyse: {results} has no SQLite row of {n} trials")
+    for stale in folder.glob(f"{name}.*.log"):
+        if not stale.name.endswith(".sweep.log"):
+            stale.unlink()
+    shutil.rmtree(folder / "report", ignore_errors=True)
+    shutil.rmtree(folder / "export", ignore_errors=True)
+    row = {**before[-1], **analyse(name, f"sqlite:///{folder / 'mlflow.db'}", folder,
+                                   _env(folder))}
+    row["reanalysed"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return row
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -316,12 +358,20 @@ def main(argv: list[str] | None = None) -> int:
                         "and time the analysis commands on that (the sweep's own figures stay)")
     p.add_argument("--table-only", action="store_true")
     p.add_argument("--keep", action="store_true", help="keep the scratch folders")
+    p.add_argument("--reanalyse", type=Path, metavar="FOLDER",
+                   help="time the analysis commands again on a SQLite folder --keep left")
     p.add_argument("--child", nargs=2, type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         return run_child(*args.child)
     args.out.mkdir(parents=True, exist_ok=True)
     results = args.out / "results.jsonl"
+    if args.reanalyse:
+        row = reanalyse(args.reanalyse, results)
+        with results.open("a") as fh:
+            fh.write(json.dumps(row) + "\n")
+        print(f"re-analysed: {json.dumps(row)}", file=sys.stderr, flush=True)
+        args.table_only = True
     for store, n in ([] if args.table_only else itertools.product(args.stores, args.trials)):
         folder = Path(tempfile.mkdtemp(prefix=f"scale-{store}-", dir="/tmp"))
         try:
