@@ -45,7 +45,7 @@ def _scheduler(plan: SweepPlan) -> Any:
 def _trainable(plan: SweepPlan) -> Any:
     """The trainable with the plan bound and one trial's resources."""
     exp = plan.experiment
-    bound = tune.with_parameters(train_trial, plan=plan)
+    bound = tune.with_parameters(train_trial, plan=plan.for_trials())
     if exp.resources.workers > 1:  # the workers ask for the CPUs and GPUs (run/workers.py)
         return tune.with_resources(bound, TRIAL_RESOURCES)
     return tune.with_resources(bound, {"cpu": exp.resources.cpu, "gpu": exp.resources.gpu})

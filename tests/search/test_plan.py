@@ -60,6 +60,22 @@ def test_trials_carry_their_planned_specs() -> None:
     assert _plan(train={"lr": 0.01}).config_hash != plan.config_hash
 
 
+def test_the_plan_bound_to_the_trainable_leaves_the_tables_out() -> None:
+    """Ray deserialises the bound plan at every trial start: it must not grow with the
+    sweep (each trial carries its own spec)."""
+    import pickle
+
+    small, big = _plan(), _plan(space={"type": "permutations", "n_s": 4, "n_f": 4,
+                                       "count": 60, "seed": 0})
+    slim = big.for_trials()
+    assert slim.trials == [] and slim.candidates == [] and slim.specs == {}
+    assert slim.experiment is big.experiment and slim.task is big.task
+    assert slim.config_hash == big.config_hash and slim.metric == big.metric
+    assert len(big.trials) > 5 * len(small.trials)
+    sizes = [len(pickle.dumps(p)) for p in (small.for_trials(), slim, big)]
+    assert sizes[1] < 1.5 * sizes[0] < sizes[2]  # the orders listed in the space only
+
+
 def test_sandwich_with_k0_merges_into_the_baseline() -> None:
     plan = _plan(space={"type": "sandwich", "n": 4, "k": [0, 1, 2]}, seeds=[0, 1],
                  baseline={"seeds": 3})
