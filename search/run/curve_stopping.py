@@ -36,12 +36,12 @@ from typing import Any
 
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
-from sublayer_search.search.run.schedulers import is_baseline
+from sublayer_search.search.run.schedulers import WaitingFirst, is_baseline
 
 __all__ = ["CurveStopping"]
 
 
-class CurveStopping(FIFOScheduler):
+class CurveStopping(WaitingFirst, FIFOScheduler):
     """Stop a candidate when its value is beyond the top-k by the margin above.
 
     ``grace_period``, ``max_t`` and the steps of results are in the unit of

@@ -1,13 +1,18 @@
-"""Trial schedulers: ASHA over the candidates, never over the baseline seeds."""
+"""Trial schedulers: FIFO, and ASHA over the candidates, never over the baseline seeds.
+
+Each picks the next trial to run from the trials not yet ended (:class:`WaitingFirst`),
+not by walking every trial of the sweep as Ray's FIFO choice does at every step of Tune's
+loop (at 2,700 trials that walk was a fifth of the driver's time)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from ray.tune.schedulers import ASHAScheduler, TrialScheduler
+from ray.tune.experiment import Trial as RayTrial
+from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, TrialScheduler
 
-__all__ = ["CandidateASHA", "is_baseline"]
+__all__ = ["CandidateASHA", "Fifo", "WaitingFirst", "is_baseline"]
 
 
 def is_baseline(trial: Any) -> bool:
@@ -18,7 +23,45 @@ def is_baseline(trial: Any) -> bool:
     return planned is not None and bool(planned.baseline)  # a sweep's Trial
 
 
-class CandidateASHA(ASHAScheduler):
+class WaitingFirst:
+    """Ray's FIFO choice (the first pending trial, else the first paused one, in the order
+    the trials were added) over the trials this scheduler saw added and not yet ended.
+
+    A trial leaves once it is TERMINATED (ended for good; a restored sweep adds its
+    trials again). An ERROR trial stays: Tune may retry it as PENDING."""
+
+    def on_trial_add(self, tune_controller: Any, trial: Any) -> None:
+        super().on_trial_add(tune_controller, trial)  # type: ignore[misc]
+        self._waiting_trials()[trial.trial_id] = trial
+
+    def _waiting_trials(self) -> dict[str, Any]:
+        waiting = self.__dict__.get("_waiting")
+        if waiting is None:
+            waiting = self.__dict__["_waiting"] = {}
+        return waiting
+
+    def choose_trial_to_run(self, tune_controller: Any) -> Any:
+        waiting = self._waiting_trials()
+        paused = None
+        for tid in [t for t, trial in waiting.items() if trial.status == RayTrial.TERMINATED]:
+            del waiting[tid]
+        for trial in waiting.values():
+            if trial.status == RayTrial.PENDING:
+                return trial
+            if paused is None and trial.status == RayTrial.PAUSED:
+                paused = trial
+        return paused
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Tune pickles the scheduler with its snapshot; the restored sweep adds its trials
+        return {k: v for k, v in self.__dict__.items() if k != "_waiting"}
+
+
+class Fifo(WaitingFirst, FIFOScheduler):
+    """Every trial trains to its end, in the order Tune adds them."""
+
+
+class CandidateASHA(WaitingFirst, ASHAScheduler):
     """ASHA that stops candidates early but lets every baseline seed train to the end.
 
     Each candidate is compared with fully trained baselines (Narang et al. 2021: several

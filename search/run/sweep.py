@@ -259,9 +259,15 @@ class SweepRun:
         tracker = self._plan_trials()
         if not self.resume or self.restart:
             self._log_files()
+        fresh = not self.resume and not self.restart and not ride_out(
+            "the sweep looked for earlier trial runs",
+            lambda retry: self.client.search_runs(
+                [self.exp_id], filter_string=f"tags.mlflow.parentRunId = '{self.parent_id}'",
+                max_results=1),
+            limit_s=self.limit_s, backlog=self.backlog)
         callback = tracker(tracking_uri=self.uri, experiment_id=self.exp_id,
                            parent_run_id=self.parent_id, plan=self.plan,
-                           match_names=self.restart)
+                           match_names=self.restart, fresh=fresh)
         callback.buffer.journal = self.backlog  # on disk through an outage: a killed driver keeps it
         if self.resume and callback.buffer.load(self.backlog):
             _write_backlog(callback, self.backlog, self.uri)

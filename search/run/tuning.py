@@ -8,7 +8,6 @@ import threading
 from typing import Any
 
 from ray import tune
-from ray.tune.schedulers import FIFOScheduler
 from ray.tune.search import ConcurrencyLimiter
 
 from sublayer_search.search.plan.storage import Storage
@@ -18,7 +17,7 @@ from sublayer_search.search.run.checkpoints import fill_checkpoint_gaps
 from sublayer_search.search.run.curve_stopping import CurveStopping
 from sublayer_search.search.run.progress import SweepProgress
 from sublayer_search.search.run.retention import CheckpointRetention
-from sublayer_search.search.run.schedulers import CandidateASHA
+from sublayer_search.search.run.schedulers import CandidateASHA, Fifo
 from sublayer_search.search.run.trainable import train_trial
 from sublayer_search.search.run.workers import TRIAL_RESOURCES
 from sublayer_search.search.searchers.tune import make_searcher
@@ -31,7 +30,7 @@ __all__ = ["SigintWatch", "incomplete", "make_tuner", "restored_tuner", "result_
 def _scheduler(plan: SweepPlan) -> Any:
     spec = plan.experiment.scheduler
     if spec.type == "fifo":
-        return FIFOScheduler()
+        return Fifo()
     if spec.type == "curve":
         return CurveStopping(time_attr="step", metric=spec.metric, mode=spec.mode,
                              max_t=plan.experiment.train.steps, z=spec.z, top_k=spec.top_k,

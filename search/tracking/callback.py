@@ -43,7 +43,8 @@ class MlflowTracking(Callback):
 
     def __init__(self, *, tracking_uri: str, experiment_id: str, parent_run_id: str,
                  plan: SweepPlan, outage_limit_s: float | None = None,
-                 max_buffered: int | None = None, match_names: bool = False) -> None:
+                 max_buffered: int | None = None, match_names: bool = False,
+                 fresh: bool = False) -> None:
         spec = plan.experiment.tracking
         self.tracking_uri = tracking_uri
         self.experiment_id = experiment_id
@@ -66,6 +67,10 @@ class MlflowTracking(Callback):
         self.match_names = match_names
         """Also find a trial's run by its name (a sweep run again under the same parent
         after it was killed before Tune first saved its state: new Ray trial ids)."""
+        self.fresh = fresh
+        """The parent run had no child runs when the sweep started: a trial's run is created
+        without searching for one first (a search per trial costs in proportion to the
+        runs already there); a retried create still searches, so it never duplicates."""
         short_http_retries()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -129,7 +134,10 @@ class MlflowTracking(Callback):
         tid = op["trial"]
         if tid in self._runs or tid in self._done:
             return
-        old = self._find(tid)
+        first_try = not op.get("tried")
+        op["tried"] = True  # a retry after a failed request searches: it may have been made
+        new = self.fresh and first_try and "name" in op
+        old = None if new else self._find(tid)
         if old is None and self.match_names and "name" in op:
             old = self._find(tid, op["name"])
         if old is not None and old.info.status == "FINISHED":
