@@ -116,12 +116,13 @@ def _run(args: argparse.Namespace) -> int:
         replication = study == "replication"
         trials, history, routing = load_pooled(
             experiments, uri, history=getattr(args, "history", False) or replication)
+        loaded = trials
         if getattr(args, "include_stopped", False):
             trials = with_stopped(trials)
         attention = None  # Table 7, from trained models: given by the caller (``search``)
         study = getattr(args, "attention_study", None)
         if study is not None and len(experiments) == 1 and not is_translation(trials):
-            attention = study(experiments[0], uri)
+            attention = study(experiments[0], uri, loaded)
         if replication:
             from sublayer_search.analysis.report.replication import replication_report
 

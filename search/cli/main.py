@@ -221,7 +221,8 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     from sublayer_search.analysis.cli import run_analyze
     from sublayer_search.search.tracking.attention import sweep_attention
     # Table 7 needs the trained models (torch), which analysis never imports: it gets this
-    args.attention_study = lambda experiment, uri: sweep_attention(experiment, tracking_uri=uri)
+    args.attention_study = lambda experiment, uri, trials: sweep_attention(
+        experiment, tracking_uri=uri, trials=trials)
     return run_analyze(args)
 
 

@@ -36,35 +36,44 @@ def run_attention(run_id: str, *, tracking_uri: str, idx: Any) -> list[np.ndarra
 
 
 def sweep_attention(experiment: str, *, tracking_uri: str, per_group: int = 3,
-                    batch: int = 2, context: int | None = None) -> Any:
+                    batch: int = 2, context: int | None = None, trials: Any = None) -> Any:
     """Table 7 of a sweep (Press et al. 2020): attention distance between trained
     baseline seeds and trained sandwich models, from checkpoints logged with
     ``tracking.log_checkpoints: true``. At most ``per_group`` models of each group; an
-    ``AttentionStudy`` with only a note when there is nothing to compare."""
+    ``AttentionStudy`` with only a note when there is nothing to compare. ``trials``: the
+    sweep's trials frame when the caller has read it already.
+
+    Only the runs that could enter a group are asked for their artifacts (one request
+    each), and only until the group is full: not every trial of a sweep of thousands."""
     from mlflow.tracking import MlflowClient
 
     from sublayer_search.analysis.report.attention import AttentionStudy
     from sublayer_search.analysis.store import runs
     from sublayer_search.analysis.studies.attention_distances import distance_table, group_distances
 
-    frame = runs.load(experiment, tracking_uri)
-    done = frame[frame["status"] == "finished"]
+    frame = runs.load(experiment, tracking_uri) if trials is None else trials
+    done = list(frame[frame["status"] == "finished"].itertuples())
     client = MlflowClient(tracking_uri=tracking_uri)
-    logged = [r for r in done.itertuples()
-              if any(a.path == "checkpoint/model.json"
-                     for a in client.list_artifacts(str(r.run_id), "checkpoint"))]
-    groups = {"baseline": [r for r in logged if r.baseline],
-              "sandwich": [r for r in logged if not r.baseline and r.family == "sandwich"
+    wanted = {"baseline": [r for r in done if r.baseline],
+              "sandwich": [r for r in done if not r.baseline and r.family == "sandwich"
                            and (r.k or 0) > 0]}
-    if not logged:
+    chosen: dict[str, list[Any]] = {}
+    for name, rows in wanted.items():
+        chosen[name] = []
+        for r in rows:
+            if len(chosen[name]) == per_group:
+                break
+            if any(a.path == "checkpoint/model.json"
+                   for a in client.list_artifacts(str(r.run_id), "checkpoint")):
+                chosen[name].append(r)
+    if not any(chosen.values()):
         return AttentionStudy(note="Not computed: no finished trial of this sweep logged a "
                                    "checkpoint (set tracking.log_checkpoints: true).")
-    if sum(len(g) for g in groups.values()) < 2:
+    if sum(len(g) for g in chosen.values()) < 2:
         return AttentionStudy(note="Not computed: Table 7 compares trained baseline seeds and "
                                    "sandwich models; this sweep logged checkpoints of "
-                                   f"{len(groups['baseline'])} baseline and "
-                                   f"{len(groups['sandwich'])} sandwich trial(s).")
-    chosen = {name: rows[:per_group] for name, rows in groups.items()}
+                                   f"{len(chosen['baseline'])} baseline and "
+                                   f"{len(chosen['sandwich'])} sandwich trial(s).")
     models = {str(r.name): model_from_run(str(r.run_id), tracking_uri=tracking_uri)
               for rows in chosen.values() for r in rows}
     first = next(iter(models.values()))
