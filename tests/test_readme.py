@@ -66,11 +66,13 @@ EXCLUDED = {
     "python benchmarks/multi_objective.py --seed 0": "a real 8-trial sweep (about 2 min); "
                                                      "tests/search/test_multi_objective.py "
                                                      "runs a real NSGA-II sweep",
-    "python benchmarks/scale.py --trials 100 --stores sqlite postgresql":
-        "two Ray sweeps of 100 trials and their analysis (about 20 min here)",
-    "python benchmarks/scale.py --trials 30 --stores sqlite --amplify 5000":
-        "a Ray sweep and the analysis of 5,000 runs (about 15 min here); "
+    "python benchmarks/scale.py --trials 100 1000 --stores sqlite postgresql":
+        "four Ray sweeps of 100 and 1,000 trials and their analysis (about 15 min); "
         "tests/search/test_history_requests.py checks the bulk reads",
+    "python benchmarks/scale.py --trials 5000 --stores sqlite --keep":
+        "a Ray sweep of 5,000 trials and its analysis (about 22 min)",
+    "python benchmarks/scale.py --reanalyse /tmp/scale-sqlite-XXXX":
+        "needs the folder a --keep run left",
     "python benchmarks/gpu_sharing.py --device cpu": "about a minute of Ray trials; "
                                                      "tests/search/test_benchmark_gpu_sharing.py",
     "sublayer sweep configs/mini_press2020.yaml": "the 68-minute programme it describes",
