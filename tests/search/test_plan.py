@@ -222,5 +222,6 @@ def test_paper_presets_plan(preset: Path, tmp_path: Path, monkeypatch: pytest.Mo
     code = main(["sweep", str(preset), "--dry-run"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    assert "trial(s)" in captured.out.splitlines()[-1]
+    *_, footer, scheduler = captured.out.splitlines()
+    assert "trial(s)" in footer and scheduler.startswith("scheduler: ")
     assert _snapshot(tmp_path) == set()
