@@ -33,7 +33,6 @@ QUIET_LOGGERS = ("mlflow.store.db.utils", "alembic")
 
 
 # -- sublayer train ---------------------------------------------------------------------
-
 def _cmd_train(args: argparse.Namespace) -> int:
     from sublayer_search.models.lm_family import fit
     from sublayer_search.models.training_loop import use_threads

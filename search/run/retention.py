@@ -44,6 +44,8 @@ def default_settle_s() -> float:
         return max(SETTLE_S, 2 * float(period))
     except ValueError:  # "auto": every 10 s, or 19 times the last snapshot's duration
         return SETTLE_S
+
+
 _ENDED = frozenset({"TERMINATED", "ERROR"})
 
 
