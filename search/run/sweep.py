@@ -29,6 +29,7 @@ from sublayer_search.search.plan.storage import Storage
 from sublayer_search.search.plan.sweep_plan import SweepPlan, trial_table
 from sublayer_search.search.run.local_ray import shutdown_ray, start_local_ray
 from sublayer_search.search.run.reuse import reuse_finished
+from sublayer_search.search.run.state_format import legacy_trials
 from sublayer_search.search.run.tuning import (
     SigintWatch,
     incomplete,
@@ -215,6 +216,13 @@ class SweepRun:
             raise ExperimentError(self.plan.source, [Problem(
                 "--resume", self.storage.uri_of(exp.name),
                 "a sweep started earlier with this file (none found under ray.storage_path)")])
+        if old := legacy_trials(self.storage, ray_run):
+            raise ExperimentError(self.plan.source, [Problem(
+                "--resume", ray_run,
+                f"a sweep this version can continue ({old} of the trials in "
+                f"{self.storage.uri_of(ray_run)} were saved by a "
+                "version before the Trial change; run the file again with `reuse: true`: "
+                "its finished trials are kept, the rest train)")])
         # killed before Tune's first snapshot: run it again under the same names and runs
         return ray_run, not tune.Tuner.can_restore(
             self.storage.path(ray_run),
