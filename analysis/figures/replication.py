@@ -10,6 +10,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
@@ -33,15 +34,18 @@ def _band(ax: plt.Axes, base: BaselineStats, *, vertical: bool = False) -> None:
 
 def plot_overview(frame: pd.DataFrame, base: BaselineStats, halves: HalvesInfo | None, *,
                   metric: str, title: str, families: pd.DataFrame | None = None) -> Figure:
-    """Three panels: models by family, the sandwich curve, metric against bottom-half s
+    """Three panels: models by family, the sandwich curve (left out when the sweep has no
+    sandwich orders), metric against bottom-half s
     (one colour per random family; ``families``, :func:`replication.by_family`'s table,
     gives each family's Spearman rho in the legend and the pooled one in the title)."""
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), layout="constrained")
     rows = frame[frame["status"] == "finished"]
+    sand = rows[(rows["family"] == "sandwich") & ~rows["baseline"] & rows["k"].notna()]
+    panels = 3 if len(sand) else 2  # no sandwich orders: no sandwich panel
+    fig, axes = plt.subplots(1, panels, figsize=(5 * panels, 4.6), layout="constrained")
     ax = axes[0]
     groups = [("baseline seeds", rows[rows["baseline"]])]
-    groups += [(fam, rows[(rows["family"] == fam) & ~rows["baseline"]])
-               for fam in (*RANDOM_FAMILIES, "sandwich")]
+    groups += [(fam, sel) for fam in (*RANDOM_FAMILIES, "sandwich")
+               if len(sel := rows[(rows["family"] == fam) & ~rows["baseline"]])]
     rng = np.random.default_rng(0)
     for i, (_, sel) in enumerate(groups):
         x = i + rng.uniform(-0.18, 0.18, len(sel))
@@ -52,22 +56,9 @@ def plot_overview(frame: pd.DataFrame, base: BaselineStats, halves: HalvesInfo |
     ax.set_title("every model (one point per trial)", fontsize=10)
     ax.legend(fontsize=8, loc="best", framealpha=0.85)
 
-    ax = axes[1]
-    sand = rows[(rows["family"] == "sandwich") & ~rows["baseline"] & rows["k"].notna()]
-    points = pd.concat([pd.DataFrame({"k": 0, "final": rows.loc[rows["baseline"], "final"]}),
-                        sand[["k", "final"]]]).astype({"k": int})
-    stats = points.groupby("k")["final"].agg(["mean", "std", "count"]).reset_index()
-    ax.scatter(points["k"], points["final"], s=12, color="0.6", label="one trial (seed)")
-    ax.errorbar(stats["k"], stats["mean"], yerr=stats["std"].fillna(0), marker="o",
-                color="black", capsize=3, label="mean ± sd over seeds (k = 0: baseline)")
-    _band(ax, base)
-    ax.set_xlabel("sandwich coefficient k (count)")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_ylabel(metric_label(metric))
-    ax.set_title("sandwich s^k (sf)^(n-k) f^k", fontsize=10)
-    ax.legend(fontsize=8, loc="best", framealpha=0.85)
-
-    ax = axes[2]
+    if len(sand):
+        _sandwich_panel(axes[1], rows, sand, base, metric)
+    ax = axes[-1]
     if halves is None:
         ax.text(0.5, 0.5, "no random models", ha="center", va="center", transform=ax.transAxes)
         ax.set_axis_off()
@@ -100,6 +91,23 @@ def plot_overview(frame: pd.DataFrame, base: BaselineStats, halves: HalvesInfo |
     ax.legend(fontsize=7, loc="best", framealpha=0.85)
     fig.suptitle(title)
     return fig
+
+
+def _sandwich_panel(ax: Axes, rows: pd.DataFrame, sand: pd.DataFrame, base: BaselineStats,
+                    metric: str) -> None:
+    """The sandwich curve: each k's trials with mean and sd, the baseline seeds as k = 0."""
+    points = pd.concat([pd.DataFrame({"k": 0, "final": rows.loc[rows["baseline"], "final"]}),
+                        sand[["k", "final"]]]).astype({"k": int})
+    stats = points.groupby("k")["final"].agg(["mean", "std", "count"]).reset_index()
+    ax.scatter(points["k"], points["final"], s=12, color="0.6", label="one trial (seed)")
+    ax.errorbar(stats["k"], stats["mean"], yerr=stats["std"].fillna(0), marker="o",
+                color="black", capsize=3, label="mean ± sd over seeds (k = 0: baseline)")
+    _band(ax, base)
+    ax.set_xlabel("sandwich coefficient k (count)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel(metric_label(metric))
+    ax.set_title("sandwich s^k (sf)^(n-k) f^k", fontsize=10)
+    ax.legend(fontsize=8, loc="best", framealpha=0.85)
 
 
 def plot_single_runs(runs: pd.DataFrame, *, metric: str) -> Figure:

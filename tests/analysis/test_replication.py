@@ -158,3 +158,23 @@ def test_the_readme_states_what_the_shipped_study_says() -> None:
     assert f"{study_noise.order_share:.0%}".replace("%", " %") in text
     slopes = end_slopes(study.history, frame, metric)
     assert f"end/early {slopes['end_to_early'].median():.2f}" in text
+
+
+@pytest.mark.parametrize("sandwiches", [True, False])
+def test_overview_draws_the_sandwich_panel_only_for_sandwiches(sandwiches: bool) -> None:
+    from sublayer_search.analysis.figures.replication import plot_overview
+    from sublayer_search.analysis.store.frame import baseline_stats
+    from sublayer_search.analysis.studies.halves import halves_study
+
+    frame = _frame()
+    if not sandwiches:
+        frame = frame[frame["family"] != "sandwich"]
+    fig = plot_overview(frame, baseline_stats(frame, "val_bpc"),
+                        halves_study(frame, metric="val_bpc"), metric="val_bpc", title="t")
+    titles = [ax.get_title() for ax in fig.axes]
+    assert ("sandwich s^k (sf)^(n-k) f^k" in titles) is sandwiches, titles
+    assert len(fig.axes) == (3 if sandwiches else 2)
+    ticks = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert ticks[0] == "baseline seeds\n(n=5)" and "permutations\n(n=4)" in ticks
+    assert any(t.startswith("sandwich") for t in ticks) is sandwiches  # no empty group
+    assert "random models: attention in the bottom half" in fig.axes[-1].get_title()
