@@ -210,3 +210,28 @@ def test_readme_commands_run_as_written(clone: Path, tmp_path: Path) -> None:
             failed.append(f"$ {command}\nprints, unlike the output shown:\n{done.stdout[-3000:]}")
     assert not failed, "documented commands that fail as written:\n\n" + "\n\n".join(failed)
     assert (clone / "reports" / "paper").is_dir()  # the paper analysis wrote its report
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_links_between_the_documents_resolve() -> None:
+    """Every relative link of README.md and docs/*.md names a file that exists and, with a
+    ``#anchor``, a heading of that file."""
+    broken = []
+    for name in DOCS:
+        source = REPO / name
+        for target in re.findall(r"\]\(([^)\s]+)\)", source.read_text()):
+            if re.match(r"^[a-z]+:", target):  # http(s):, mailto:
+                continue
+            path, _, anchor = target.partition("#")
+            file = (source.parent / path).resolve() if path else source
+            if not file.exists():
+                broken.append(f"{name}: {target} (no such file)")
+            elif anchor and file.suffix == ".md":
+                headings = re.findall(r"^#+\s+(.*)$", file.read_text(), flags=re.M)
+                if anchor not in {_slug(h) for h in headings}:
+                    broken.append(f"{name}: {target} (no such heading)")
+    assert not broken, broken
