@@ -195,8 +195,9 @@ def test_readme_commands_run_as_written(clone: Path, tmp_path: Path) -> None:
     assert ("sublayer --help", readme_setup) in to_run and len(to_run) >= 8, to_run
     assert len(scripts) >= 5, scripts  # the excluded benchmarks still take their flags
     failed = []
-    helps = [(c, s) for c, s in dict.fromkeys(to_run) if c.endswith(" --help")]
-    in_order = [(c, s) for c, s in dict.fromkeys(to_run) if not c.endswith(" --help")]
+    unique = list(dict.fromkeys(to_run))
+    helps = [(c, s) for c, s in unique if c.endswith(" --help")]
+    in_order = [(c, s) for c, s in unique if not c.endswith(" --help")]
     with ThreadPoolExecutor(max_workers=1) as pool:  # read-only: beside the documented order
         asked = [(c, pool.submit(_run, c, s, clone, tmp_path)) for c, s in helps]
         ran = [(c, _run(c, s, clone, tmp_path)) for c, s in in_order]

@@ -15,7 +15,7 @@ from typing import Any
 
 from sublayer_search.search.plan.storage import Storage
 
-STATE_GLOB = "experiment_state-"
+STATE_PREFIX = "experiment_state-"
 
 
 def _newest_state(storage: Storage, ray_run: str) -> str | None:
@@ -26,10 +26,9 @@ def _newest_state(storage: Storage, ray_run: str) -> str | None:
         found = fs.get_file_info(pyarrow.fs.FileSelector(storage.path(ray_run)))
     except (FileNotFoundError, OSError):
         return None
-    names = sorted(PurePosixPath(info.path).name for info in found
-                   if info.type == pyarrow.fs.FileType.File
-                   and PurePosixPath(info.path).name.startswith(STATE_GLOB)
-                   and info.path.endswith(".json"))
+    files = (PurePosixPath(info.path).name for info in found
+             if info.type == pyarrow.fs.FileType.File)
+    names = sorted(n for n in files if n.startswith(STATE_PREFIX) and n.endswith(".json"))
     return storage.read_text(ray_run, names[-1]) if names else None
 
 
