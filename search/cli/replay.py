@@ -239,6 +239,7 @@ def _print_report(report: Any, metric: str, curves: Sequence[Any] = (),
           f"{full_evals} evaluations ({report.evaluation_fraction:.1%}); "
           f"candidates alone (baseline seeds left out): {report.candidate_compute_fraction:.1%}; "
           f"{len(report.stopped)} trial(s) stopped")
+    _print_floor(report, curves)
     lost = [n for n in report.top_k if n not in report.kept]
     print(f"top-{report.k} by final {metric}: {', '.join(report.top_k) or 'none'}; kept "
           f"{len(report.kept)} of {len(report.top_k)}" + (f" (lost: {', '.join(lost)})"
@@ -251,6 +252,20 @@ def _print_report(report: Any, metric: str, curves: Sequence[Any] = (),
             f" and {len(report.truncated) - 10} more" if len(report.truncated) > 10 else "")
         print(f"note: {len(report.truncated)} trial(s) end before the replay would stop them "
               f"(stopped or failed in the recorded sweep): {names}")
+
+
+def _print_floor(report: Any, curves: Sequence[Any]) -> None:
+    """The least compute any rule keeping the top k could have used (:mod:`.floor`)."""
+    from sublayer_search.search.replay.floor import compute_floor
+
+    if not report.top_k or not curves:
+        return
+    first, second = (compute_floor(report, curves, first_decision=d) for d in (1, 2))
+    print(f"floor: a rule that knew every final value would still use {first.fraction:.1%} "
+          f"({first.candidate_fraction:.1%} candidates alone) to keep the top-{report.k}, "
+          f"stopping every other candidate at its first evaluation; {second.fraction:.1%} "
+          f"({second.candidate_fraction:.1%}) if no candidate stops before its second "
+          "(as curve)")
 
 
 def _print_grid(rows: list[dict[str, Any]], every: int, figure: str | None) -> int:

@@ -1,0 +1,90 @@
+"""The least compute any stopping rule could have used on a recorded sweep while keeping
+its top k: a floor to read a replay's compute against.
+
+A clairvoyant rule, one that knows every final value in advance, still has to
+
+- train every baseline seed to the end (the report compares every order with whole
+  seeds);
+- train the top k candidates to the end (that is what keeping them means);
+- train every other candidate up to the first evaluation at which a rule may decide.
+  A recorded sweep can only be stopped at its recorded evaluations, and a rule that
+  reads slopes (``scheduler: {type: curve}``) decides from the second one on.
+
+``continued_share`` adds one more constraint: that share of the candidates trains past
+its first decision to the next evaluation, as a rule must that keeps slow starters (on
+another corpus all three eventual winners sat in the bottom half at the first rung, so a
+rule that kept them continued at least half of the candidates). The clairvoyant rule
+continues the top k and the cheapest others.
+
+Pure functions over a :class:`ReplayReport` and the recorded curves: no Ray, no MLflow.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from sublayer_search.search.replay.report import ReplayReport
+
+__all__ = ["ComputeFloor", "compute_floor"]
+
+
+class _Point(Protocol):
+    step: int
+
+
+class _Curve(Protocol):
+    name: str
+    points: Sequence[_Point]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ComputeFloor:
+    """Trial-steps a clairvoyant rule needs, as fractions of the full sweep."""
+
+    first_decision: int
+    """The evaluation (1 = the first) at which the rule may first stop a candidate."""
+    continued_share: float
+    """Share of the candidates that trains past its first decision."""
+    fraction: float
+    """With the baseline seeds' trial-steps (they always train whole)."""
+    candidate_fraction: float
+    """The candidates alone."""
+
+
+def _step_at(curve: _Curve | None, evaluation: int, full: int) -> int:
+    """Steps trained at the curve's ``evaluation``-th evaluation (1-based), at most ``full``."""
+    if curve is None or not curve.points:
+        return full
+    return min(curve.points[min(evaluation, len(curve.points)) - 1].step, full)
+
+
+def compute_floor(report: ReplayReport, curves: Sequence[_Curve], *, first_decision: int = 1,
+                  continued_share: float = 0.0) -> ComputeFloor:
+    """The compute of a rule that keeps ``report.top_k`` and stops every other candidate
+    as early as ``first_decision`` and ``continued_share`` allow (module docstring)."""
+    if first_decision < 1:
+        raise ValueError(f"first_decision: got {first_decision}, expected a whole number >= 1")
+    if not 0.0 <= continued_share <= 1.0:
+        raise ValueError(f"continued_share: got {continued_share}, expected 0 to 1")
+    by_name = {c.name: c for c in curves}
+    top = set(report.top_k)
+    base_used = sum(t.full_steps for t in report.trials if t.baseline)
+    cands = [t for t in report.trials if not t.baseline]
+    used = {t.name: t.full_steps if t.name in top else
+            _step_at(by_name.get(t.name), first_decision, t.full_steps) for t in cands}
+    extra = math.ceil(continued_share * len(cands)) - sum(1 for t in cands if t.name in top)
+    if extra > 0:  # the cheapest next evaluations among the others
+        more = sorted((_step_at(by_name.get(t.name), first_decision + 1, t.full_steps)
+                       - used[t.name], t.name) for t in cands if t.name not in top)
+        for cost, name in more[:extra]:
+            used[name] += cost
+    full_cands = sum(t.full_steps for t in cands)
+    full = full_cands + sum(t.full_steps for t in report.trials if t.baseline)
+    cand_used = sum(used.values())
+    return ComputeFloor(
+        first_decision=first_decision, continued_share=continued_share,
+        fraction=(base_used + cand_used) / full if full else math.nan,
+        candidate_fraction=cand_used / full_cands if full_cands else math.nan)
