@@ -91,22 +91,43 @@ def judge(
     }
 
 
+def judged_prior(source: str, names: list[str]) -> Any:
+    """The prior ``names`` give, fitted without any table of the judged study ``source``
+    (:func:`search.searchers.prior.same_study`: by name or any shared record)."""
+    from sublayer_search.search.searchers.prior import load_tables, resolve_prior
+
+    return resolve_prior(names, exclude=load_tables(source))
+
+
+def prior_alone(prior: Any, judged: list[str], truth: np.ndarray, rng: np.random.Generator,
+                resamples: int) -> dict[str, Any]:
+    """The prior's own ranking of the judged orders (no compute), judged as a scheme is."""
+    return {"sources": list(prior.sources), "weight": prior.weight,
+            **judge(prior.predict(judged), truth, rng, resamples)}
+
+
 def stage_two_pick(
-    ranking: list[dict[str, Any]], judged: list[str], truth: np.ndarray
+    ranking: list[dict[str, Any]], judged: list[str], truth: np.ndarray, prior: Any = None
 ) -> dict[str, Any]:
-    """What stage 2 would train with the default tie settings: the top 5 by rank plus
-    the orders tied with the 5th (:func:`search.oneshot.plan.chosen`), and how many of
-    the stand-alone top 5 that catches."""
+    """What stage 2 would train with the default settings: the top 5 by rank, the orders
+    tied with the 5th (:func:`search.oneshot.plan.chosen`) and, with a ``prior``, the
+    ``supernet.prior_extra`` orders it ranks best among the rest
+    (:func:`search.oneshot.plan.prior_picks`); how many of the stand-alone top 5 each
+    catches."""
     from sublayer_search.models.supernet.config import SupernetConfig
-    from sublayer_search.search.oneshot.plan import chosen
+    from sublayer_search.search.oneshot.plan import chosen, prior_picks
 
     cfg = SupernetConfig()
     rows = [r for r in sorted(ranking, key=lambda r: r["rank"]) if r["order"] in judged]
-    picked = [r["order"] for r in chosen(rows, TOP, extra=cfg.tie_extra, sems=cfg.tie_sems)]
+    picked = chosen(rows, TOP, extra=cfg.tie_extra, sems=cfg.tie_sems)
+    more = prior_picks(rows, picked, prior, cfg.prior_extra)
     top_true = {judged[i] for i in np.argsort(truth, kind="stable")[:TOP]}
     return {
         "tie_extra": cfg.tie_extra,
         "tie_sems": cfg.tie_sems,
         "picked": len(picked),
-        "top5_caught": len(top_true & set(picked)),
+        "top5_caught": len(top_true & {r["order"] for r in picked}),
+        "prior_extra": cfg.prior_extra if prior is not None else 0,
+        "picked_with_prior": len(picked) + len(more),
+        "top5_caught_with_prior": len(top_true & {r["order"] for r in [*picked, *more]}),
     }

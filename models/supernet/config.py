@@ -53,6 +53,10 @@ class SupernetConfig:
     tie_sems: float = 2.0
     """An order ranked below k ties with the k-th when its mean exceeds the k-th's by at
     most ``tie_sems`` standard errors of the difference, sqrt(sem_i^2 + sem_k^2)."""
+    prior_extra: int = 3
+    """With ``search.prior``: stage 2 also trains at most this many orders that the prior
+    ranks best and the supernet left out (a second opinion the supernet's bias does not
+    share); 0: none. Without ``search.prior``, or a prior with no evidence: unused."""
 
     def __post_init__(self) -> None:
         checks = Checks()
@@ -76,6 +80,8 @@ class SupernetConfig:
                "supernet.tie_extra", self.tie_extra, "an integer >= 0")
         checks(is_number(self.tie_sems, finite=True) and self.tie_sems >= 0,
                "supernet.tie_sems", self.tie_sems, "a finite number >= 0")
+        checks(is_int(self.prior_extra) and self.prior_extra >= 0,
+               "supernet.prior_extra", self.prior_extra, "an integer >= 0")
         checks.raise_any()
 
     def to_dict(self) -> dict[str, Any]:

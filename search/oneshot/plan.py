@@ -4,8 +4,9 @@
   compute in units of one stand-alone trial (optimizer steps against ``train.steps``).
 - Stage 2: the ``top_k`` orders of the supernet's ranking, plus up to
   ``supernet.tie_extra`` more that the ranking cannot tell from the k-th
-  (:func:`chosen`), with the sweep's seeds plus the baseline seeds, as an ordinary grid
-  of stand-alone trials (:func:`stage_two`).
+  (:func:`chosen`), plus, with ``search.prior``, up to ``supernet.prior_extra`` that the
+  prior ranks best among the rest (:func:`prior_picks`), with the sweep's seeds plus the
+  baseline seeds, as an ordinary grid of stand-alone trials (:func:`stage_two`).
 
 :func:`dry_run_footer` is what ``sublayer sweep --dry-run`` prints beyond the trial table.
 """
@@ -20,6 +21,7 @@ from typing import Any
 from sublayer_search.search.oneshot.checks import supernet_config, supernet_orders, top_k
 from sublayer_search.search.plan.sweep_plan import SweepPlan
 from sublayer_search.search.plan.trial import Trial
+from sublayer_search.search.searchers.prior import OrderPrior
 from sublayer_search.spaces.records import direction
 
 __all__ = [
@@ -27,7 +29,9 @@ __all__ = [
     "RANK_PARAM",
     "ESTIMATE_PARAM",
     "StageOne",
+    "PICK_PARAM",
     "chosen",
+    "prior_picks",
     "rank_metric",
     "dry_run_footer",
     "stage_one",
@@ -40,6 +44,9 @@ SHOWN = 8
 """Orders the dry run lists by name (the rest are counted)."""
 ONESHOT_PARAMS = (RANK_PARAM, ESTIMATE_PARAM)
 """Params of a stage-2 trial chosen by the ranking (also tagged ``sublayer.oneshot_*``)."""
+PICK_PARAM = "oneshot_pick"
+"""Param (value ``prior``) of a stage-2 trial the prior added; the ranking's own picks
+have none."""
 
 
 def rank_metric(metric: str) -> str:
@@ -178,6 +185,12 @@ def dry_run_footer(plan: SweepPlan) -> str:
         else ""
     )
     more = f" (+ up to {extra * seeds} tied)" if extra > 0 else ""
+    by_prior = min(cfg.prior_extra, len(one.orders) - k) if exp.search.prior else 0
+    by_prior_text = ""
+    if by_prior > 0:
+        ties += (f" + up to {by_prior} more the prior ranks best among the rest "
+                 "(search.prior, supernet.prior_extra)")
+        by_prior_text = f" (+ up to {by_prior * seeds} by the prior)"
     spaces = ", ".join(dict.fromkeys(c.space for c in plan.candidates))
     shown = " ".join(one.orders[:SHOWN]) + (
         f" (+{len(one.orders) - SHOWN} more)" if len(one.orders) > SHOWN else ""
@@ -187,7 +200,7 @@ def dry_run_footer(plan: SweepPlan) -> str:
         f"(sharing {one.sharing}): {one.cost_text()}\n  orders: {shown}\n"
         f"stage 2: the top {k} orders of the ranking{ties} x {seeds} seed(s) + the {n} "
         f"baseline trial(s) above train stand-alone\n"
-        f"{n} trial(s) + {k * seeds}{more} chosen by the supernet{tail}"
+        f"{n} trial(s) + {k * seeds}{more} chosen by the supernet{by_prior_text}{tail}"
     )
 
 
@@ -220,10 +233,29 @@ def chosen(
     return top + ties[:extra]
 
 
-def stage_two(plan: SweepPlan, ranking: Sequence[Mapping[str, Any]]) -> SweepPlan:
+def prior_picks(
+    ranked: Sequence[Mapping[str, Any]], picked: Sequence[Mapping[str, Any]],
+    prior: OrderPrior | None, extra: int, *, f_units: float = 2.0, c_units: float = 1.0,
+) -> list[Mapping[str, Any]]:
+    """At most ``extra`` rows of ``ranked`` not in ``picked``, best prior score first (ties:
+    the supernet's rank); none without a prior or with a prior of no evidence."""
+    if prior is None or prior.weight <= 0 or extra <= 0:
+        return []
+    taken = {str(r["order"]) for r in picked}
+    rest = [r for r in ranked if str(r["order"]) not in taken]
+    if not rest:
+        return []
+    score = prior.predict([str(r["order"]) for r in rest], f_units=f_units, c_units=c_units)
+    best = sorted(range(len(rest)), key=lambda i: (float(score[i]), int(rest[i]["rank"])))
+    return [rest[i] for i in best[:extra]]
+
+
+def stage_two(plan: SweepPlan, ranking: Sequence[Mapping[str, Any]],
+              prior: OrderPrior | None = None) -> SweepPlan:
     """The sweep's stand-alone trials: the baseline trials, then the orders of ``ranking``
     (rows ``order, mean, sem, n_batches, rank``) that :func:`chosen` picks (the ``top_k``
-    and up to ``supernet.tie_extra`` tied with the k-th) with the sweep's seeds, each
+    and up to ``supernet.tie_extra`` tied with the k-th) and, with a ``prior``, those
+    :func:`prior_picks` adds (param ``oneshot_pick: prior``), with the sweep's seeds, each
     with params ``oneshot_rank`` and ``oneshot_estimate``. A chosen order that is the
     baseline's joins the baseline trial of the same seed. The plan runs as a grid."""
     exp = plan.experiment
@@ -233,11 +265,15 @@ def stage_two(plan: SweepPlan, ranking: Sequence[Mapping[str, Any]]) -> SweepPla
         (r for r in ranking if r.get("order") in by_order), key=lambda r: int(r["rank"])
     )
     rows = chosen(ranked, top_k(exp), extra=cfg.tie_extra, sems=cfg.tie_sems)
+    f_units, c_units = plan.task.unit_costs(plan.model)
+    by_prior = prior_picks(ranked, rows, prior, cfg.prior_extra, f_units=f_units,
+                           c_units=c_units)
     trials = list(plan.trials)
     index = {(t.order, t.seed): i for i, t in enumerate(trials)}
-    for row in rows:
+    for row in [*rows, *by_prior]:
         cand = by_order[str(row["order"])]
-        picked = {RANK_PARAM: int(row["rank"]), ESTIMATE_PARAM: _number(row["mean"])}
+        picked = {RANK_PARAM: int(row["rank"]), ESTIMATE_PARAM: _number(row["mean"]),
+                  **({PICK_PARAM: "prior"} if any(row is r for r in by_prior) else {})}
         for seed in exp.seed_list:
             at = index.get((cand.order, seed))
             if at is not None:  # the baseline order ranked high: one trial, both roles

@@ -36,6 +36,7 @@ from mlflow.tracking import MlflowClient
 from sublayer_search.search.oneshot.checks import supernet_config, top_k
 from sublayer_search.search.oneshot.plan import (
     ESTIMATE_PARAM,
+    PICK_PARAM,
     RANK_PARAM,
     StageOne,
     rank_metric,
@@ -45,6 +46,7 @@ from sublayer_search.search.oneshot.plan import (
 from sublayer_search.search.oneshot.writes import JOURNAL, SupernetWrites
 from sublayer_search.search.plan.sweep_plan import SweepPlan
 from sublayer_search.search.plan.trial import Trial
+from sublayer_search.search.searchers.prior import prior_for
 from sublayer_search.search.tracking.buffer import TrackingOutage
 from sublayer_search.search.tracking.callback import MlflowTracking
 from sublayer_search.search.tracking.links import program
@@ -307,16 +309,21 @@ def run_stage_one(
                 file=sys.stderr,
             )
         raise
-    stage2 = stage_two(plan, ranking)
+    exp = plan.experiment
+    prior = prior_for(exp.search.prior, algorithm=exp.search.algorithm,
+                      tracking_uri=client.tracking_uri)  # checked before the sweep began
+    stage2 = stage_two(plan, ranking, prior)
     top = sorted(
         (t for t in stage2.trials if RANK_PARAM in t.params),
-        key=lambda t: (int(t.params[RANK_PARAM]), t.seed),
+        key=lambda t: (PICK_PARAM in t.params, int(t.params[RANK_PARAM]), t.seed),
     )
     _say(
-        f"stage 2 trains the top {top_k(plan.experiment)} and the orders tied with the "
-        "k-th: "
+        f"stage 2 trains the top {top_k(exp)} and the orders tied with the k-th"
+        + (" and those the prior ranks best" if prior is not None else "") + ": "
         + ", ".join(
-            f"{t.order} (rank {t.params[RANK_PARAM]})" for t in top if t.seed == top[0].seed
+            f"{t.order} (rank {t.params[RANK_PARAM]}"
+            + (", by the prior)" if PICK_PARAM in t.params else ")")
+            for t in top if t.seed == top[0].seed
         )
         + f" and {len(plan.trials)} baseline trial(s)"
     )

@@ -44,11 +44,14 @@ from sublayer_search.spaces.features import order_features
 from sublayer_search.spaces.order import parse_order
 from sublayer_search.spaces.records import Tag, TrialStatus, direction, final
 
-__all__ = ["BUILTIN_PRIORS", "OrderPrior", "PriorError", "PriorTable", "builtin_tables",
-           "fit_prior", "load_tables", "prior_features", "prior_for", "resolve_prior", "same_study"]
+__all__ = ["BUILTIN_PRIORS", "PRIOR_ALGORITHMS", "OrderPrior", "PriorError", "PriorTable",
+           "builtin_tables", "fit_prior", "load_tables", "prior_features", "prior_for", "resolve_prior", "same_study"]
 
 BUILTIN_PRIORS = ("press2020", "mini_press2020")
 """Studies shipped with the product (``analysis/data``)."""
+PRIOR_ALGORITHMS = ("surrogate", "evolution", "oneshot")
+"""Searches a prior shapes: the surrogate's prior mean, evolution's first population, the
+orders a one-shot search's stage 2 adds to the supernet's top k."""
 RIDGE = 1.0
 """Ridge strength on standardised features (fixed a priori, never tuned per table)."""
 ONE_TABLE_SHRINK = 20.0
@@ -350,7 +353,8 @@ def prior_for(names: str | Sequence[str] | None, *, algorithm: str,
     name that is no study, or a prior on a searcher it cannot shape."""
     if not names:
         return None
-    if algorithm not in ("surrogate", "evolution"):
+    if algorithm not in PRIOR_ALGORITHMS:
         raise PriorError(names, f"no prior for search.algorithm {algorithm} (a prior shapes "
-                         "the order-aware surrogate and evolution)")
+                         "the order-aware surrogate and evolution, and adds its best orders "
+                         "to a one-shot search's stage 2)")
     return resolve_prior(names, tracking_uri=tracking_uri)

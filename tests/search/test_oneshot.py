@@ -17,9 +17,16 @@ import pytest
 import yaml
 
 from sublayer_search.search.cli.main import main
-from sublayer_search.search.oneshot.plan import ESTIMATE_PARAM, RANK_PARAM, chosen, stage_two
+from sublayer_search.search.oneshot.plan import (
+    ESTIMATE_PARAM,
+    RANK_PARAM,
+    chosen,
+    prior_picks,
+    stage_two,
+)
 from sublayer_search.search.plan.experiment import load_experiment, parse_experiment
 from sublayer_search.search.plan.sweep_plan import plan_sweep
+from sublayer_search.search.searchers.prior import resolve_prior
 
 ORDERS = ["sfsf", "ssff", "ffss", "fsfs", "sffs"]
 """The space; ``sfsf`` is also the baseline (interleaved) order."""
@@ -267,8 +274,8 @@ def test_two_stage_sweep_resumes_in_each_stage(
 
     from sublayer_search.search.run.sweep import run_sweep
 
-    supernet = {"steps": SUPERNET_STEPS, "eval_batches": 2, "tie_extra": 1}
-    search = {**ONESHOT, "supernet": supernet}
+    supernet = {"steps": SUPERNET_STEPS, "eval_batches": 2, "tie_extra": 1, "prior_extra": 1}
+    search = {**ONESHOT, "supernet": supernet, "prior": "press2020"}
     train = {"steps": 20, "batch_size": 64, "eval_every": EVERY, "eval_batches": 2}
     path = _write(tmp_path, _doc(tmp_path, search=search, train=train))
     plan = plan_sweep(load_experiment(path), str(path))
@@ -326,7 +333,12 @@ def test_two_stage_sweep_resumes_in_each_stage(
     picked = chosen(ranking, 2, extra=1, sems=2.0)  # the top 2 and at most 1 tied
     assert 2 <= len(picked) <= 3 and picked[:2] == ranking[:2]
     top = [r["order"] for r in picked]
-    assert set(trials) == {"sfsf", *top} and len(trial_runs) == len(trials)  # each once
+    (by_prior,) = prior_picks(ranking, picked, resolve_prior("press2020"), 1)
+    assert by_prior["order"] not in top  # a second opinion, restored by --resume as well
+    assert set(trials) == {"sfsf", *top, by_prior["order"]}
+    assert len(trial_runs) == len(trials)  # each once
+    assert trials[by_prior["order"]].data.params["oneshot_pick"] == "prior"
+    assert "by the prior)" in out
     for rank, order in enumerate(top, 1):
         run = trials[order]
         assert run.info.status == "FINISHED" and run.data.tags["sublayer.status"] == "finished"

@@ -133,7 +133,7 @@ def test_prior_only_for_order_aware_searchers():
     assert prior_for(None, algorithm="optuna") is None
     with pytest.raises(PriorError, match="no prior for search.algorithm optuna"):
         prior_for("press2020", algorithm="optuna")
-    for algorithm in ("surrogate", "evolution"):
+    for algorithm in ("surrogate", "evolution", "oneshot"):
         assert isinstance(prior_for("press2020", algorithm=algorithm), OrderPrior)
 
 
