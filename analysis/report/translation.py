@@ -13,6 +13,7 @@ from sublayer_search.analysis.errors import AnalysisError
 from sublayer_search.analysis.figures import plots as plots
 from sublayer_search.analysis.papers import iot_paper
 from sublayer_search.analysis.report.guidance import guidance_section
+from sublayer_search.analysis.report.pareto import pareto_section
 from sublayer_search.analysis.report.sections import (
     distribution_and_halves,
     sandwich_section,
@@ -39,7 +40,8 @@ def translation_report(
 ) -> Report:
     """Translation sweep: trials; distribution (when baseline trials exist); sandwich
     curve per side; the IOT studies (BLEU per subset and per size, the paper's Table 3
-    beside it, routing shares, routing matrix); seeds per candidate. No halves study:
+    beside it, routing shares, routing matrix); seeds per candidate; the Pareto front of
+    BLEU against each cost that varies, or why none (:mod:`.pareto`). No halves study:
     the ``order`` of a translation trial is its decoder order only."""
     if "bleu" not in metric.lower():
         raise AnalysisError(f"a translation sweep is studied on a BLEU metric, got {metric!r}")
@@ -47,8 +49,16 @@ def translation_report(
     w = Writer(out_dir, title)
     trials_section(w, frame, metric=metric, base=base, source=source, history=history)
     cands = candidates(frame, metric)
-    if cands.empty:
-        return w.write()
+    if not cands.empty:
+        _candidate_sections(w, frame, cands, metric=metric, source=source, routing=routing,
+                            adjust=adjust)
+    pareto_section(w, frame, metric=metric)
+    return w.write()
+
+
+def _candidate_sections(w: Writer, frame: pd.DataFrame, cands: pd.DataFrame, *, metric: str,
+                        source: str, routing: pd.DataFrame | None, adjust: str) -> None:
+    """The sections of a sweep with candidates (``cands``), up to the seeds."""
     guided = has_guidance(frame) and source == BASELINE_TRIALS
     seeds = None if guided else translation_seeds(frame, metric=metric, adjust=adjust)
     ref = seeds_ref(seeds is not None and bool((seeds.table["n"] >= 2).any()), guided)
@@ -67,10 +77,8 @@ def translation_report(
             _routing_matrix_section(w, routing)
     if seeds is None:  # guided: seeds by candidate x guidance
         guidance_section(w, frame, metric=metric, adjust=adjust)
-        return w.write()
-    if (seeds.table["n"] >= 2).any():
+    elif (seeds.table["n"] >= 2).any():
         seeds_section(w, seeds, label="Translation", stem="translation")
-    return w.write()
 
 
 def _sandwich_per_side(w: Writer, frame: pd.DataFrame, cands: pd.DataFrame, *,

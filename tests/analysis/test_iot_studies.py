@@ -318,3 +318,23 @@ def test_translation_report_bad_input(translation_store, tmp_path, capsys):
     f = frame(*BASE, iot("46", 22.0))
     with pytest.raises(AnalysisError, match="BLEU metric"):
         experiment_report(f.assign(metric="val_loss"), tmp_path / "x", title="loss")
+
+
+def test_translation_report_draws_the_bleu_front_or_says_why(tmp_path):
+    """Higher BLEU is better on the front; equal costs get a reason, not silence."""
+    rows = [dict(r, params=1000, flops_per_token=2000) for r in BASE]
+    rows += [iot("46", 23.0, params=1500, flops_per_token=2000),  # dearer, better: on it
+             iot("146", 21.0, seed=1, params=1800, flops_per_token=2000)]  # dominated
+    report = experiment_report(frame(*rows), tmp_path / "r", title="t", metric=BLEU)
+    html = (tmp_path / "r" / "report.html").read_text()
+    assert "Pareto front: val_bleu against parameters" in html
+    front = pd.read_csv(tmp_path / "r" / "tables" / "pareto_params.csv")
+    on = front[front["on_front"]]
+    assert set(on["name"]) == {"transformer@seed2", "iot46@seed0"}
+    assert "iot146@seed1" not in set(on["name"])
+    assert "all 5 usable trials have the same FLOPs per token (2,000)" in html
+    assert report is not None
+    flat = [dict(r, params=1000, flops_per_token=2000) for r in BASE]
+    experiment_report(frame(*flat), tmp_path / "flat", title="t", metric=BLEU)
+    assert "Pareto front: not drawn (val_bleu against cost)" in (
+        tmp_path / "flat" / "report.html").read_text()
