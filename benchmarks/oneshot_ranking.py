@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="schemes trained at once")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per scheme")
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--prior", nargs="*", default=["press2020", "mini_press2020"],
+    ap.add_argument("--prior", nargs="*", default=None,
                     help="search.prior studies; the judged study's tables are left out "
                     "(default: the built-in ones; none: no prior)")
     ap.add_argument(
@@ -277,7 +277,10 @@ def main(argv: list[str] | None = None) -> int:
         "seed_noise_tau": seed_reference(truth, seeds, facts["baseline_sd"], rng),
         "schemes": [],
     }
-    prior = judged_prior(args.export, args.prior) if args.prior else None
+    from sublayer_search.search.searchers.prior import BUILTIN_PRIORS
+
+    names = list(BUILTIN_PRIORS) if args.prior is None else args.prior
+    prior = judged_prior(args.export, names) if names else None
     if prior is not None:
         out["prior"] = prior_alone(prior, judged, truth, rng, args.resamples)
     for res in results:

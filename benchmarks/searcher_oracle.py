@@ -2,11 +2,12 @@
 (no training), as ratios to random search, leave-one-study-out for priors.
 
 The oracle is a table of order -> metric (:class:`search.searchers.oracle.OrderTable`).
-By default four tables, each judged on its own: Press et al. (2020)'s published
+By default five tables, each judged on its own: Press et al. (2020)'s published
 WikiText-103 dev perplexities, Table 1 (20 permutations of 16 s + 16 f) and Table 2
 (20 parameter-budgeted draws), each with its five baseline seeds averaged into one
-interleaved entry; and the shipped study ``mini_press2020``'s 20 permutations and 19
-budgeted draws (each with its 8 baseline seeds averaged). More with ``--table CSV``
+interleaved entry; the shipped study ``mini_press2020``'s 20 permutations and 19
+budgeted draws (each with its 8 baseline seeds averaged); and the shipped ``replay40``'s
+40 permutations (its 4 baseline seeds averaged). More with ``--table CSV``
 (a trials CSV: columns ``order`` and ``final``; one table per ``space`` when it has that
 column) or ``--export NAME|DIR`` (an export of ``sublayer export``), both repeatable.
 
@@ -20,7 +21,7 @@ table) runs out:
 - ``evolution``: regularized evolution; on a table a mutation is the untried table
   order nearest the parent in features;
 - ``prior``: the surrogate with a prior (``search.prior``) fitted on every *other*
-  study: the built-in ``press2020`` and ``mini_press2020``, ``--prior`` names and the
+  study: the built-in ``press2020``, ``mini_press2020`` and ``replay40``, ``--prior`` names and the
   other given tables. A prior table of the judged table's study is left out by study
   identity (:func:`search.searchers.prior.same_study`: the same name, or any (order,
   value) record in common), never by trust;

@@ -3,8 +3,9 @@ about orders, as a prior mean for the surrogate before its first trial (and the 
 in which evolution draws its first population).
 
 A study is a set of tables of order -> metric: the built-in ``press2020`` (Press et al.
-2020, Tables 1 and 2, WikiText-103 dev perplexity) and ``mini_press2020`` (the shipped
-small-scale study: its permutations and budgeted draws; val_bpc), an export of ``sublayer
+2020, Tables 1 and 2, WikiText-103 dev perplexity), ``mini_press2020`` (the shipped
+small-scale study: its permutations and budgeted draws; val_bpc) and ``replay40`` (the
+shipped 40 permutations of 6 s + 6 f on the same corpus), an export of ``sublayer
 export`` (its folder or ``<name>_meta.json``), a trials CSV (columns ``order``,
 ``final``), or an experiment of the MLflow store (its finished trials).
 
@@ -47,7 +48,7 @@ from sublayer_search.spaces.records import Tag, TrialStatus, direction, final
 __all__ = ["BUILTIN_PRIORS", "PRIOR_ALGORITHMS", "OrderPrior", "PriorError", "PriorTable",
            "builtin_tables", "fit_prior", "load_tables", "prior_features", "prior_for", "resolve_prior", "same_study"]
 
-BUILTIN_PRIORS = ("press2020", "mini_press2020")
+BUILTIN_PRIORS = ("press2020", "mini_press2020", "replay40")
 """Studies shipped with the product (``analysis/data``)."""
 PRIOR_ALGORITHMS = ("surrogate", "evolution", "oneshot")
 """Searches a prior shapes: the surrogate's prior mean, evolution's first population, the
@@ -188,6 +189,8 @@ def builtin_tables(name: str) -> list[PriorTable]:
     if name == "mini_press2020":
         tables = _export(_data_dir() / "mini_press2020_meta.json")
         return [t for t in tables if not t.table.endswith("/sandwich")]  # Fig. 5, not a draw
+    if name == "replay40":
+        return _export(_data_dir() / "replay40_meta.json")
     raise PriorError(name, f"one of {', '.join(BUILTIN_PRIORS)}, an export or a trials CSV")
 
 

@@ -119,7 +119,8 @@ def test_trials_csv_and_export_folder(tmp_path):
 
 
 @pytest.mark.parametrize(("name", "expected"), [
-    ("nosuchstudy", "expected one of press2020, mini_press2020, an export or a trials CSV"),
+    ("nosuchstudy", "expected one of press2020, mini_press2020, replay40, an export or a "
+                    "trials CSV"),
     ("{tmp}/bad.csv", "a trials table with columns order and final"),
 ])
 def test_bad_names_say_what_was_expected(tmp_path, name, expected):
