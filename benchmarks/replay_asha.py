@@ -21,7 +21,7 @@ Each study is replayed as recorded and in held-out variants that no setting was 
 
 Schedulers: ``asha`` grace 1, reduction 2 (the sweeps' ASHA defaults), two tuned ASHA
 settings, the median rule, and ``curve`` (learning-curve stopping) at z = 2 (its
-default) and z = 1. Each scenario also gets three ``floor`` rows (:data:`FLOORS`): the
+default) and z = 1. Each scenario also gets five ``floor`` rows (:data:`FLOORS`): the
 least compute a rule that knew every final value could have used, which no rule beats.
 
     .venv/bin/python benchmarks/replay_asha.py                      # both shipped studies
@@ -120,12 +120,15 @@ def scenarios(curves: Sequence[Any], top: Sequence[str]) -> Iterator[tuple[str, 
         yield "half=second", base + cands[half:], 1
 
 
-FLOORS = (("floor-first", 1, 0.0), ("floor-second", 2, 0.0), ("floor-half-continue", 1, 0.5))
+FLOORS = (("floor-first", 1, 0.0, False), ("floor-second", 2, 0.0, False),
+          ("floor-half-continue", 1, 0.5, False), ("floor-online-first", 1, 0.0, True),
+          ("floor-online-second", 2, 0.0, True))
 """The least compute a rule that knew every final value could use (``search/replay/floor.py``):
 stopping the other candidates at their first evaluation; at their second (as the curve rule
 decides); at their first, but with half of the candidates continued to their second (as a
 rule must that kept the slow winners of the other corpus, in the bottom half at the first
-rung)."""
+rung); and online, knowing only the finals of the trials started so far (a rule safe
+whatever comes next), from the first and from the second evaluation."""
 
 
 def floor_rows(study: str, scenario: str, curves: Sequence[Any], max_t: int, metric: str,
@@ -139,8 +142,9 @@ def floor_rows(study: str, scenario: str, curves: Sequence[Any], max_t: int, met
                                              metric=metric, mode=direction(metric)),
                    k=TOP_K, rank_mode=rank)
     rows = []
-    for name, first, share in FLOORS:
-        f = compute_floor(whole, curves, first_decision=first, continued_share=share)
+    for name, first, share, online in FLOORS:
+        f = compute_floor(whole, curves, first_decision=first, continued_share=share,
+                          online=online)
         rows.append({"study": study, "scenario": scenario, "trials": len(curves),
                      "scheduler": name, "grace_evals": first, "reduction_factor": math.nan,
                      "z": math.nan, "default": False, "compute_fraction": f.fraction,

@@ -266,6 +266,11 @@ def _print_floor(report: Any, curves: Sequence[Any]) -> None:
           f"stopping every other candidate at its first evaluation; {second.fraction:.1%} "
           f"({second.candidate_fraction:.1%}) if no candidate stops before its second "
           "(as curve)")
+    live = [compute_floor(report, curves, first_decision=d, online=True) for d in (1, 2)]
+    print(f"floor, online: knowing only the final values of the trials started so far, a "
+          f"rule safe whatever comes next uses at least {live[0].fraction:.1%} "
+          f"({live[0].candidate_fraction:.1%}), and {live[1].fraction:.1%} "
+          f"({live[1].candidate_fraction:.1%}) from the second evaluation")
 
 
 def _print_grid(rows: list[dict[str, Any]], every: int, figure: str | None) -> int:

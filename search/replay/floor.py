@@ -10,6 +10,13 @@ A clairvoyant rule, one that knows every final value in advance, still has to
   A recorded sweep can only be stopped at its recorded evaluations, and a rule that
   reads slopes (``scheduler: {type: curve}``) decides from the second one on.
 
+``online`` makes the rule know only the final values of the trials that had started
+when it decides on a candidate (at the candidate's first decision, in the curves'
+recorded times), as a live sweep must: a candidate can then be stopped early only when
+at least k candidates that had started by then end better. Every other candidate might still be one of the top k, so it trains
+whole. In a sweep that runs its trials a few at a time, the candidates that lead all
+those before them are many (about k * (1 + ln(n / k)) of n in a random order).
+
 ``continued_share`` adds one more constraint: that share of the candidates trains past
 its first decision to the next evaluation, as a rule must that keeps slow starters (on
 another corpus all three eventual winners sat in the bottom half at the first rung, so a
@@ -33,11 +40,15 @@ __all__ = ["ComputeFloor", "compute_floor"]
 
 class _Point(Protocol):
     step: int
+    time: float
 
 
 class _Curve(Protocol):
     name: str
     points: Sequence[_Point]
+
+    @property
+    def started(self) -> float: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,6 +59,8 @@ class ComputeFloor:
     """The evaluation (1 = the first) at which the rule may first stop a candidate."""
     continued_share: float
     """Share of the candidates that trains past its first decision."""
+    online: bool
+    """The rule knew only the final values of the trials started before each candidate."""
     fraction: float
     """With the baseline seeds' trial-steps (they always train whole)."""
     candidate_fraction: float
@@ -61,16 +74,32 @@ def _step_at(curve: _Curve | None, evaluation: int, full: int) -> int:
     return min(curve.points[min(evaluation, len(curve.points)) - 1].step, full)
 
 
+def _leaders(report: ReplayReport, curves: Sequence[_Curve], first_decision: int) -> set[str]:
+    """Candidates that fewer than k of the candidates started by their first decision end
+    better than."""
+    by_name = {c.name: c for c in curves}
+    rank = {t.name: i for i, t in enumerate(report.ranked())}
+    cands = [n for n in (t.name for t in report.trials if not t.baseline) if n in by_name]
+    start = {n: by_name[n].started for n in cands}
+    decide = {n: by_name[n].points[min(first_decision, len(by_name[n].points)) - 1].time
+              for n in cands}
+    worst = len(rank)  # a candidate without a final ends behind every ranked one
+    return {n for n in cands
+            if sum(1 for o in cands if o != n and start[o] <= decide[n]
+                   and rank.get(o, worst) < rank.get(n, worst)) < report.k}
+
+
 def compute_floor(report: ReplayReport, curves: Sequence[_Curve], *, first_decision: int = 1,
-                  continued_share: float = 0.0) -> ComputeFloor:
+                  continued_share: float = 0.0, online: bool = False) -> ComputeFloor:
     """The compute of a rule that keeps ``report.top_k`` and stops every other candidate
-    as early as ``first_decision`` and ``continued_share`` allow (module docstring)."""
+    as early as ``first_decision``, ``continued_share`` and ``online`` allow (module
+    docstring)."""
     if first_decision < 1:
         raise ValueError(f"first_decision: got {first_decision}, expected a whole number >= 1")
     if not 0.0 <= continued_share <= 1.0:
         raise ValueError(f"continued_share: got {continued_share}, expected 0 to 1")
     by_name = {c.name: c for c in curves}
-    top = set(report.top_k)
+    top = set(report.top_k) | (_leaders(report, curves, first_decision) if online else set())
     base_used = sum(t.full_steps for t in report.trials if t.baseline)
     cands = [t for t in report.trials if not t.baseline]
     used = {t.name: t.full_steps if t.name in top else
@@ -85,6 +114,6 @@ def compute_floor(report: ReplayReport, curves: Sequence[_Curve], *, first_decis
     full = full_cands + sum(t.full_steps for t in report.trials if t.baseline)
     cand_used = sum(used.values())
     return ComputeFloor(
-        first_decision=first_decision, continued_share=continued_share,
+        first_decision=first_decision, continued_share=continued_share, online=online,
         fraction=(base_used + cand_used) / full if full else math.nan,
         candidate_fraction=cand_used / full_cands if full_cands else math.nan)

@@ -48,6 +48,29 @@ def test_the_floor_by_hand() -> None:
     assert everyone.fraction == 1.0
 
 
+def test_online_the_rule_knows_only_the_trials_started_so_far() -> None:
+    # one trial at a time, each 4 evaluations (steps 10-40) 100 ms apart; finals in order
+    # of arrival: 5, 4, 6, 3, 7, 2 (lower is better), k = 2
+    finals = [5.0, 4.0, 6.0, 3.0, 7.0, 2.0]
+    curves = [Curve(name=f"c{i}", order=f"c{i}", final=v, points=tuple(
+        Point(step=10 * (j + 1), value=v + 1 - j / 4, time=100.0 * i + j) for j in range(4)))
+        for i, v in enumerate(finals)]
+    report = replay(curves, SchedulerSettings(name="asha", max_t=40, grace_period=40,
+                                              metric="val_loss"), k=2)
+    assert report.top_k == ("c5", "c3")
+    # fewer than 2 better among those started before, so they train whole: c0, c1, c3 and
+    # c5 (each the best so far); c2 (c0 and c1 end better) and c4 stop at step 10
+    online = compute_floor(report, curves, online=True)
+    assert online.candidate_fraction == (4 * 40 + 2 * 10) / 240
+    offline = compute_floor(report, curves)
+    assert offline.candidate_fraction == (2 * 40 + 4 * 10) / 240
+    # all started at once: the rule knows every final, as offline
+    from sublayer_search.search.replay.engine import together
+
+    at_once = together(curves)
+    assert compute_floor(report, at_once, online=True).fraction == offline.fraction
+
+
 def test_a_short_curve_counts_what_it_trained() -> None:
     # stopped after one evaluation in the recorded sweep: a full trial would be 40 steps
     curves = [*small(), curve("c9", [9.0], complete=False)]
@@ -99,6 +122,9 @@ def test_the_replay_prints_the_floor(capsys: pytest.CaptureFixture[str]) -> None
     assert main(["replay", "--builtin", "replay40", "--scheduler", "curve"]) == 0
     out = capsys.readouterr().out
     line = next(line for line in out.splitlines() if line.startswith("floor:"))
+    online = next(line for line in out.splitlines() if line.startswith("floor, online:"))
+    assert float(online.split("at least ")[1].split("%")[0]) > float(
+        line.split(" use ")[1].split("%")[0])
     first, second = (float(v) for v in
                      [line.split(" use ")[1].split("%")[0], line.split("; ")[1].split("%")[0]])
     compute = float(out.split("trial-steps (")[1].split("%")[0])
@@ -107,9 +133,12 @@ def test_the_replay_prints_the_floor(capsys: pytest.CaptureFixture[str]) -> None
 
 
 # the floors docs/search.md states: (with baselines, candidates alone) for floor-first,
-# floor-second and floor-half-continue (python benchmarks/replay_asha.py, recorded column)
-STATED = {"mini_press2020": ((0.280, 0.174), (0.383, 0.292), (0.329, 0.229)),
-          "replay40": ((0.264, 0.191), (0.369, 0.306), (0.312, 0.244))}
+# floor-second, floor-half-continue, floor-online-first and floor-online-second
+# (python benchmarks/replay_asha.py, recorded column)
+STATED = {"mini_press2020": ((0.280, 0.174), (0.383, 0.292), (0.329, 0.229), (0.492, 0.417),
+                             (0.565, 0.500)),
+          "replay40": ((0.264, 0.191), (0.369, 0.306), (0.312, 0.244), (0.443, 0.388),
+                       (0.523, 0.475))}
 
 
 @pytest.mark.parametrize("study", sorted(STATED))
@@ -125,7 +154,7 @@ def test_the_benchmark_rows_are_the_floors_the_docs_state(study: str) -> None:
     sweep = sweep_from_export(open_export(study, builtin=True))
     rows = bench.floor_rows(study, "recorded", sweep.curves, sweep.steps,
                             sweep.scheduler_metric, direction(sweep.metric))
-    assert [r["scheduler"] for r in rows] == [name for name, _, _ in bench.FLOORS]
+    assert [r["scheduler"] for r in rows] == [floor[0] for floor in bench.FLOORS]
     got = tuple((round(r["compute_fraction"], 3), round(r["candidate_compute_fraction"], 3))
                 for r in rows)
     assert got == STATED[study]
