@@ -13,9 +13,10 @@ A clairvoyant rule, one that knows every final value in advance, still has to
 ``online`` makes the rule know only the final values of the trials that had started
 when it decides on a candidate (at the candidate's first decision, in the curves'
 recorded times), as a live sweep must: a candidate can then be stopped early only when
-at least k candidates that had started by then end better. Every other candidate might still be one of the top k, so it trains
-whole. In a sweep that runs its trials a few at a time, the candidates that lead all
-those before them are many (about k * (1 + ln(n / k)) of n in a random order).
+at least k candidates that had started by then end better. Every other candidate might
+still be one of the top k, so a rule safe whatever comes next trains it whole. In a
+sweep that runs its trials a few at a time such leaders are many (about
+k * (1 + ln(n / k)) of n candidates in a random order).
 
 ``continued_share`` adds one more constraint: that share of the candidates trains past
 its first decision to the next evaluation, as a rule must that keeps slow starters (on
@@ -60,7 +61,8 @@ class ComputeFloor:
     continued_share: float
     """Share of the candidates that trains past its first decision."""
     online: bool
-    """The rule knew only the final values of the trials started before each candidate."""
+    """The rule knew only the final values of the trials started by each candidate's first
+    decision."""
     fraction: float
     """With the baseline seeds' trial-steps (they always train whole)."""
     candidate_fraction: float
