@@ -270,10 +270,10 @@ def stage_two(plan: SweepPlan, ranking: Sequence[Mapping[str, Any]],
                            c_units=c_units)
     trials = list(plan.trials)
     index = {(t.order, t.seed): i for i, t in enumerate(trials)}
-    for row in [*rows, *by_prior]:
+    for row, from_prior in [*((r, False) for r in rows), *((r, True) for r in by_prior)]:
         cand = by_order[str(row["order"])]
         picked = {RANK_PARAM: int(row["rank"]), ESTIMATE_PARAM: _number(row["mean"]),
-                  **({PICK_PARAM: "prior"} if any(row is r for r in by_prior) else {})}
+                  **({PICK_PARAM: "prior"} if from_prior else {})}
         for seed in exp.seed_list:
             at = index.get((cand.order, seed))
             if at is not None:  # the baseline order ranked high: one trial, both roles

@@ -29,6 +29,7 @@ Pure functions over a :class:`ReplayReport` and the recorded curves: no Ray, no 
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -78,17 +79,26 @@ def _step_at(curve: _Curve | None, evaluation: int, full: int) -> int:
 
 def _leaders(report: ReplayReport, curves: Sequence[_Curve], first_decision: int) -> set[str]:
     """Candidates that fewer than k of the candidates started by their first decision end
-    better than."""
+    better than. One pass in time order, keeping the k + 1 best ranks started so far (the
+    candidate itself may be among them): n log k, not n^2, for sweeps of thousands."""
     by_name = {c.name: c for c in curves}
     rank = {t.name: i for i, t in enumerate(report.ranked())}
+    worst = len(rank)  # a candidate without a final ends behind every ranked one
     cands = [n for n in (t.name for t in report.trials if not t.baseline) if n in by_name]
-    start = {n: by_name[n].started for n in cands}
+    by_start = sorted(cands, key=lambda n: by_name[n].started)
     decide = {n: by_name[n].points[min(first_decision, len(by_name[n].points)) - 1].time
               for n in cands}
-    worst = len(rank)  # a candidate without a final ends behind every ranked one
-    return {n for n in cands
-            if sum(1 for o in cands if o != n and start[o] <= decide[n]
-                   and rank.get(o, worst) < rank.get(n, worst)) < report.k}
+    best: list[int] = []  # the k + 1 smallest ranks of the candidates started so far
+    started, leaders = 0, set()
+    for n in sorted(cands, key=decide.__getitem__):
+        while started < len(by_start) and by_name[by_start[started]].started <= decide[n]:
+            bisect.insort(best, rank.get(by_start[started], worst))
+            del best[report.k + 1:]
+            started += 1
+        mine = rank.get(n, worst)
+        if sum(1 for r in best if r < mine) < report.k:  # ranks are distinct but for worst
+            leaders.add(n)
+    return leaders
 
 
 def compute_floor(report: ReplayReport, curves: Sequence[_Curve], *, first_decision: int = 1,

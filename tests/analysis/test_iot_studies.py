@@ -333,7 +333,7 @@ def test_translation_report_draws_the_bleu_front_or_says_why(tmp_path):
     assert set(on["name"]) == {"transformer@seed2", "iot46@seed0"}
     assert "iot146@seed1" not in set(on["name"])
     assert "all 5 usable trials have the same FLOPs per token (2,000)" in html
-    assert report is not None
+    assert {f.name for f in report.figures} >= {"pareto_params.png", "pareto_params.svg"}
     flat = [dict(r, params=1000, flops_per_token=2000) for r in BASE]
     experiment_report(frame(*flat), tmp_path / "flat", title="t", metric=BLEU)
     assert "Pareto front: not drawn (val_bleu against cost)" in (

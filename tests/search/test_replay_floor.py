@@ -36,7 +36,7 @@ def test_the_floor_by_hand() -> None:
     report = replay(curves, SchedulerSettings(name="asha", max_t=40, grace_period=40,
                                               metric="val_loss"), k=2)
     assert report.top_k == ("c0", "c1") and report.compute_fraction == 1.0
-    # baselines 2 x 40, top 2 x 40, three others stopped at step 10 / 20 / 20 with one continued
+    # baselines 2 x 40, top 2 x 40; the three others stop at step 10, or at 20 from the second
     first = compute_floor(report, curves, first_decision=1)
     assert (first.fraction, first.candidate_fraction) == ((80 + 80 + 30) / 280, (80 + 30) / 200)
     second = compute_floor(report, curves, first_decision=2)
@@ -143,14 +143,9 @@ STATED = {"mini_press2020": ((0.280, 0.174), (0.383, 0.292), (0.329, 0.229), (0.
 
 @pytest.mark.parametrize("study", sorted(STATED))
 def test_the_benchmark_rows_are_the_floors_the_docs_state(study: str) -> None:
-    import importlib.util
-    from pathlib import Path
+    from test_curve_stopping import _bench
 
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "replay_asha.py"
-    spec = importlib.util.spec_from_file_location("replay_asha_floor", path)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = _bench()
     sweep = sweep_from_export(open_export(study, builtin=True))
     rows = bench.floor_rows(study, "recorded", sweep.curves, sweep.steps,
                             sweep.scheduler_metric, direction(sweep.metric))
