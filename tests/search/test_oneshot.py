@@ -66,6 +66,11 @@ BAD = {
         "search.supernet.tie_extra",
         "an integer >= 0",
     ),
+    "prior_extra as text": (
+        {"search": {**ONESHOT, "supernet": {"prior_extra": "3"}}},
+        "search.supernet.prior_extra",
+        "an integer >= 0",
+    ),
     "steps zero": (
         {"search": {**ONESHOT, "supernet": {"steps": 0}}},
         "search.supernet.steps",
