@@ -28,11 +28,16 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || test -n "$(PY)" || { echo "make: no Python >= 3.11 found (tried \
 	$(PY_CANDIDATES)); install one, or name it: make install PY=/path/to/python3.x" >&2; exit 1; }
+	@echo "make install [1/4]: the virtualenv $(VENV)"
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	@echo "make install [2/4]: pip itself"
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(BIN)/pip install -q -e '.[dev]'
+	@echo "make install [3/4]: torch==2.13.0 (the largest download: minutes on a slow link)"
+	$(BIN)/pip install --progress-bar on torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	@echo "make install [4/4]: sublayer-search and its tools (Ray, MLflow, Optuna, Jupyter, pytest)"
+	$(BIN)/pip install --progress-bar on -e '.[dev]'
 	touch $(STAMP)
+	@echo "make install: done; activate it with: source $(VENV)/bin/activate"
 
 # The whole suite (~30 min on 2 cores). Its system tools (Chromium, PostgreSQL,
 # docker-compose) are installed first when missing: .ci/test-deps.sh (apt-get, as root).
@@ -61,20 +66,24 @@ run: install
 train: install
 	$(BIN)/sublayer train --order 'sandwich(4,2)' --data tinyshakespeare --config configs/train/debug.yaml
 
-# The MLflow UI on ./mlflow.db at http://127.0.0.1:5000
+# The MLflow UI on ./mlflow.db at http://127.0.0.1:5000 (another port: make ui PORT=5001)
+PORT ?= 5000
 ui: install
-	$(BIN)/sublayer ui --tracking-uri sqlite:///mlflow.db
+	$(BIN)/sublayer ui --tracking-uri sqlite:///mlflow.db $(if $(filter-out 5000,$(PORT)),--port $(PORT))
 
 # The analysis notebooks, executed into reports/notebooks/ (the committed ones stay as
 # they are) against EXPERIMENT in TRACKING_URI: by default the quickstart sweep of
 # `make run` when ./mlflow.db exists, else the paper's data only.
 EXPERIMENT ?= $(if $(wildcard mlflow.db),quickstart,)
 TRACKING_URI ?= sqlite:///$(CURDIR)/mlflow.db
+# Kernels talk over IPC sockets in a private (0700) temporary folder, named by an absolute
+# path: the kernel starts in notebooks/, so a relative socket name would not meet the client.
 notebooks: install
 	mkdir -p reports/notebooks
+	sockets=$$(mktemp -d) && trap 'rm -rf "$$sockets"' EXIT && \
 	SUBLAYER_NOTEBOOK_EXPERIMENT='$(EXPERIMENT)' SUBLAYER_NOTEBOOK_TRACKING_URI='$(TRACKING_URI)' \
 	  $(BIN)/jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=900 \
-	  --KernelManager.transport=ipc \
+	  --KernelManager.transport=ipc --KernelManager.ip="$$sockets/kernel" \
 	  --output-dir reports/notebooks notebooks/*.ipynb
 	@echo "executed notebooks: reports/notebooks/ (experiment: $(or $(EXPERIMENT),none))"
 

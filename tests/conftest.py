@@ -6,7 +6,8 @@ root ``./mlruns`` and the like land there); everything that asks ``tempfile`` (R
 session folders, torch's compile cache, MLflow, the product) gets this session's private
 ``TMPDIR``, removed when the run ends; pytest keeps the ``tmp_path`` folders of failed
 tests only (pyproject). At the end the run fails if it left files in the working tree's
-output folders (:data:`OUTPUTS`).
+output folders (:data:`OUTPUTS`); files another process wrote there meanwhile (a user's
+own command) are named, not counted (tests/hygiene.py tells them apart).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import atexit
 import os
 import secrets
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,6 +43,7 @@ os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest  # noqa: E402
+from hygiene import OUTPUTS, TreeWatch, tree_outputs  # noqa: E402,F401
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("SUBLAYER_DATA_DIR", REPO.parent / "shared" / "data"))
@@ -56,25 +57,8 @@ except ImportError:  # pragma: no cover
     pass
 
 
-OUTPUTS = ("mlruns", "mlartifacts", "mlflow.db", "ray_results", "runs", "reports",
-           ".sublayer_cache", "build")
-"""What a sweep, an analysis or a build may leave in the working tree (all git-ignored)."""
-
-
-def tree_outputs(root: Path = REPO) -> set[str]:
-    """The files (and empty folders) under ``root``'s :data:`OUTPUTS`, relative to ``root``."""
-    found: set[str] = set()
-    for name in OUTPUTS:
-        top = root / name
-        if top.is_file() or top.is_symlink():
-            found.add(name)
-        elif top.is_dir():
-            found.add(name + "/")
-            found.update(str(p.relative_to(root)) for p in top.rglob("*"))
-    return found
-
-
-_BEFORE = tree_outputs()
+WATCH = TreeWatch(REPO).install()
+"""The session's own writes into the working tree's output folders (tests/hygiene.py)."""
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -84,11 +68,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
     for base in {os.environ.get("RAY_TMPDIR") or "/tmp", "/tmp"}:
         remove_stale(base)
-    left = sorted(tree_outputs() - _BEFORE)
-    if left:
-        shown = "\n  ".join(left[:20]) + ("\n  …" if len(left) > 20 else "")
-        print(f"\nHYGIENE: the tests left {len(left)} path(s) in the working tree "
-              f"{REPO}:\n  {shown}", file=sys.stderr)
+    if WATCH.report():  # only what the tests wrote: a user's own command may write meanwhile
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 

@@ -114,3 +114,88 @@ def test_a_local_ray_cleans_a_dead_drivers_folder_and_its_own(tmp_path: Path,
     finally:
         import shutil
         shutil.rmtree(base, ignore_errors=True)
+
+
+_INNER_CONFTEST = '''
+import os
+from pathlib import Path
+
+import pytest
+from hygiene import TreeWatch
+
+WATCH = TreeWatch(Path(os.environ["HYGIENE_ROOT"])).install()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if WATCH.report():
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+'''
+
+
+def _inner_session(tmp_path: Path, test_source: str) -> tuple[subprocess.Popen[str], Path]:
+    """A pytest session (a subprocess) over one test file, watching ``tmp_path/tree`` with the
+    suite's own :class:`hygiene.TreeWatch`, as tests/conftest.py watches the checkout."""
+    tree, suite = tmp_path / "tree", tmp_path / "suite"
+    (tree / "reports").mkdir(parents=True)
+    suite.mkdir()
+    (suite / "conftest.py").write_text(_INNER_CONFTEST)
+    (suite / "test_inner.py").write_text(test_source)
+    env = {**os.environ, "HYGIENE_ROOT": str(tree),
+           "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             "--rootdir", str(suite), str(suite)], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return proc, tree
+
+
+def _wait_for(path: Path, proc: subprocess.Popen[str], limit: float = 120) -> None:
+    """Until ``path`` exists (the inner session got there), or the session ended."""
+    deadline = time.monotonic() + limit
+    while not path.exists():
+        assert proc.poll() is None, proc.communicate()[0]
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def test_a_file_another_process_writes_meanwhile_does_not_fail_the_suite(tmp_path) -> None:
+    """A user runs ``sublayer replay … --figure reports/replay.png`` while ``make test`` runs:
+    the suite names the file as another process's and still passes."""
+    proc, tree = _inner_session(tmp_path, f'''
+import time
+from pathlib import Path
+
+def test_waits_for_the_user():
+    Path({str(tmp_path / "ready")!r}).write_text("")
+    while not Path({str(tmp_path / "go")!r}).exists():
+        time.sleep(0.05)
+''')
+    _wait_for(tmp_path / "ready", proc)
+    (tree / "reports" / "replay.png").write_bytes(b"\x89PNG")  # this process: "the user"
+    (tmp_path / "go").write_text("")
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out
+    assert "1 passed" in out and "HYGIENE" not in out
+    assert "written by another process" in out and "reports/replay.png" in out
+
+
+CHILD = "open('reports/left.csv', 'w').write('x')"
+
+
+@pytest.mark.parametrize("how", ["in-process", "subprocess in the tree"])
+def test_a_file_a_test_writes_fails_the_suite(tmp_path, how: str) -> None:
+    tree = tmp_path / "tree"
+    write = (f'Path({str(tree / "reports" / "left.csv")!r}).write_text("x")'
+             if how == "in-process" else
+             f"subprocess.run([sys.executable, '-c', {CHILD!r}], cwd={str(tree)!r}, check=True)")
+    proc, _ = _inner_session(tmp_path, f'''
+import subprocess
+import sys
+from pathlib import Path
+
+def test_writes_into_the_tree():
+    {write}
+''')
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 1, out
+    assert "1 passed" in out
+    assert "HYGIENE: the tests left 1 path(s)" in out and "reports/left.csv" in out

@@ -11,7 +11,7 @@ from typing import Any
 from sublayer_search.spaces.exit_codes import ExitCode
 from sublayer_search.spaces.records import FAILED_STATUSES
 
-__all__ = ["TRIALS_SHOWN", "bad", "print_table", "print_trials"]
+__all__ = ["TRIALS_SHOWN", "bad", "column_format", "print_table", "print_trials"]
 
 TRIALS_SHOWN = 40
 """A sweep's closing table lists every trial up to this many; beyond, it summarises."""
@@ -23,13 +23,29 @@ def bad(message: str) -> int:
     return ExitCode.BAD_INPUT
 
 
+def column_format(values: Sequence[Any]) -> str:
+    """One format for every float of a column: four significant digits of its largest
+    value, as fixed decimals (``3.150`` and ``3.218``, never ``3.15`` beside ``3.218``);
+    scientific when the column's values are tiny or huge."""
+    sizes = [abs(v) for v in values if isinstance(v, float) and math.isfinite(v) and v != 0]
+    if not sizes:
+        return ".4g"
+    top = max(sizes)
+    if top < 1e-3 or top >= 1e7:
+        return ".3e"
+    return f".{max(0, 3 - math.floor(math.log10(top)))}f"
+
+
 def print_table(rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
-    def fmt(v: Any) -> str:
+    """A plain-text table; every float column in one format (:func:`column_format`)."""
+    formats = {c: column_format([r.get(c) for r in rows]) for c in columns}
+
+    def fmt(v: Any, column: str) -> str:
         if isinstance(v, float):
-            return f"{v:.4g}" if math.isfinite(v) else str(v)
+            return format(v, formats[column]) if math.isfinite(v) else str(v)
         return "" if v is None else str(v)
 
-    cells = [[fmt(r.get(c)) for c in columns] for r in rows]
+    cells = [[fmt(r.get(c), c) for c in columns] for r in rows]
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
     print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
     for row in cells:

@@ -1,12 +1,20 @@
 """Live sweep progress on the terminal: a Ray Tune callback in the driver.
 
 One line: trials finished / stopped / running / pending / failed of the total, the best
-result so far with its trial name and order, the elapsed time and an ETA. On a TTY the line is
+result so far with its trial name and order, the wall time since the sweep command started
+and an ETA. On a TTY the line is
 redrawn in place (at most every ``tty_every`` seconds); otherwise (a log file, CI) a
 line is printed when a trial ends (at most every ``end_every`` seconds: a sweep of
 thousands of short trials gets a line every few seconds, not one per trial) and at most
 every ``line_every`` seconds in between. A failed trial and the end always print.
 :func:`render` is the pure part: a :class:`Snapshot` in, the text out.
+
+The ETA counts training steps, not ended trials: the steps left (running trials' rest,
+pending trials whole) over the steps per second trained so far. With trials running two
+at a time, an estimate from ended trials alone says nothing until the first one ends and
+then doubles the truth; steps move with every report. The rate is read when the steps
+done last changed, and the estimate counts down between reports, so it does not climb
+while the trials train between evaluations.
 """
 
 from __future__ import annotations
@@ -15,8 +23,8 @@ import math
 import os
 import sys
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
 from ray.tune import Callback
@@ -28,8 +36,15 @@ __all__ = ["Snapshot", "render", "snapshot", "SweepProgress", "format_duration",
            "starting_line"]
 
 
+_STARTED: list[float] = []
+"""When the sweep command printed its :func:`starting_line` (monotonic): elapsed is counted
+from there, the wall time a user sees, Ray's and MLflow's start included."""
+
+
 def starting_line(total: int, metric: str) -> str:
-    """The line a sweep prints before Ray and MLflow start (they take seconds)."""
+    """The line a sweep prints before Ray and MLflow start (they take seconds); the
+    progress line's elapsed time counts from here."""
+    _STARTED[:] = [time.monotonic()]
     return render(Snapshot(total=total, metric=metric)) + " | starting Ray and MLflow"
 
 
@@ -49,6 +64,14 @@ class Snapshot:
     best_value: float | None = None
     best_name: str | None = None
     best_order: str | None = None
+    steps_done: float = 0.0
+    """Training steps done by every trial so far (needs the planned steps per trial)."""
+    steps_left: float = 0.0
+    """Steps still to train: the running trials' rest and every pending trial's."""
+    rate_time: float = 0.0
+    """Seconds of the sweep's training that ``steps_done`` took (0: no steps yet)."""
+    since: float = 0.0
+    """Seconds since ``steps_done`` last changed."""
 
     @property
     def ended(self) -> int:
@@ -60,11 +83,15 @@ class Snapshot:
 
     @property
     def eta(self) -> float | None:
-        """Seconds left, from the mean time per ended trial (None before one ends)."""
-        if self.ended == 0:
-            return None
+        """Seconds left: the steps left at the steps' rate so far, less the time since that
+        rate was read; without step counts, the mean time per ended trial (None before
+        anything is known)."""
         if self.ended >= self.total:
             return 0.0
+        if self.steps_done > 0 and self.rate_time > 0:
+            return max(0.0, self.steps_left * self.rate_time / self.steps_done - self.since)
+        if self.ended == 0:
+            return None
         return self.elapsed / self.ended * (self.total - self.ended)
 
 
@@ -108,10 +135,18 @@ def snapshot(trials: Sequence[Any], *, total: int, metric: str, mode: str,
     """A :class:`Snapshot` of Ray Tune trials (``status``, ``config``, ``last_result``);
     with the planned ``steps``, an ended trial that last reported short of them is stopped."""
     finished = stopped = running = failed = 0
+    done = running_left = 0.0
     best: tuple[float, str | None, str | None] | None = None
     for t in trials:
         result = getattr(t, "last_result", None) or {}
         status = getattr(t, "status", "")
+        reached = result.get("step")
+        if steps is not None and isinstance(reached, int | float) and reached > 0:
+            done += min(float(reached), steps)
+            if status in ("RUNNING", "PAUSED"):
+                running_left += max(0.0, steps - float(reached))
+        elif steps is not None and status in ("RUNNING", "PAUSED"):
+            running_left += steps
         if status == "ERROR" or (status == "TERMINATED" and result.get("status") in
                                  FAILED_STATUSES):
             failed += 1
@@ -131,8 +166,12 @@ def snapshot(trials: Sequence[Any], *, total: int, metric: str, mode: str,
         if planned is not None and (best is None or (v < best[0] if mode == "min"
                                                      else v > best[0])):
             best = (v, planned.name, planned.order)
-    return Snapshot(total=max(total, len(trials)), finished=finished, stopped=stopped,
+    snap_total = max(total, len(trials))
+    pending = max(0, snap_total - finished - stopped - failed - running)
+    return Snapshot(total=snap_total, finished=finished, stopped=stopped,
                     running=running, failed=failed, elapsed=elapsed, metric=metric,
+                    steps_done=done,
+                    steps_left=running_left + pending * steps if steps is not None else 0.0,
                     best_value=None if best is None else best[0],
                     best_name=None if best is None else best[1],
                     best_order=None if best is None else best[2])
@@ -144,13 +183,16 @@ class SweepProgress(Callback):
     def __init__(self, *, total: int, metric: str, mode: str = "min", steps: int | None = None,
                  stream: TextIO | None = None, tty: bool | None = None,
                  tty_every: float = 0.5, line_every: float = 30.0,
-                 end_every: float = 5.0) -> None:
+                 end_every: float = 5.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.total, self.metric, self.mode, self.steps = total, metric, mode, steps
         self.stream = stream if stream is not None else sys.stderr
         self.tty = self.stream.isatty() if tty is None else tty
         self.every = tty_every if self.tty else line_every
         self.end_every = tty_every if self.tty else end_every
-        self.start = time.monotonic()
+        self.clock = clock
+        self.start = _STARTED[0] if _STARTED else clock()
+        self.tune_start = clock()
+        self.work: tuple[float, float] = (0.0, self.tune_start)  # (steps done, when seen)
         self.last = -math.inf
         self.last_text = ""
         self.drawn = False
@@ -178,11 +220,14 @@ class SweepProgress(Callback):
         """Draw the line, unless one was drawn less than ``every`` s ago (default: the
         periodic interval) and not ``force``. Each draw reads every trial, so a draw per
         ended trial would cost the driver time growing with the square of the trials."""
-        now = time.monotonic()
+        now = self.clock()
         if not force and now - self.last < (self.every if every is None else every):
             return
         snap = snapshot(trials, total=self.total, metric=self.metric, mode=self.mode,
                         elapsed=now - self.start, steps=self.steps)
+        if snap.steps_done != self.work[0]:
+            self.work = (snap.steps_done, now)
+        snap = replace(snap, rate_time=self.work[1] - self.tune_start, since=now - self.work[1])
         text = render(snap, self._width())
         if not self.tty and text == self.last_text and not final:
             return
@@ -199,7 +244,8 @@ class SweepProgress(Callback):
 
     def setup(self, stop: Any = None, num_samples: int | None = None,
               total_num_samples: int | None = None, **info: Any) -> None:
-        self.start = time.monotonic()
+        self.tune_start = self.clock()
+        self.work = (0.0, self.tune_start)
         self.show([], force=True)  # at once: the first trial may take a while to report
 
     def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:

@@ -181,7 +181,7 @@ def _alive_nodes(address: str, env: Mapping[str, str]) -> int:
     code = (f"import ray; ray.init(address={address!r}, logging_level='ERROR', "
             "log_to_driver=False); print('NODES', sum(1 for n in ray.nodes() if n['Alive']))")
     out = subprocess.run([sys.executable, "-c", code], env=dict(env), capture_output=True,
-                         text=True, timeout=60, cwd=REPO)
+                         text=True, timeout=60)
     for line in out.stdout.splitlines():
         if line.startswith("NODES "):
             return int(line.split()[1])

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from helpers import REPO, SUBLAYER, ray_cluster, scratch, start, stop, tail, write_experiment
+from helpers import SUBLAYER, ray_cluster, scratch, start, stop, tail, write_experiment
 from mlflow.tracking import MlflowClient
 
 pytestmark = pytest.mark.slow
@@ -35,7 +35,7 @@ def _head_node_id(address: str, env: dict[str, str]) -> str:
             "log_to_driver=False); print('HEAD', next(n['NodeID'] for n in ray.nodes() "
             "if 'node:__internal_head__' in n['Resources']))")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=120, cwd=REPO)
+                         timeout=120)
     heads = [line.split()[1] for line in out.stdout.splitlines() if line.startswith("HEAD ")]
     assert heads, out.stderr[-3000:]
     return heads[0]

@@ -115,6 +115,96 @@ def test_thousands_of_ended_trials_print_a_few_lines() -> None:
     assert len(out.getvalue().splitlines()) == 3
 
 
+def _simulated_sweep(*, trials: int, concurrency: int, startup: float, step_time: float,
+                     steps: int, eval_every: int) -> list[tuple[float, int, float | None]]:
+    """(time, trials ended, ETA shown) of a progress line drawn every second of a sweep of
+    equal trials run ``concurrency`` at a time, each reporting every ``eval_every`` steps
+    after ``startup`` seconds; the clock is simulated, the callback is the real one."""
+    length = startup + steps * step_time
+    starts = [(i // concurrency) * length for i in range(trials)]
+    now = [0.0]
+    out = io.StringIO()
+    cb = SweepProgress(total=trials, metric="val_bpc", steps=steps, stream=out, tty=False,
+                       line_every=0.0, end_every=0.0, clock=lambda: now[0])
+    cb.setup()
+    seen = []
+    end = max(starts) + length
+    t = 0.0
+    while t < end:
+        now[0] = t
+        states = []
+        for start in starts:
+            if t < start:
+                states.append(SimpleNamespace(status="PENDING", config={}, last_result={}))
+                continue
+            trained = max(0.0, t - start - startup) / step_time
+            reported = min(steps, int(trained // eval_every) * eval_every)
+            ended = reported >= steps
+            states.append(SimpleNamespace(
+                status="TERMINATED" if ended else "RUNNING", config={},
+                last_result={"step": reported, "val_bpc": 3.0,
+                             "status": "finished" if ended else "running"}))
+        snap_line = len(out.getvalue().splitlines())
+        cb.show(states, force=True)
+        lines = out.getvalue().splitlines()
+        if len(lines) > snap_line:
+            line = lines[-1]
+            ended = int(line.split()[1].split("/")[0])
+            eta = line.rsplit("ETA ", 1)[1]
+            minutes, seconds = eta.split(":") if eta != "?" else (None, None)
+            seen.append((t, ended, None if minutes is None else int(minutes) * 60 + int(seconds)))
+        t += 1.0
+    return seen
+
+
+def test_eta_is_steady_on_a_sweep_of_equal_trials() -> None:
+    """The quickstart's shape (10 trials two at a time, three evaluations each): the ETA is
+    known from the first report, before any trial ends, and after the first third of the
+    sweep the finish it predicts never swings by more than 2x, nor strays 2x from the truth."""
+    seen = _simulated_sweep(trials=10, concurrency=2, startup=6.0, step_time=0.1, steps=450,
+                            eval_every=150)
+    end = 5 * (6.0 + 45.0)
+    first_report = 6.0 + 15.0
+    assert all(eta is not None for t, ended, eta in seen if t >= first_report + 1), seen[:30]
+    assert any(eta is not None and ended == 0 for t, ended, eta in seen)
+    later = [(t, t + eta) for t, ended, eta in seen if ended >= 10 / 3 and eta is not None]
+    assert later
+    finishes = [finish for _, finish in later]
+    assert max(finishes) / min(finishes) <= 2.0, later
+    left = [(end - t, finish - t) for t, finish in later if end - t > 10]
+    assert all(0.5 <= shown / true <= 2.0 for true, shown in left), left
+
+
+def test_elapsed_counts_from_the_sweep_command_not_from_tune(monkeypatch) -> None:
+    """Ray and MLflow take a while to start: the elapsed time is the wall time since the
+    sweep command printed its first line."""
+    from sublayer_search.search.run import progress
+
+    now = [100.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
+    progress.starting_line(3, "val_bpc")
+    now[0] = 160.0  # Ray and MLflow started a minute later
+    out = io.StringIO()
+    cb = SweepProgress(total=3, metric="val_bpc", stream=out, tty=False, line_every=0.0,
+                       clock=lambda: now[0])
+    cb.setup()
+    now[0] = 225.0
+    cb.show(TRIALS[:1], force=True)
+    assert "elapsed 2:05" in out.getvalue().splitlines()[-1]
+
+
+def test_a_tables_floats_share_one_format(capsys) -> None:
+    from sublayer_search.search.cli.output import print_table
+
+    print_table([{"name": "a", "val_bpc": 3.15}, {"name": "b", "val_bpc": 3.218},
+                 {"name": "c", "val_bpc": 12.5}, {"name": "d", "val_bpc": float("nan")}],
+                ["name", "val_bpc"])
+    column = [line.split()[1] for line in capsys.readouterr().out.splitlines()[1:]]
+    assert column == ["3.15", "3.22", "12.50", "nan"]
+    print_table([{"lr": 3e-5}, {"lr": 1.5e-4}], ["lr"])
+    assert capsys.readouterr().out.split()[1:] == ["3.000e-05", "1.500e-04"]
+
+
 @pytest.mark.slow
 def test_a_real_sweep_prints_progress_and_runnable_closing_lines(tmp_path) -> None:
     from helpers import run_cli, scratch, subprocess_env, write_experiment
