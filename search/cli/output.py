@@ -24,16 +24,15 @@ def bad(message: str) -> int:
 
 
 def column_format(values: Sequence[Any]) -> str:
-    """One format for every float of a column: four significant digits of its largest
-    value, as fixed decimals (``3.150`` and ``3.218``, never ``3.15`` beside ``3.218``);
-    scientific when the column's values are tiny or huge."""
-    sizes = [abs(v) for v in values if isinstance(v, float) and math.isfinite(v) and v != 0]
-    if not sizes:
+    """One format for every float of a column: as many decimals as the most precise value
+    needs at four significant digits (``3.150`` beside ``3.218``, never ``3.15``; a column
+    of whole numbers stays whole); scientific for the whole column when any value needs it."""
+    shown = [format(v, ".4g") for v in values if isinstance(v, float) and math.isfinite(v)]
+    if not shown:
         return ".4g"
-    top = max(sizes)
-    if top < 1e-3 or top >= 1e7:
+    if any("e" in text for text in shown):
         return ".3e"
-    return f".{max(0, 3 - math.floor(math.log10(top)))}f"
+    return f".{max(len(text.partition('.')[2]) for text in shown)}f"
 
 
 def print_table(rows: list[dict[str, Any]], columns: Sequence[str]) -> None:

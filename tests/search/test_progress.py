@@ -200,7 +200,9 @@ def test_a_tables_floats_share_one_format(capsys) -> None:
                  {"name": "c", "val_bpc": 12.5}, {"name": "d", "val_bpc": float("nan")}],
                 ["name", "val_bpc"])
     column = [line.split()[1] for line in capsys.readouterr().out.splitlines()[1:]]
-    assert column == ["3.15", "3.22", "12.50", "nan"]
+    assert column == ["3.150", "3.218", "12.500", "nan"]
+    print_table([{"units": 12.0}, {"units": 12.5}, {"units": 13.0}], ["units"])
+    assert capsys.readouterr().out.split()[1:] == ["12.0", "12.5", "13.0"]
     print_table([{"lr": 3e-5}, {"lr": 1.5e-4}], ["lr"])
     assert capsys.readouterr().out.split()[1:] == ["3.000e-05", "1.500e-04"]
 
