@@ -21,7 +21,7 @@ from sublayer_search.models.data.tokenize import (
     read_units,
 )
 
-__all__ = ["Corpus", "check_text_files", "load_corpus", "split_sizes"]
+__all__ = ["Corpus", "check_text_files", "load_corpus", "split_sizes", "vocab_size_on_disk"]
 
 TEXT_CHECK_BYTES = 64 * 2**20
 """How much of each file :func:`check_text_files` reads (the start of a huge corpus)."""
@@ -102,7 +102,7 @@ def load_corpus(cfg: DataConfig) -> Corpus:
     level = cfg.resolved_level
     files = resolve_files(cfg, spec)
     key = content_key(name=spec.name, level=level, files=files)
-    folder = cache_root(cfg) / "tokens" / f"{spec.name}-{level}-{key[:16]}"
+    folder = _cache_folder(cfg, spec, key)
     cached = load_tokens(folder)
     if cached is None:
         arrays, itos = _build(spec, level, files)
@@ -122,6 +122,21 @@ def load_corpus(cfg: DataConfig) -> Corpus:
         files=files,
         cache_path=folder,
     )
+
+
+def _cache_folder(cfg: DataConfig, spec: CorpusSpec, key: str) -> Path:
+    return cache_root(cfg) / "tokens" / f"{spec.name}-{cfg.resolved_level}-{key[:16]}"
+
+
+def vocab_size_on_disk(cfg: DataConfig) -> int:
+    """The vocabulary size of a corpus on disk, without downloading or writing anything
+    (``sublayer sweep --dry-run``): the token cache's when it is built, else counted from
+    the files. DataError when the files are not on disk."""
+    spec = get_spec(cfg.name)
+    files = resolve_files(replace(cfg, download=False), spec)
+    key = content_key(name=spec.name, level=cfg.resolved_level, files=files)
+    cached = load_tokens(_cache_folder(cfg, spec, key))
+    return len(cached[1] if cached is not None else _build(spec, cfg.resolved_level, files)[1])
 
 
 def check_text_files(data: DataConfig) -> None:

@@ -28,6 +28,8 @@ __all__ = ["main"]
 
 MAX_TRIALS = 10_000
 """A larger plan runs only with ``--yes`` (a typo in a space can ask for millions)."""
+ESTIMATED = ("params", "flops_per_token")
+"""The dry run's columns that depend on the vocabulary (marked ``~`` while it is estimated)."""
 QUIET_LOGGERS = ("mlflow.store.db.utils", "alembic")
 """Their INFO lines ("Creating initial MLflow database tables", migrations) are noise here."""
 
@@ -125,11 +127,15 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         for problem in resource_problems(exp, args.address):
             print(f"sublayer: warning: {problem} (a cluster must provide this; give --address "
                   "to check it there)", file=sys.stderr)
-        shown = [{**r, "order": _shown_order(r["order"], t.variant.params())}
+        estimate = plan.task.estimate  # counts resting on a vocabulary not built yet: ~
+        shown = [{**r, "order": _shown_order(r["order"], t.variant.params()),
+                  **({c: f"~{r[c]}" for c in ESTIMATED if c in r} if estimate else {})}
                  for r, t in zip(rows, plan.trials, strict=True)]
         half = [c for c in ("n_h", "guidance", "stacks") if any(c in r for r in rows)]
         _print_table(shown, ["name", "family", "seed", "n_s", "n_f", *half, "units", "params",
                              "flops_per_token", "order"])
+        if estimate:
+            print(f"~ {' and '.join(ESTIMATED)} assume {estimate}")
         from sublayer_search.search.oneshot.plan import (
             dry_run_footer,  # a searcher's budget, a one-shot's stages
         )

@@ -72,18 +72,25 @@ def validate_section(cls: type[SectionT], raw: Any, prefix: str,
 
 
 def obtain_corpus(name: str, on_disk: Callable[[], object], download: Callable[[], object],
-                  problems: list[Problem], notes: list[str] | None, where: str = "") -> bool:
+                  problems: list[Problem], notes: list[str] | None, where: str = "", *,
+                  downloadable: bool = True) -> bool:
     """A corpus not on disk is downloaded now, by the driver, before Ray starts: a failed
     download is a problem of the file, not of every trial. With ``notes`` (``--dry-run``)
-    it is only noted. True when the corpus is (or will be) there."""
+    nothing is fetched: one note says what the sweep will fetch (or, when it cannot
+    fetch the corpus, ``downloadable`` false, why it will stop). True when the corpus is
+    (or will be) there."""
     try:
         on_disk()
         return True
-    except DataError:
-        pass
+    except DataError as exc:
+        missing = exc
     if notes is not None:
-        notes.append(f"data.name: {name} is not on disk here; the sweep downloads it"
-                     f"{' into ' + where if where else ''} before it starts")
+        if downloadable:
+            notes.append(f"data.name: {name} is not on disk here; the sweep downloads it"
+                         f"{' into ' + where if where else ''} before it starts")
+        else:
+            notes.append(f"data.name: {str(missing).rstrip('.')}; a sweep refuses to start "
+                         "without them")
         return True
     try:
         download()
@@ -104,6 +111,10 @@ class Task(ABC, Generic[ModelT, DataT, ExtraT, SpecT]):
     """Alphabet of the spaces' orders (``lm``: s/f; ``decoder``: s/c/f)."""
     section: ClassVar[str | None] = None
     """The experiment section holding this task's own settings (``translation``), if any."""
+    estimate: str | None = None
+    """Set by :meth:`resolve` in a dry run whose vocabulary-dependent counts (``params``,
+    ``flops_per_token`` of :meth:`row`) are estimates: what they assume (a vocabulary the
+    sweep has not built yet). None when they are exact."""
 
     # -- the experiment's sections -------------------------------------------------------
     @abstractmethod

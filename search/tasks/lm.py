@@ -9,7 +9,11 @@ from typing import TYPE_CHECKING, Any
 from sublayer_search.models.accounting import flops_per_token, param_count
 from sublayer_search.models.config import ModelConfig, model_preset
 from sublayer_search.models.data.config import DataConfig
-from sublayer_search.models.data.corpus import check_text_files, load_corpus
+from sublayer_search.models.data.corpus import (
+    check_text_files,
+    load_corpus,
+    vocab_size_on_disk,
+)
 from sublayer_search.models.data.download import cache_root, resolve_files
 from sublayer_search.models.data.errors import DataError
 from sublayer_search.models.data.registry import corpus_info, get_spec
@@ -103,8 +107,9 @@ class LMTask(Task[ModelConfig, DataConfig, None, TrialSpec]):
         if template.vocab_size is None:
             vocab = corpus_info(data.name).vocab_size
             if vocab is None:
-                try:
-                    vocab = load_corpus(data).vocab_size
+                try:  # a dry run counts it without building the token cache
+                    vocab = (vocab_size_on_disk(data) if notes is not None
+                             else load_corpus(data).vocab_size)
                 except (DataError, OSError) as exc:
                     problems.append(Problem("data.name", data.name, f"a readable corpus: {exc}"))
                     return template

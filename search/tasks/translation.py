@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from sublayer_search.models.data.parallel.config import ParallelDataConfig
-from sublayer_search.models.data.parallel.corpus import load_parallel
+from sublayer_search.models.data.download import cache_root
+from sublayer_search.models.data.parallel.config import ParallelDataConfig, parallel_info
+from sublayer_search.models.data.parallel.corpus import built_vocab_sizes, load_parallel
 from sublayer_search.models.data.parallel.files import resolve_parallel_files
 from sublayer_search.models.seq2seq.config import (
     Seq2SeqConfig,
@@ -143,22 +144,27 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
             if f"{other}_order" not in self.given_orders:
                 orders[f"{other}_order"] = interleaved(base.params["layers"], kind=other)
             template = replace(template, **orders)
+        spec = parallel_info(data.name)
         if not obtain_corpus(data.name, lambda: resolve_parallel_files(replace(data, download=False)),
-                             lambda: resolve_parallel_files(data), problems, notes):
+                             lambda: resolve_parallel_files(data), problems, notes,
+                             where=str(cache_root(data) / data.name),
+                             downloadable=bool(spec.urls) and data.download and data.path is None):
             return template
-        if template.src_vocab_size is None or template.tgt_vocab_size is None:
-            try:
-                corpus = load_parallel(data)
-            except (ValueError, OSError) as exc:
-                if notes is None:
-                    problems.append(Problem("data.name", data.name, f"a readable corpus: {exc}"))
-                    return template
-                notes.append(f"data.name: {data.name} is not readable here, so parameter counts "
-                             f"assume a vocabulary of data.vocab_size = {data.vocab_size} "
-                             f"(a sweep checks the corpus again): {exc}")
-                return template.with_vocab(data.vocab_size, data.vocab_size)
-            template = template.with_vocab(corpus.src_vocab_size, corpus.tgt_vocab_size)
-        return template
+        if template.src_vocab_size is not None and template.tgt_vocab_size is not None:
+            return template
+        if notes is not None:  # a dry run reads a vocabulary already learned, never learns one
+            sizes = built_vocab_sizes(data)
+            if sizes is not None:
+                return template.with_vocab(*sizes)
+            self.estimate = (f"a vocabulary of {data.vocab_size} (data.vocab_size): the sweep "
+                             f"learns the BPE vocabulary of {data.name} before it starts")
+            return template.with_vocab(data.vocab_size, data.vocab_size)
+        try:
+            corpus = load_parallel(data)
+        except (ValueError, OSError) as exc:
+            problems.append(Problem("data.name", data.name, f"a readable corpus: {exc}"))
+            return template
+        return template.with_vocab(corpus.src_vocab_size, corpus.tgt_vocab_size)
 
     def model_for(self, template: TranslationModel, variant: Variant) -> TranslationModel:
         subset = variant.subset

@@ -71,6 +71,7 @@ _EXPORTS = {
     "parallel_info": "config",
     "ParallelCorpus": "corpus",
     "ParallelSplit": "corpus",
+    "built_vocab_sizes": "corpus",
     "load_parallel": "corpus",
     "fetch_parallel": "files",
     "read_lines": "files",
@@ -105,6 +106,7 @@ if TYPE_CHECKING:
     from sublayer_search.models.data.parallel.corpus import (
         ParallelCorpus,
         ParallelSplit,
+        built_vocab_sizes,
         load_parallel,
     )
     from sublayer_search.models.data.parallel.files import (

@@ -11,7 +11,7 @@ import numpy as np
 from sublayer_search.models.data.cache import atomic_write_bytes
 from sublayer_search.models.data.parallel.config import SPECIALS, UNK, ParallelDataConfig
 
-__all__ = ["encode_lines", "load_tokenizers", "train_bpe"]
+__all__ = ["encode_lines", "load_tokenizers", "stored_vocab_sizes", "train_bpe"]
 
 
 def train_bpe(lines: Sequence[str], vocab_size: int) -> Any:
@@ -46,12 +46,28 @@ def encode_lines(tok: Any, lines: Sequence[str]) -> tuple[np.ndarray, np.ndarray
     return ids, offsets
 
 
+def _names(cfg: ParallelDataConfig) -> tuple[str, ...]:
+    return ("joint",) if cfg.shared_vocab else ("src", "tgt")
+
+
+def stored_vocab_sizes(cfg: ParallelDataConfig, folder: Path) -> tuple[int, int] | None:
+    """(source, target) vocabulary sizes of the tokenizers stored in ``folder``; None when
+    they have not been learned yet (nothing is learned or written here)."""
+    paths = [folder / f"{n}.json" for n in _names(cfg)]
+    if not all(p.is_file() for p in paths):
+        return None
+    try:
+        sizes = [int(_load_tokenizer(p).get_vocab_size()) for p in paths]
+    except Exception:  # noqa: BLE001  # a damaged file: load_tokenizers decides, later
+        return None
+    return (sizes[0], sizes[0]) if cfg.shared_vocab else (sizes[0], sizes[1])
+
+
 def load_tokenizers(cfg: ParallelDataConfig, folder: Path,
                     train: Callable[[], tuple[list[str], list[str]]]) -> tuple[Any, Any]:
     """(source, target) tokenizers from ``folder``, learned on ``train()`` and stored there
     first when missing (one joint tokenizer, returned twice, when ``cfg.shared_vocab``)."""
-    names = ("joint",) if cfg.shared_vocab else ("src", "tgt")
-    paths = [folder / f"{n}.json" for n in names]
+    paths = [folder / f"{n}.json" for n in _names(cfg)]
     if not all(p.is_file() for p in paths):
         src, tgt = train()
         corpora = [src + tgt] if cfg.shared_vocab else [src, tgt]

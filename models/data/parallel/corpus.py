@@ -7,7 +7,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,11 @@ import numpy as np
 from sublayer_search.models.data.cache import atomic_save_npy, atomic_write_bytes, file_sha256
 from sublayer_search.models.data.download import cache_root
 from sublayer_search.models.data.errors import DataError
-from sublayer_search.models.data.parallel.bpe import encode_lines, load_tokenizers
+from sublayer_search.models.data.parallel.bpe import (
+    encode_lines,
+    load_tokenizers,
+    stored_vocab_sizes,
+)
 from sublayer_search.models.data.parallel.config import (
     PARALLEL_VERSION,
     SPLITS,
@@ -24,7 +28,7 @@ from sublayer_search.models.data.parallel.config import (
 )
 from sublayer_search.models.data.parallel.files import read_pairs, resolve_parallel_files
 
-__all__ = ["ParallelCorpus", "ParallelSplit", "load_parallel"]
+__all__ = ["ParallelCorpus", "ParallelSplit", "built_vocab_sizes", "load_parallel"]
 
 _notes = logging.getLogger("sublayer_search.notes")
 """Notes before a slow step; the CLI shows them on a terminal (search.cli.main)."""
@@ -112,6 +116,30 @@ def _key(*parts: str) -> str:
     return hashlib.sha256("|".join(parts).encode()).hexdigest()
 
 
+def _common(cfg: ParallelDataConfig) -> tuple[str, ...]:
+    return (f"v{PARALLEL_VERSION}", cfg.name, f"{cfg.src_lang}-{cfg.tgt_lang}",
+            f"strip={cfg.strips_bpe}", f"max_tokens={cfg.max_train_tokens}",
+            f"max_pairs={cfg.max_train_pairs}")
+
+
+def _bpe_key(cfg: ParallelDataConfig, train_hashes: tuple[str, str]) -> str:
+    return _key(*_common(cfg)[:4], f"vocab={cfg.vocab_size}", f"shared={cfg.shared_vocab}",
+                *train_hashes)
+
+
+def built_vocab_sizes(cfg: ParallelDataConfig) -> tuple[int, int] | None:
+    """(source, target) vocabulary sizes when the corpus is on disk and its BPE vocabulary
+    is in the cache already; None otherwise. Never downloads, learns or writes anything
+    (what ``sublayer sweep --dry-run`` may do)."""
+    try:
+        files = resolve_parallel_files(replace(cfg, download=False))
+        train = files["train"]
+        key = _bpe_key(cfg, (file_sha256(train[0]), file_sha256(train[1])))
+    except (DataError, OSError):
+        return None
+    return stored_vocab_sizes(cfg, cache_root(cfg) / "bpe" / f"{cfg.name}-{key[:16]}")
+
+
 def load_parallel(cfg: ParallelDataConfig) -> ParallelCorpus:
     """Find the files, learn (or reuse) the BPE vocabulary and encode every split (cached).
 
@@ -123,11 +151,8 @@ def load_parallel(cfg: ParallelDataConfig) -> ParallelCorpus:
     text = {s: read_pairs(a, b, strip_bpe=strip) for s, (a, b) in files.items() if s != "train"}
     text.setdefault("test", ([], []))
     hashes = {s: (file_sha256(a), file_sha256(b)) for s, (a, b) in files.items()}
-    common = (f"v{PARALLEL_VERSION}", cfg.name, f"{cfg.src_lang}-{cfg.tgt_lang}",
-              f"strip={strip}", f"max_tokens={cfg.max_train_tokens}",
-              f"max_pairs={cfg.max_train_pairs}")
-    bpe_key = _key(*common[:4], f"vocab={cfg.vocab_size}", f"shared={cfg.shared_vocab}",
-                   *hashes["train"])
+    common = _common(cfg)
+    bpe_key = _bpe_key(cfg, hashes["train"])
     bpe_dir = cache / "bpe" / f"{cfg.name}-{bpe_key[:16]}"
     train_text: list[tuple[list[str], list[str]]] = []  # read at most once, when needed
 
