@@ -160,6 +160,11 @@ def build_spec(args: argparse.Namespace) -> TrialSpec:
         data = DataConfig(**data_raw)
     except TypeError as exc:
         raise ExperimentError(source, [Problem("data", data_raw, f"known data settings ({exc})")]) from None
+    from sublayer_search.search.plan.preflight import home_problems
+
+    home = home_problems(data, local_ray=False)  # the corpus cache may be under $HOME
+    if home:
+        raise ExperimentError(source, home)
     overrides = {k: v for k, v in {"steps": args.steps, "batch_size": args.batch_size, "lr": args.lr,
                                    "seed": args.seed, "eval_every": args.eval_every}.items()
                  if v is not None}

@@ -20,7 +20,8 @@ from sublayer_search.search.plan.storage import (
 )
 
 __all__ = ["address_problems", "storage_problems", "tracking_problems", "plan_size_problems",
-           "artifact_problems", "TRACKING_SCHEMES", "MAX_PLANNED_TRIALS", "MAX_PLANNED_SUBLAYERS"]
+           "artifact_problems", "home_problems", "TRACKING_SCHEMES", "MAX_PLANNED_TRIALS",
+           "MAX_PLANNED_SUBLAYERS"]
 
 MAX_PLANNED_TRIALS = 100_000
 """No experiment file plans more trials (more than ``MAX_TRIALS`` already needs ``--yes``)."""
@@ -82,6 +83,55 @@ def tracking_problems(uri: str, path: str = "tracking.uri") -> list[Problem]:
             why = _writable_folder(file.resolve().parent)
             if why:
                 return [Problem(path, shown, f"a SQLite file in a writable folder ({why})")]
+    return []
+
+
+def _ray_token_in_home(local_ray: bool) -> bool:
+    """Will a local Ray keep its auth token in ``$HOME/.ray`` (see ``search/run/local_ray.py``)?"""
+    env = os.environ
+    if not local_ray or env.get("RAY_AUTH_MODE", "token").lower() != "token":
+        return False
+    return not (env.get("RAY_AUTH_TOKEN") or env.get("RAY_AUTH_TOKEN_PATH"))
+
+
+def home_problems(data: Any | None, *, local_ray: bool) -> list[Problem]:
+    """``$HOME``, where this command keeps files under it: an existing folder it can write in.
+
+    A local Ray with token auth keeps its token in ``$HOME/.ray/auth_token`` (unless
+    ``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or another ``RAY_AUTH_MODE``), and the
+    corpora's cache of ``data`` (a data config) is ``$HOME/.cache/sublayer-search`` unless
+    ``SUBLAYER_CACHE_DIR`` or its ``cache_dir`` moves it. A missing ``$HOME`` is named (exit
+    status 2), never created: a home folder (its owner, its mode) is the system's to make,
+    and a missing one means a misconfigured environment (a service account's
+    ``/nonexistent``, ``sudo``, a container's user) that creating one would hide.
+    """
+    try:
+        home = Path.home()
+    except RuntimeError:  # no $HOME and no entry in the password database
+        return [Problem("HOME", None, "an existing, writable folder: set HOME to one")]
+    uses: list[tuple[str, Path]] = []
+    if _ray_token_in_home(local_ray):
+        uses.append(("Ray's auth token", home / ".ray"))
+    if data is not None:
+        from sublayer_search.models.data.download import cache_root
+
+        cache = cache_root(data).resolve()
+        if cache.is_relative_to(home.resolve()):
+            uses.append(("the corpus cache", cache))
+    if not uses:
+        return []
+    value = os.environ.get("HOME", f"{home} (HOME unset: the password database's)")
+    kept = " and ".join(what for what, _ in uses)
+    if not home.is_dir():
+        why = "does not exist" if not home.exists() else "is a file, not a folder"
+        verb = "go" if len(uses) > 1 else "goes"
+        return [Problem("HOME", value, f"an existing, writable folder ({home} {why}; {kept} "
+                        f"{verb} under it): create it, or set HOME to one")]
+    for what, folder in uses:
+        refused = _writable_folder(folder)
+        if refused:
+            return [Problem("HOME", value, f"a folder this user can write in ({refused}; "
+                            f"{what} goes under it): set HOME to one")]
     return []
 
 

@@ -7,6 +7,7 @@ raising one :class:`ExperimentError`. It never starts Ray nor touches MLflow.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from functools import cached_property
@@ -23,6 +24,7 @@ from sublayer_search.search.plan.guidance_axis import (
 from sublayer_search.search.plan.preflight import (
     address_problems,
     artifact_problems,
+    home_problems,
     storage_problems,
     tracking_problems,
 )
@@ -299,6 +301,8 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
         problems += storage_problems(exp.ray.storage_path, exp.name)
         problems += artifact_problems(exp.tracking.artifact_location)
         problems += address_problems(address, exp.ray.address)  # names the one used
+        local = not (address or exp.ray.address or os.environ.get("RAY_ADDRESS"))
+        problems += home_problems(data, local_ray=local)  # Ray's token, the corpus cache
     problems += worker_problems(exp)
     _check_search(exp, task, pool, problems)
     if template is not None and data is not None and not problems:

@@ -158,7 +158,7 @@ def test_sublayer_ui_warns_beyond_loopback_and_keeps_serving(host, monkeypatch, 
     from sublayer_search.search.cli.main import main
 
     started: list[list[str]] = []
-    monkeypatch.setattr(ui, "run_until_signal", lambda cmd, env: started.append(cmd) or 0)
+    monkeypatch.setattr(ui, "run_until_signal", lambda cmd, env, **_: started.append(cmd) or 0)
     assert main(["ui", "--host", host, "--port", "5999", "--tracking-uri", "sqlite:///x.db"]) == 0
     err = capsys.readouterr().err
     assert started and started[0][started[0].index("--host") + 1] == host

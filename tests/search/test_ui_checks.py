@@ -21,7 +21,7 @@ from sublayer_search.spaces.exit_codes import ExitCode
 @pytest.fixture
 def never_started(monkeypatch):
     started: list[list[str]] = []
-    monkeypatch.setattr(ui, "run_until_signal", lambda cmd, env: started.append(cmd) or 0)
+    monkeypatch.setattr(ui, "run_until_signal", lambda cmd, env, **_: started.append(cmd) or 0)
     yield started
     assert started == [], "the server was started"
 
@@ -65,7 +65,7 @@ def test_ui_bad_store_is_exit_2_before_mlflow(argv: list[str], expect: str, tmp_
                                               monkeypatch: pytest.MonkeyPatch,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     started: list[list[str]] = []
-    monkeypatch.setattr(ui, "run_until_signal", lambda cmd, env: started.append(cmd) or 0)
+    monkeypatch.setattr(ui, "run_until_signal", lambda cmd, env, **_: started.append(cmd) or 0)
     assert main(["ui", "--port", "65000", *argv]) == ExitCode.BAD_INPUT
     err = capsys.readouterr().err
     assert err.startswith("sublayer: error: ") and expect in err and "Traceback" not in err
