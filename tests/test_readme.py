@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from clone_helpers import fresh_clone
 
 pytestmark = pytest.mark.slow
 
@@ -30,13 +31,17 @@ REPO = Path(__file__).resolve().parents[1]
 VENV = Path(sys.executable).parent.parent
 DATA = Path(os.environ.get("SUBLAYER_DATA_DIR", REPO.parent / "shared" / "data")).resolve()
 
+AFTER_MAKE_RUN = "needs the quickstart sweep of `make run`: tests/test_first_hour_walk.py"
+"""The reason of the commands that tests/test_first_hour_walk.py runs after ``make run``."""
+
 EXCLUDED = {
     "make install": "installs into .venv (network, minutes); CI runs it (.ci/run)",
     "make install TORCH_INDEX=https://download.pytorch.org/whl/cpu": "downloads torch",
-    "make run": "a 3-5 minute sweep; tests/search/test_sweep_local.py runs sweeps",
-    "make test": "the whole test suite, this test included",
-    "make test-fast": "the suite without the slow tests (minutes)",
-    "make ui": "a server that runs until stopped; tests/search/test_ui*.py",
+    "make run": "a sweep of minutes; tests/test_first_hour_walk.py runs it as written",
+    "make test": "the whole suite; tests/test_first_hour_walk.py runs its recipe",
+    "make test-fast": "the suite without the slow tests; tests/test_first_hour_walk.py runs "
+                      "its recipe",
+    "make ui": "a server that runs until stopped; tests/test_first_hour_walk.py starts it",
     "sublayer ui --tracking-uri sqlite:///mlflow.db": "a server that runs until stopped; "
                                                       "tests/search/test_ui*.py",
     "sublayer sweep configs/quickstart.yaml": "a 3-5 minute sweep; tests/search/test_sweep_*",
@@ -47,12 +52,12 @@ EXCLUDED = {
     "sublayer train --order 'sandwich(4,2)' --data tinyshakespeare --steps 200":
         "a training run of minutes; tests/models/test_train.py trains",
     "sublayer analyze --experiment quickstart --tracking-uri sqlite:///mlflow.db "
-    "--out reports/quickstart": "needs the quickstart sweep of `make run`",
+    "--out reports/quickstart": AFTER_MAKE_RUN,
     "sublayer analyze --experiment NAME --out DIR": "NAME and DIR are placeholders",
     "sublayer replay quickstart --tracking-uri sqlite:///mlflow.db --scheduler asha "
-    "--grace-period 1 --reduction-factor 3": "needs the quickstart sweep of `make run`",
+    "--grace-period 1 --reduction-factor 3": AFTER_MAKE_RUN,
     "sublayer replay quickstart --tracking-uri sqlite:///mlflow.db --grid --figure "
-    "reports/replay.png": "needs the quickstart sweep of `make run`",
+    "reports/replay.png": AFTER_MAKE_RUN,
     "sublayer analyze --experiment A --experiment B --out DIR": "placeholders",
     "sublayer export NAME --tracking-uri sqlite:///mlflow.db --out DIR": "placeholders",
     "python benchmarks/oneshot_ranking.py": "trains a supernet (minutes)",
@@ -81,9 +86,9 @@ EXCLUDED = {
     "sqlite:///mlflow.db --out reports/mine": "needs the programme's sweep",
     "sublayer export mini_press2020 --tracking-uri sqlite:///mlflow.db --out my_study":
         "needs the programme's sweep; tests/search/test_export_cli.py exports a real sweep",
-    "make notebooks": "executes every notebook (minutes); tests/analysis/test_notebooks.py",
+    "make notebooks": "executes every notebook; tests/test_first_hour_walk.py runs it",
     "make notebooks EXPERIMENT=quickstart TRACKING_URI=sqlite:///$PWD/mlflow.db":
-        "needs the quickstart sweep of `make run`; executes every notebook",
+        AFTER_MAKE_RUN,
 }
 SETUP = re.compile(r"^(source |export )")
 DOCS = ("README.md", *sorted(f"docs/{p.name}" for p in (REPO / "docs").glob("*.md")))
@@ -148,16 +153,7 @@ def test_docs_speak_of_the_users_machine() -> None:
 
 @pytest.fixture(scope="module")
 def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("readme")
-    work = root / "main"
-    subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(REPO), str(work)], check=True,
-                   timeout=120)
-    # the working tree's documentation and configs, committed or not, are what is checked
-    (work / "docs").mkdir(exist_ok=True)
-    for rel in (*DOCS, "Makefile"):
-        (work / rel).write_text((REPO / rel).read_text())
-    (work / ".venv").symlink_to(VENV)
-    return work
+    return fresh_clone(REPO, tmp_path_factory.mktemp("readme") / "main", VENV)
 
 
 def _run(command: str, setup: tuple[str, ...], cwd: Path, home: Path) -> subprocess.CompletedProcess[str]:

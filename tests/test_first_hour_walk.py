@@ -1,0 +1,203 @@
+"""A new user's first hour, run as written: every ``make`` target the README, CONTRIBUTING or
+docs/ name, and the documented commands that need the quickstart sweep of ``make run``.
+
+The walk happens in a fresh clone laid out as a user's (``main/`` beside ``shared/data``,
+so the Makefile finds the local corpora as it does here), with ``.venv`` linked to this
+checkout's virtualenv (``make install`` finds it up to date: CI's ``.ci/run`` runs the
+real install) and a fresh HOME. ``make test`` and ``make test-fast`` are run as written
+with ``PYTEST_ADDOPTS`` naming one small test file: the targets' own recipes (system tools,
+then pytest), not the whole suite inside itself. Each step's wall time is printed
+(``pytest -s`` shows them).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from clone_helpers import fresh_clone
+from test_readme import AFTER_MAKE_RUN, DOCS, EXCLUDED, all_commands
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+VENV = Path(sys.executable).parent.parent
+DATA = Path(os.environ.get("SUBLAYER_DATA_DIR", REPO.parent / "shared" / "data")).resolve()
+TARGET = re.compile(r"`make ([a-z][a-z-]*)\b")
+
+
+def documented_targets() -> set[str]:
+    """The make targets the README, CONTRIBUTING and docs/ name (in commands or prose)."""
+    found: set[str] = set()
+    for name in (*DOCS, "CONTRIBUTING.md"):
+        text = (REPO / name).read_text()
+        found.update(TARGET.findall(text))
+        found.update(c.split()[1] for c in all_commands(REPO).get(name, [])
+                     if c.startswith("make ") and len(c.split()) > 1)
+    return found
+
+
+WALKED = {"install", "run", "notebooks", "ui", "lint", "test", "test-fast"}
+"""The targets this module runs; a documented target missing here fails the first test."""
+
+
+@pytest.fixture(scope="module")
+def walk(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    root = tmp_path_factory.mktemp("walk")
+    (root / "shared").mkdir()
+    (root / "shared" / "data").symlink_to(DATA)  # ../shared/data, as beside this checkout
+    for entry in (REPO.parent / "shared").glob("*"):  # the papers' facts the tests read
+        if not (root / "shared" / entry.name).exists():
+            (root / "shared" / entry.name).symlink_to(entry)
+    work = fresh_clone(REPO, root / "main", VENV)
+    stamp = VENV / ".installed"
+    assert stamp.exists(), f"{stamp} is missing: run `make install` first"
+    old = stamp.stat().st_mtime - 60  # the clone's pyproject is no newer than the install
+    os.utime(work / "pyproject.toml", (old, old))
+    home = root / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("SUBLAYER_DATA_DIR", "VIRTUAL_ENV", "PYTHONPATH", "MAKEFLAGS",
+                        "MAKELEVEL", "PYTEST_ADDOPTS", "PYTEST_CURRENT_TEST")}
+    env.update(HOME=str(home), MLFLOW_DISABLE_TELEMETRY="true", RAY_USAGE_STATS_ENABLED="0")
+    return work, env
+
+
+def _make(work: Path, env: dict[str, str], *args: str, timeout: float = 900,
+          **extra: str) -> subprocess.CompletedProcess[str]:
+    start = time.monotonic()
+    done = subprocess.run(["make", *args], cwd=work, env={**env, **extra}, capture_output=True,
+                          text=True, timeout=timeout)
+    print(f"\nwalk: make {' '.join(args)}: exit {done.returncode} in "
+          f"{time.monotonic() - start:.0f} s")
+    assert done.returncode == 0, f"make {' '.join(args)}\n{done.stdout[-4000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+def test_every_documented_target_is_walked() -> None:
+    named = documented_targets()
+    assert {"install", "run", "test", "notebooks"} <= named, named
+    assert named <= WALKED, f"documented but not run by this module: {sorted(named - WALKED)}"
+
+
+def test_make_install_finds_the_virtualenv_up_to_date(walk) -> None:
+    work, env = walk
+    done = _make(work, env, "install")
+    assert "[3/4]" not in done.stdout, done.stdout  # nothing reinstalled
+
+
+@pytest.fixture(scope="module")
+def quickstart(walk) -> subprocess.CompletedProcess[str]:
+    """``make run``: the quickstart sweep, trained for real, tracked in ./mlflow.db."""
+    work, env = walk
+    return _make(work, env, "run", timeout=1800)
+
+
+def test_make_run_trains_the_quickstart(walk, quickstart) -> None:
+    work, _ = walk
+    out = quickstart.stdout + quickstart.stderr
+    assert "sweep 10/10 done: 10 finished" in out, out[-3000:]
+    assert (work / "mlflow.db").is_file()
+    elapsed = re.findall(r"elapsed (\d+):(\d\d)", out)
+    assert elapsed  # the progress line's wall time
+
+
+def test_the_commands_after_make_run_run_as_written(walk, quickstart) -> None:
+    """The documented commands that need the quickstart sweep (test_readme.py leaves them
+    to this module), each as written, after the README's setup lines."""
+    work, env = walk
+    by_file = all_commands(work)
+    setup = [c for c in by_file["README.md"] if c.startswith(("source ", "export "))]
+    commands = [c for c, why in EXCLUDED.items() if why == AFTER_MAKE_RUN]
+    assert len(commands) >= 4, commands
+    everywhere = {c for found in by_file.values() for c in found}
+    assert set(commands) <= everywhere
+    failed = []
+    for command in commands:
+        start = time.monotonic()
+        done = subprocess.run(["bash", "-c", "set -e\n" + "\n".join(setup) + "\n" + command],
+                              cwd=work, env=env, capture_output=True, text=True, timeout=900)
+        print(f"\nwalk: {command}: exit {done.returncode} in {time.monotonic() - start:.0f} s")
+        if done.returncode != 0:
+            failed.append(f"$ {command}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    assert not failed, "\n\n".join(failed)
+    assert (work / "reports" / "quickstart" / "report.html").is_file()
+    assert (work / "reports" / "replay.png").is_file()
+    executed = work / "reports" / "notebooks" / "01_distribution_study.ipynb"
+    assert "sweep: quickstart" in executed.read_text()
+
+
+def test_make_notebooks_runs_as_written(walk, quickstart) -> None:
+    work, env = walk
+    done = _make(work, env, "notebooks")
+    assert "executed notebooks: reports/notebooks/ (experiment: quickstart)" in done.stdout
+    names = sorted(p.name for p in (work / "notebooks").glob("*.ipynb"))
+    assert sorted(p.name for p in (work / "reports" / "notebooks").glob("*.ipynb")) == names
+    assert not [p for p in (work / "notebooks").iterdir() if "ipc" in p.name]  # no sockets left
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def test_make_ui_serves_the_runs(walk, quickstart) -> None:
+    """``make ui`` on port 5000 as written (another port only when 5000 is taken here)."""
+    work, env = walk
+    args = ["make", "ui"]
+    if not _free(5000):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            args.append(f"PORT={s.getsockname()[1]}")
+    proc = subprocess.Popen(args, cwd=work, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    seen = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            seen.append(line)
+            url = re.search(r"http://127\.0\.0\.1:\d+", line)
+            if url:
+                with urllib.request.urlopen(url.group(0), timeout=30) as page:
+                    assert page.status == 200
+                break
+        else:
+            pytest.fail("make ui ended without a URL:\n" + "".join(seen))
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert not any("Registry store URI not provided" in line for line in seen), seen
+
+
+def test_make_lint_is_clean(walk) -> None:
+    """ruff and mypy over every package, as CONTRIBUTING asks before a change is sent."""
+    work, env = walk
+    done = _make(work, env, "lint", timeout=1200)
+    assert "Success: no issues found" in done.stdout, done.stdout[-3000:]
+    checked = int(done.stdout.split("Success: no issues found in ")[1].split()[0])
+    assert checked >= len(list((work / "models").rglob("*.py")))  # it saw the packages
+
+
+@pytest.mark.parametrize("target", ["test-fast", "test"])
+def test_make_test_targets_run_their_recipes(walk, target: str) -> None:
+    work, env = walk
+    done = _make(work, env, target, PYTEST_ADDOPTS="tests/spaces/test_cost.py -p no:cacheprovider")
+    assert re.search(r"\d+ passed", done.stdout), done.stdout[-2000:]
+    assert "test-deps:" in done.stdout  # the system tools were checked first
+    assert ('-m "not slow"' in done.stdout) == (target == "test-fast")
