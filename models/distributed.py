@@ -10,6 +10,12 @@ One trial may train on N workers (``resources.workers``). Every worker runs the 
   gradients: with equal shares that is the gradient of the global batch;
 * the training loss is averaged over the workers (:meth:`Workers.mean`), so every
   worker sees the same value and a divergence stops all of them together;
+* with ``train.grad_accum`` > 1 the gradients are synchronised once per optimizer step,
+  on the last micro-batch (:meth:`Workers.accumulating`: DDP's ``no_sync``, FSDP's
+  ``set_requires_gradient_sync``); the earlier micro-batches accumulate locally;
+* each worker evaluates its share of the validation batches (:meth:`Workers.share`) and
+  the sums are added over the workers (:meth:`Workers.sums`, :meth:`Workers.gather`), so
+  every worker reports the one-worker value;
 * only rank 0 writes checkpoints; every worker reports (Ray Train keeps rank 0's).
 
 ``train.parallel: fsdp`` shards the model instead of replicating it (:meth:`Workers.shard`:
@@ -17,9 +23,14 @@ torch's FSDP2 ``fully_shard``, one unit per block the family names, then the roo
 embeddings, norms and head). Each worker holds 1/N of the parameters, gradients and
 optimizer state; a block's parameters are gathered for its forward and backward only.
 The gradient is reduce-scattered as the mean over the workers, so the numbers are those
-of DDP. Checkpoints stay full (:meth:`Workers.full_state`): every worker takes part in
-gathering them, rank 0 writes them in the format of a one-worker run, so a one-worker run
-(and ``sublayer train``) resumes from them, and an FSDP run from theirs.
+of DDP. In bf16 (``train.precision: bf16``, or ``auto`` on a GPU) the shards stay fp32 (the
+optimizer's master weights), the gathered parameters and the compute are bf16 and the
+gradients are reduced in fp32 (:func:`mixed_precision`); the loop's bf16 autocast stays
+on around them, so the loss, norms and softmax run in fp32 as in a one-worker bf16 run.
+Checkpoints stay full (:meth:`Workers.full_state`): every worker takes part in gathering
+them (at the evaluations that write one: ``train.checkpoint_every``), rank 0 writes them
+in the format of a one-worker run, so a one-worker run (and ``sublayer train``) resumes
+from them, and an FSDP run from theirs.
 
 The process group is set up by the caller (Ray Train's ``TorchTrainer``, or
 ``torch.distributed.init_process_group`` in a test); this module never imports Ray.
@@ -27,18 +38,20 @@ The process group is set up by the caller (Ray Train's ``TorchTrainer``, or
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import torch
 import torch.distributed as dist
 
 from sublayer_search.models.errors import ConfigError
 
-__all__ = ["SINGLE", "Parallel", "Workers", "unwrap"]
+__all__ = ["SINGLE", "Parallel", "Workers", "mixed_precision", "unwrap"]
 
 Parallel = Literal["ddp", "fsdp"]
+T = TypeVar("T")
 StateDicts = tuple[dict[str, Any], dict[str, Any]]
 """(model state, optimizer state) in the format of ``Module.state_dict()`` and
 ``Optimizer.state_dict()`` of one worker."""
@@ -111,11 +124,66 @@ class Workers:
         dist.all_reduce(t)
         return int(t.item())
 
-    def shard(self, model: torch.nn.Module,
-              blocks: Sequence[torch.nn.Module] | None) -> torch.nn.Module:
+    def sums(self, values: Sequence[float], device: torch.device) -> list[float]:
+        """``values`` added over the workers, element by element, in float64 (one
+        all-reduce; every worker gets the same numbers)."""
+        if not self.parallel:
+            return [float(v) for v in values]
+        t = torch.tensor(list(values), dtype=torch.float64, device=device)
+        dist.all_reduce(t)
+        return [float(v) for v in t.tolist()]
+
+    def gather(self, items: list[T]) -> list[T]:
+        """Every worker's ``items`` (picklable), concatenated in rank order, on every worker."""
+        if not self.parallel:
+            return items
+        parts: list[list[T] | None] = [None] * self.world
+        dist.all_gather_object(parts, items)
+        return [item for part in parts for item in part or []]
+
+    def share(self, batches: Iterable[T]) -> Iterator[tuple[int, T, bool]]:
+        """This worker's share of the evaluation ``batches``: ``(index, batch, counted)``
+        for batch ``index`` when ``index % world == rank``. Sharded, a forward gathers the
+        parameters from every worker, so every worker must run as many: a worker with
+        fewer batches (their number not a multiple of the workers) runs batch 0 again,
+        with ``counted`` False (add nothing of it). Every worker walks all of
+        ``batches`` (cheap: slicing, no forward) and so knows their number."""
+        first: T | None = None
+        n = mine = 0
+        for index, batch in enumerate(batches):
+            n += 1
+            first = batch if first is None else first
+            if index % self.world == self.rank:
+                mine += 1
+                yield index, batch, True
+        if self.sharded and first is not None:
+            for _ in range(-(-n // self.world) - mine):
+                yield 0, first, False
+
+    @contextmanager
+    def accumulating(self, model: Any, *, last: bool) -> Iterator[None]:
+        """The context of one micro-batch's forward and backward: the gradients are
+        synchronised (DDP's all-reduce, FSDP's reduce-scatter) only when ``last``, the
+        last micro-batch of an optimizer step; before it they accumulate locally (DDP's
+        ``no_sync``, FSDP's ``set_requires_gradient_sync(False)``). ``model``: the
+        model the loop runs (DDP, the sharded model, or either compiled)."""
+        inner = getattr(model, "_orig_mod", model)  # torch.compile's wrapper
+        if self.sharded:
+            inner.set_requires_gradient_sync(last)
+            yield
+        elif self.parallel and not last:
+            with inner.no_sync():
+                yield
+        else:
+            yield
+
+    def shard(self, model: torch.nn.Module, blocks: Sequence[torch.nn.Module] | None, *,
+              bf16: bool = False) -> torch.nn.Module:
         """``model`` sharded in place with FSDP2 when :attr:`sharded`: each of ``blocks`` one
         unit, the root the rest. Call it before building the optimizer (the parameters
-        become ``DTensor`` shards). ``blocks`` None: the family cannot be sharded."""
+        become ``DTensor`` shards). ``blocks`` None: the family cannot be sharded.
+        ``bf16``: gather and compute in bf16, reduce the gradients in fp32
+        (:func:`mixed_precision`)."""
         if not self.sharded:
             return model
         if blocks is None:
@@ -124,9 +192,10 @@ class Workers:
                               "language models without guidance)")
         from torch.distributed.fsdp import fully_shard
 
+        policy = mixed_precision(bf16)
         for block in blocks:
-            fully_shard(block)
-        fully_shard(model)
+            fully_shard(block, mp_policy=policy)
+        fully_shard(model, mp_policy=policy)
         return model
 
     def full_state(self, model: torch.nn.Module,
@@ -180,6 +249,17 @@ class Workers:
 
 SINGLE = Workers()
 """One worker: the loop as it always ran."""
+
+
+def mixed_precision(bf16: bool) -> Any:
+    """FSDP2's mixed-precision policy: with ``bf16``, the parameters gathered (and the
+    compute) in bf16 and the gradients reduce-scattered in fp32 (sharded parameters and
+    optimizer state stay fp32); without, everything in the parameters' dtype."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    if not bf16:
+        return MixedPrecisionPolicy()
+    return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
 
 
 def _names(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> list[str]:

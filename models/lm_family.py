@@ -25,7 +25,7 @@ from sublayer_search.models.data import (
     metrics_from_loss,
     random_batch,
 )
-from sublayer_search.models.distributed import unwrap
+from sublayer_search.models.distributed import SINGLE, Workers, unwrap
 from sublayer_search.models.errors import ConfigError
 from sublayer_search.models.guidance.config import GuidanceConfig
 from sublayer_search.models.lm import OrderedLM
@@ -76,18 +76,25 @@ def evaluate(
     limit: int | None,
     device: torch.device,
     autocast: Any,
+    workers: Workers = SINGLE,
 ) -> float:
-    """Mean token NLL (nats) over contiguous blocks of the split."""
+    """Mean token NLL (nats) over contiguous blocks of the split. Several ``workers``
+    each evaluate their share of the batches and add up (loss × tokens, tokens): every
+    worker gets the one-worker value (to float rounding)."""
     model.eval()
     total, count = 0.0, 0
-    for x, y in eval_batches(ids, context=context, batch_size=batch_size, limit=limit):
+    batches = eval_batches(ids, context=context, batch_size=batch_size, limit=limit)
+    for _, (x, y), counted in workers.share(batches):
         x, y = x.to(device), y.to(device)
         with autocast:
             loss = model(x, y).loss
-        n = y.numel()
-        total += float(loss) * n
-        count += n
+        if counted:
+            n = y.numel()
+            total += float(loss) * n
+            count += n
     model.train()
+    total, summed = workers.sums([total, count], device)
+    count = round(summed)
     if count == 0:
         raise ConfigError(
             "model.context", context, f"a context shorter than the split ({len(ids)} tokens)"
@@ -151,6 +158,7 @@ class LMFamily(Family):
             limit=self.eval_limit,
             device=ctx.device,
             autocast=ctx.autocast,
+            workers=ctx.workers,
         )
         scores = metrics_from_loss(val_loss, self.corpus.level)
         main = scores["ppl"] if self.corpus.level == "word" else scores["bpc"]

@@ -11,13 +11,21 @@ import torch
 
 from sublayer_search.models.train_config import TrainConfig
 
-__all__ = ["autocast_for", "cuda_available", "build_optimizer", "build_scheduler", "device_for",
-           "fused_adamw_applies", "lr_factor", "optimizer_step", "seed_everything"]
+__all__ = ["autocast_for", "bf16_for", "cuda_available", "build_optimizer", "build_scheduler",
+           "device_for", "nccl_available", "fused_adamw_applies", "lr_factor", "optimizer_step",
+           "seed_everything"]
 
 
 def cuda_available() -> bool:
     """Whether torch can train on a CUDA GPU in this process."""
     return bool(torch.cuda.is_available())
+
+
+def nccl_available() -> bool:
+    """Whether this torch has NCCL built in (CUDA builds; a CPU build has gloo only)."""
+    import torch.distributed as dist
+
+    return bool(dist.is_available() and dist.is_nccl_available())
 
 
 def device_for(cfg: TrainConfig) -> torch.device:
@@ -26,9 +34,13 @@ def device_for(cfg: TrainConfig) -> torch.device:
     return torch.device("cpu")
 
 
+def bf16_for(cfg: TrainConfig, device: torch.device) -> bool:
+    """Whether the trial computes in bf16: ``precision: bf16``, or ``auto`` on a GPU."""
+    return cfg.precision == "bf16" or (cfg.precision == "auto" and device.type == "cuda")
+
+
 def autocast_for(cfg: TrainConfig, device: torch.device) -> AbstractContextManager[object]:
-    use_bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and device.type == "cuda")
-    if use_bf16:
+    if bf16_for(cfg, device):
         return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
     return nullcontext()
 

@@ -22,7 +22,8 @@ class TrainConfig:
     batch_size: int = 16
     """Sequences per micro-batch."""
     grad_accum: int = 1
-    """Micro-batches accumulated per optimizer step."""
+    """Micro-batches accumulated per optimizer step (several workers synchronise their
+    gradients once per step, on the last one)."""
     optimizer: Literal["adamw", "sgd", "adagrad"] = "adamw"
     """AdamW (default), SGD with Nesterov momentum, or Adagrad."""
     lr: float = 3e-3
@@ -40,13 +41,21 @@ class TrainConfig:
     clip_norm: float | None = 1.0
     """Global gradient-norm clip; ``None`` disables it."""
     eval_every: int = 50
-    """Evaluate (and report, and checkpoint) every this many steps, and at the end."""
+    """Evaluate (and report, and checkpoint: see ``checkpoint_every``) every this many
+    steps, and at the end."""
+    checkpoint_every: int | None = None
+    """Steps between checkpoints (a multiple of ``eval_every``: a checkpoint is written at
+    an evaluation, and always at the last step); ``None``: at every evaluation. Writing
+    one gathers the whole state to rank 0 (FSDP) and saves it to disk: fewer checkpoints
+    cost less, a restarted trial trains again the steps since the last one. The numbers
+    trained do not depend on it."""
     eval_batches: int | None = None
     """Validation batches per evaluation; ``None`` evaluates the whole split."""
     eval_batch_size: int | None = None
     """Batch size for evaluation; defaults to ``batch_size``."""
     precision: Literal["auto", "fp32", "bf16"] = "auto"
-    """``auto`` = bf16 autocast on CUDA, fp32 on CPU."""
+    """``auto`` = bf16 autocast on CUDA, fp32 on CPU. In bf16, ``parallel: fsdp`` on several
+    workers also gathers the parameters in bf16 and reduces the gradients in fp32."""
     compile: bool = False
     """``torch.compile`` the model (CUDA only; ignored on CPU)."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -83,6 +92,12 @@ class TrainConfig:
         check(self.clip_norm is None or (is_number(self.clip_norm, finite=True)
                                          and self.clip_norm > 0),
               "clip_norm", "a finite positive number or null")
+        check(self.checkpoint_every is None
+              or (is_positive_int(self.checkpoint_every)
+                  and (not is_positive_int(self.eval_every)
+                       or self.checkpoint_every % self.eval_every == 0)),
+              "checkpoint_every", f"a positive multiple of train.eval_every ({self.eval_every}) "
+              "or null (at every evaluation)")
         check(self.eval_batches is None or is_positive_int(self.eval_batches), "eval_batches",
               "a positive integer or null (whole split)")
         check(self.eval_batch_size is None or is_positive_int(self.eval_batch_size),

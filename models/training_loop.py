@@ -31,6 +31,7 @@ from sublayer_search.models.checkpoint import restore_training, save_checkpoint,
 from sublayer_search.models.distributed import SINGLE, Workers
 from sublayer_search.models.optim import (
     autocast_for,
+    bf16_for,
     build_optimizer,
     build_scheduler,
     device_for,
@@ -123,9 +124,11 @@ def train(
 ) -> FitResult:
     """Train ``family``'s model with ``cfg``; call ``report`` after every evaluation.
 
-    ``checkpoint_dir``: where to write a checkpoint at every evaluation (its path is
-    passed to ``report``); ``None`` writes none. ``resume_from``: a checkpoint folder to
-    continue from. A NaN or infinite loss stops training with status ``diverged``.
+    ``checkpoint_dir``: where to write a checkpoint at every evaluation, or every
+    ``cfg.checkpoint_every`` steps and at the end (its path is passed to ``report`` with
+    the evaluation it was written at, None with the others); ``None`` writes none.
+    ``resume_from``: a checkpoint folder to continue from. A NaN or infinite loss stops
+    training with status ``diverged``.
     ``workers``: this process's rank among a trial's data-parallel workers
     (:mod:`models.distributed`; default: the initialised process group, as Ray Train
     sets it up, else one worker); every worker calls ``report``, only rank 0 checkpoints.
@@ -138,7 +141,7 @@ def train(
     device = device_for(cfg)
     model = family.build().to(device)
     if workers.sharded:  # before the optimizer: it must hold the shards
-        model = workers.shard(model, family.shard_blocks(model))
+        model = workers.shard(model, family.shard_blocks(model), bf16=bf16_for(cfg, device))
     optimizer = build_optimizer(cfg, model)
     scheduler = build_scheduler(cfg, optimizer)
     step = 0
@@ -177,11 +180,12 @@ def train(
     while step < cfg.steps:
         family.before_step(model, step, cfg.steps)
         step_loss = 0.0
-        for _ in range(cfg.grad_accum):
-            with ctx.autocast:
-                loss, n_tokens = family.loss(run_model, ctx)
-                loss = loss / cfg.grad_accum
-            loss.backward()
+        for micro in range(cfg.grad_accum):  # one gradient synchronisation per step
+            with workers.accumulating(run_model, last=micro == cfg.grad_accum - 1):
+                with ctx.autocast:
+                    loss, n_tokens = family.loss(run_model, ctx)
+                    loss = loss / cfg.grad_accum
+                loss.backward()
             step_loss += float(loss.detach())
             tokens += n_tokens
         step_loss = workers.mean(step_loss, device)  # the same value on every worker
@@ -207,13 +211,15 @@ def train(
                        **scores, best(metric): best_value, "lr": lr,
                        "tokens_per_s": tokens / max(elapsed, 1e-9)}
             train_losses.clear()
-            weights = workers.full_state(model, optimizer) if ckpt_root is not None else None
-            if ckpt_root is not None and weights is not None:  # rank 0 writes
-                state = training_state(model, optimizer, scheduler, generator, step=step,
-                                       best=best_value, metrics=metrics, weights=weights)
-                last_ckpt = save_checkpoint(ckpt_root, state)
+            saved: str | None = None
+            if ckpt_root is not None and _checkpoint_due(cfg, step):
+                weights = workers.full_state(model, optimizer)  # every worker gathers (FSDP)
+                if weights is not None:  # rank 0 writes
+                    state = training_state(model, optimizer, scheduler, generator, step=step,
+                                           best=best_value, metrics=metrics, weights=weights)
+                    saved = last_ckpt = save_checkpoint(ckpt_root, state)
             done = TrialStatus.RUNNING if step < cfg.steps else TrialStatus.FINISHED
-            report({**metrics, STATUS_KEY: done.value}, last_ckpt)
+            report({**metrics, STATUS_KEY: done.value}, saved)
             reported = True
             tokens, clock = 0, time.perf_counter()
     if resume_from is not None and not reported and metrics and status == "finished":
@@ -221,6 +227,12 @@ def train(
         # (the driver may have died before recording it)
         report({**metrics, STATUS_KEY: TrialStatus.FINISHED.value}, None)
     return FitResult(status=status, steps=step, metrics=metrics, checkpoint=last_ckpt)
+
+
+def _checkpoint_due(cfg: TrainConfig, step: int) -> bool:
+    """Whether the evaluation at ``step`` writes a checkpoint (``train.checkpoint_every``)."""
+    every = cfg.checkpoint_every
+    return every is None or step % every == 0 or step == cfg.steps
 
 
 def _no_report(metrics: dict[str, Any], checkpoint: str | None = None) -> None:

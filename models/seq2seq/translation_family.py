@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -34,7 +35,7 @@ from sublayer_search.models.data.parallel import (
     load_parallel,
     random_pairs,
 )
-from sublayer_search.models.distributed import unwrap
+from sublayer_search.models.distributed import SINGLE, Workers, unwrap
 from sublayer_search.models.errors import ConfigError
 from sublayer_search.models.lm_family import guidance_term
 from sublayer_search.models.seq2seq.decoding import translate_batch
@@ -95,10 +96,14 @@ def evaluate_translation(
     routing_matrix: bool = False,
     device: torch.device | None = None,
     autocast: Any = None,
+    workers: Workers = SINGLE,
 ) -> dict[str, Any]:
     """Validation loss (plain NLL), BLEU and, for IOT, routing shares (and matrix).
 
-    Returns ``{"loss", "bleu"?, "hypotheses"?, "routes"?, "routing_bleu"?}``.
+    Returns ``{"loss", "bleu"?, "hypotheses"?, "routes"?, "routing_bleu"?}``. Several
+    ``workers`` each score and decode their share of the batches; the loss sums are added
+    and the hypotheses and routes gathered in corpus order, so every worker returns the
+    one-worker result.
     """
     from contextlib import nullcontext
 
@@ -109,13 +114,13 @@ def evaluate_translation(
     model.eval()
     ctx = model.cfg.context
     total, count = 0.0, 0
-    hyps: list[list[int]] = []
-    routes: list[int] = []
-    forced: dict[int, list[list[int]]] = {}
+    mine: list[_Decoded] = []
     decode: dict[str, Any] = dict(beam=beam, max_len=max_len, length_penalty=length_penalty)
-    for batch in eval_pair_batches(
-        data, batch_size=batch_size, limit=limit, max_src=ctx, max_tgt=ctx
-    ):
+    batches = eval_pair_batches(data, batch_size=batch_size, limit=limit, max_src=ctx,
+                                max_tgt=ctx)
+    for index, batch, counted in workers.share(batches):
+        if not counted:  # a repeat only sharded models run; translation models are not
+            continue
         src, tgt_in, tgt_out = (t.to(device) for t in batch[:3])
         with autocast:
             enc = model.encode(src)
@@ -123,21 +128,28 @@ def evaluate_translation(
         loss = model.loss(logits, tgt_out)
         total += float(loss) * batch.n_tokens
         count += batch.n_tokens
+        part = _Decoded(index)
         if with_bleu:
             with autocast:
-                hyps += translate_batch(model, src, enc=enc, **decode)
+                part.hyps = translate_batch(model, src, enc=enc, **decode)
         if isinstance(model, IOTSeq2Seq):
             assert enc.route is not None
-            routes += enc.route.tolist()
+            part.routes = enc.route.tolist()
             if routing_matrix and with_bleu:
                 for j in range(model.cfg.decoder_size):
                     with autocast:
                         enc_j = model.encode(src, decoder_route=j)
-                        forced.setdefault(j, []).extend(
-                            translate_batch(model, src, enc=enc_j, **decode)
-                        )
+                        part.forced[j] = translate_batch(model, src, enc=enc_j, **decode)
+        mine.append(part)
     if was_training:
         model.train()
+    total, summed = workers.sums([total, count], device)
+    count = round(summed)
+    parts = sorted(workers.gather(mine), key=lambda part: part.index)  # corpus order
+    hyps = [h for part in parts for h in part.hyps]
+    routes = [r for part in parts for r in part.routes]
+    forced = {j: [h for part in parts for h in part.forced[j]]
+              for j in (parts[0].forced if parts else {})}
     if count == 0:
         raise ConfigError("translation.eval_sentences", limit, f"at least one {split} pair")
     out: dict[str, Any] = {"loss": total / count}
@@ -153,6 +165,16 @@ def evaluate_translation(
                 model.cfg, corpus, routes, forced, list(data.tgt_text)
             )
     return out
+
+
+@dataclass
+class _Decoded:
+    """What one evaluation batch decoded: hypotheses, IOT routes, forced decodings."""
+
+    index: int
+    hyps: list[list[int]] = field(default_factory=list)
+    routes: list[int] = field(default_factory=list)
+    forced: dict[int, list[list[int]]] = field(default_factory=dict)
 
 
 def _routing_matrix(
@@ -253,6 +275,7 @@ class TranslationFamily(Family):
             routing_matrix=iot and final and tcfg.routing_bleu,
             device=ctx.device,
             autocast=ctx.autocast,
+            workers=ctx.workers,
         )
         out: Scores = {"val_loss": res["loss"]}
         with torch.no_grad():

@@ -248,9 +248,10 @@ class Experiment(_Strict):
 
 def config_hash(settings: dict[str, Any]) -> str:
     """Short stable hash of every setting except the order and the seed (and
-    ``train.parallel``: DDP and FSDP train the same numbers, as any worker count does)."""
+    ``train.parallel``: DDP and FSDP train the same numbers, as any worker count does; and
+    ``train.checkpoint_every``: how often a trial saves changes none of its numbers)."""
     keep = {k: v for k, v in settings.items()
-            if k not in ("model.order", "train.seed", "train.parallel")}
+            if k not in ("model.order", "train.seed", "train.parallel", "train.checkpoint_every")}
     blob = json.dumps(keep, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 

@@ -225,3 +225,16 @@ def test_paper_presets_plan(preset: Path, tmp_path: Path, monkeypatch: pytest.Mo
     *_, footer, scheduler = captured.out.splitlines()
     assert "trial(s)" in footer and scheduler.startswith("scheduler: ")
     assert _snapshot(tmp_path) == set()
+
+
+def test_checkpoint_cadence_is_not_in_the_config_hash() -> None:
+    """How often a trial saves changes none of its numbers: reuse and warm start find runs
+    recorded with any cadence (and before the setting existed)."""
+    doc = yaml.safe_load((REPO / "configs" / "quickstart.yaml").read_text())
+
+    def config_hash(**train: object) -> str:
+        raw = {**doc, "train": {**doc["train"], **train}}
+        return plan_sweep(parse_experiment(raw), check_resources=False).config_hash
+
+    assert config_hash() == config_hash(checkpoint_every=300) == config_hash(checkpoint_every=None)
+    assert config_hash(checkpoint_every=300, lr=0.01) != config_hash(checkpoint_every=300)
