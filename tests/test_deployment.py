@@ -1,10 +1,11 @@
 """The deployment files agree with the image, the CLI and each other.
 
-docker/compose.yaml and docker/kuberay/*.yaml are parsed (yaml.safe_load) and checked
-against docker/Dockerfile (image tag, Ray version, working folder, copied configs), the
-`sublayer`, `ray start` and `mlflow server` command-line parsers, a JSON schema of the
-KubeRay fields they rely on, and `docker-compose config` (the Debian docker-compose;
-it validates the file without a Docker engine).
+docker/compose.yaml is parsed (yaml.safe_load) and checked against docker/Dockerfile
+(image tag, Ray version, working folder, copied configs), the `sublayer`, `ray start` and
+`mlflow server` command-line parsers, and `docker-compose config` (the Debian
+docker-compose; it validates the file without a Docker engine). docker/README.md's
+commands name the files and the CLI as they are. The KubeRay manifests:
+tests/test_kuberay.py.
 """
 
 from __future__ import annotations
@@ -12,82 +13,37 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import shlex
 import shutil
 import subprocess
 import tomllib
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import jsonschema
 import pytest
 import yaml
-from kuberay_schema import RAYCLUSTER_SCHEMA, RAYJOB_SCHEMA, containers
+from deploy_helpers import (
+    DOCKER,
+    REPO,
+    SECRET_NAME,
+    config_in_repo,
+    dockerfile,
+    mlflow_server_params,
+    ray_start,
+    readme_commands,
+    sublayer_sweep,
+)
 
-from sublayer_search.search.cli.main import build_parser
-from sublayer_search.search.plan.experiment import load_experiment
-
-REPO = Path(__file__).resolve().parents[1]
-DOCKER = REPO / "docker"
-SECRET_NAME = re.compile(r"TOKEN|PASSWORD|SECRET|KEY", re.I)
 REQUIRED_VAR = re.compile(r"^\$\{(?P<var>[A-Z_][A-Z0-9_]*):\?[^}]+\}$")  # ${VAR:?message}
 LOOPBACK_DEFAULT = "${BIND_ADDRESS:-127.0.0.1}:"
 
 
-# -- the image -------------------------------------------------------------------------
-def _dockerfile() -> dict[str, Any]:
-    text = (DOCKER / "Dockerfile").read_text()
-    lines = re.sub(r"\\\n\s*", " ", text).splitlines()
-    steps = [ln.split(None, 1) for ln in lines if ln.strip() and not ln.startswith("#")]
-    tag = re.search(r"docker build -f docker/Dockerfile -t (\S+) \.", text)
-    ray = re.search(r'"ray\[[a-z,]+\]==([0-9.]+)"', text)
-    assert tag and ray, "the Dockerfile names its tag and pins ray"
-    return {
-        "tag": tag[1],
-        "ray": ray[1],
-        "workdir": [arg for op, arg in steps if op == "WORKDIR"][-1],
-        "copies": [arg.split() for op, arg in steps if op == "COPY"],
-        "env": " ".join(arg for op, arg in steps if op == "ENV"),
-    }
-
-
 def test_the_image_holds_every_package_and_the_configs():
-    image = _dockerfile()
+    image = dockerfile()
     dirs = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
     copied = {src for src, *_ in image["copies"]}
     assert set(dirs.values()) | {"configs", "pyproject.toml"} <= copied
     assert "SUBLAYER_DATA_DIR=/data" in image["env"] and "SUBLAYER_CACHE_DIR=/cache" in image["env"]
     assert image["tag"] == "sublayer-search:gpu"
-
-
-# -- command lines ---------------------------------------------------------------------
-def _ray_start(args: list[str]) -> dict[str, Any]:
-    from ray.scripts.scripts import start
-
-    return start.make_context("ray start", list(args)).params
-
-
-def _mlflow_server(args: list[str]) -> dict[str, Any]:
-    from mlflow.cli import server
-
-    return server.make_context("mlflow server", list(args)).params
-
-
-def _sublayer_sweep(args: list[str]) -> Any:
-    parsed = build_parser().parse_args(args)
-    assert parsed.command == "sweep"
-    return parsed
-
-
-def _config_in_repo(path: str, workdir: str) -> Path:
-    """The repository file that the image has at ``path`` (under its WORKDIR)."""
-    rel = Path(path).relative_to(workdir)
-    assert rel.parts[0] == "configs", path
-    found = REPO / rel
-    assert found.is_file(), f"{path}: no {rel} in the repository"
-    load_experiment(str(found))  # a valid experiment file
-    return found
 
 
 # -- docker compose --------------------------------------------------------------------
@@ -96,12 +52,12 @@ def _compose() -> dict[str, Any]:
 
 
 def test_compose_services_run_the_image_and_the_right_commands():
-    image, doc = _dockerfile(), _compose()
+    image, doc = dockerfile(), _compose()
     svc = doc["services"]
     for name in ("head", "worker", "mlflow"):
         assert svc[name]["image"] == image["tag"], name
         assert svc[name]["build"] == {"context": "..", "dockerfile": "docker/Dockerfile"}
-    head, worker = _ray_start(svc["head"]["command"][2:]), _ray_start(svc["worker"]["command"][2:])
+    head, worker = ray_start(svc["head"]["command"][2:]), ray_start(svc["worker"]["command"][2:])
     assert svc["head"]["command"][:2] == svc["worker"]["command"][:2] == ["ray", "start"]
     assert head["head"] and head["block"] and worker["block"] and not worker["head"]
     assert worker["address"] == f"head:{head['port']}"
@@ -117,7 +73,7 @@ def test_compose_mlflow_runs_on_postgres_with_a_persistent_artifact_volume():
     svc, volumes = _compose()["services"], _compose()["volumes"]
     cmd = svc["mlflow"]["command"]
     assert cmd[:2] == ["mlflow", "server"]
-    params = _mlflow_server(cmd[2:])
+    params = mlflow_server_params(cmd[2:])
     uri = urlsplit(params["backend_store_uri"])
     pg = svc["postgres"]["environment"]
     assert (uri.scheme, uri.hostname, uri.port) == ("postgresql", "postgres", 5432)
@@ -197,116 +153,23 @@ def test_docker_compose_config_accepts_the_file_and_demands_the_secrets():
     assert "POSTGRES_PASSWORD" not in missing.stdout
 
 
-# -- KubeRay ---------------------------------------------------------------------------
-def _manifests() -> dict[str, dict[str, Any]]:
-    """``kind/name`` -> document, over every file of docker/kuberay."""
-    docs = {}
-    for path in sorted((DOCKER / "kuberay").glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            docs[f"{doc['kind']}/{doc['metadata']['name']}"] = doc
-    return docs
-
-
-def test_kuberay_manifests_match_the_schema_the_image_and_ray():
-    image, docs = _dockerfile(), _manifests()
-    cluster, job = docs["RayCluster/sublayer-search"], docs["RayJob/press2020-sandwich"]
-    jsonschema.validate(cluster, RAYCLUSTER_SCHEMA)
-    jsonschema.validate(job, RAYJOB_SCHEMA)
-    assert cluster["spec"]["rayVersion"] == image["ray"]
-    for doc in docs.values():
-        for container in containers(doc):
-            assert container["image"].rsplit("/", 1)[-1] == image["tag"], container["name"]
-    spec = cluster["spec"]
-    params = [spec["headGroupSpec"]["rayStartParams"]]
-    params += [g["rayStartParams"] for g in spec["workerGroupSpecs"]]
-    for p in params:  # KubeRay passes each as --key=value to `ray start`
-        _ray_start(["--block", *(f"--{k}={v}" for k, v in p.items())])
-    assert spec["headGroupSpec"]["rayStartParams"]["num-gpus"] == "0"
-    for group in spec["workerGroupSpecs"]:
-        for container in group["template"]["spec"]["containers"]:
-            limits, requests = container["resources"]["limits"], container["resources"]["requests"]
-            assert (
-                int(limits["nvidia.com/gpu"]) >= 1
-                and requests["nvidia.com/gpu"] == limits["nvidia.com/gpu"]
-            )
-
-
-def _head(docs: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    return docs["RayCluster/sublayer-search"]["spec"]["headGroupSpec"]["template"]["spec"]
-
-
-def test_the_rayjob_runs_a_sublayer_sweep_of_a_shipped_config():
-    image, docs = _dockerfile(), _manifests()
-    job = docs["RayJob/press2020-sandwich"]["spec"]
-    assert job["clusterSelector"] == {"ray.io/cluster": "sublayer-search"}
-    steps = [shlex.split(step) for step in job["entrypoint"].split("&&")]
-    assert steps[0][0] == "cd" and steps[1][:2] == ["sublayer", "sweep"]
-    mounts = {m["mountPath"] for c in _head(docs)["containers"] for m in c["volumeMounts"]}
-    assert steps[0][1] in mounts  # the driver's ray_results land on the shared volume
-    args = _sublayer_sweep(steps[1][1:])
-    _config_in_repo(args.file, image["workdir"])
-    assert args.address == "auto"
-    target = urlsplit(args.tracking_uri)
-    service = docs[f"Service/{target.hostname}"]
-    assert target.port in [p["port"] for p in service["spec"]["ports"]]
-    mlflow = docs[f"Deployment/{target.hostname}"]["spec"]["template"]["spec"]["containers"][0]
-    server = _mlflow_server(mlflow["args"])
-    assert target.netloc in server["allowed_hosts"].split(",")
-    assert (
-        service["spec"]["selector"].items()
-        <= docs[f"Deployment/{target.hostname}"]["spec"]["template"]["metadata"]["labels"].items()
-    )
-    uri = server["backend_store_uri"]
-    assert uri.startswith("postgresql://") and ":" not in urlsplit(uri).netloc.split("@")[0]
-    names = {e["name"] for e in mlflow["env"]}
-    assert set(re.findall(r"\$\((\w+)\)", uri)) <= names  # Kubernetes expands $(VAR)
-
-
-def test_kuberay_secrets_come_from_secret_refs_and_volumes_exist():
-    docs = _manifests()
-    refs = set()
-    for key, doc in docs.items():
-        for container in containers(doc):
-            for env in container.get("env", []):
-                if SECRET_NAME.search(env["name"]):
-                    assert "value" not in env, f"{key}: {env['name']} is a literal"
-                    ref = env["valueFrom"]["secretKeyRef"]
-                    refs.add((env["name"], ref["name"], ref["key"]))
-    assert refs == {
-        ("RAY_AUTH_TOKEN", "sublayer-ray-auth", "auth_token"),
-        ("PGPASSWORD", "sublayer-postgres", "password"),
-    }
-    claims = {
-        name.split("/", 1)[1]: doc
-        for name, doc in docs.items()
-        if name.startswith("PersistentVolumeClaim/")
-    }
-    for key, doc in docs.items():
-        text = yaml.safe_dump(doc)
-        for claim in re.findall(r"claimName: (\S+)", text):
-            assert claim in claims, f"{key} mounts {claim}, which storage.yaml does not define"
-    assert claims["sublayer-shared"]["spec"]["accessModes"] == ["ReadWriteMany"]
-
-
 # -- the README's commands -------------------------------------------------------------
-def _readme_commands() -> list[list[str]]:
-    text = (DOCKER / "README.md").read_text()
-    blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
-    lines = " ".join(blocks).replace("\\\n", " ").splitlines()
-    return [shlex.split(ln, comments=True) for ln in lines if ln.strip()]
-
-
 def test_the_readme_commands_match_the_files_and_the_cli():
-    image, commands = _dockerfile(), _readme_commands()
+    image, commands = dockerfile(), readme_commands()
     sweeps = [c for c in commands if "sublayer" in c]
     assert len(sweeps) >= 2
     for command in sweeps:  # run in the head container of compose.yaml
         at = command.index("sublayer")
         assert command[:at] == ["docker", "compose", "-f", "docker/compose.yaml", "exec", "head"]
-        parsed = _sublayer_sweep(command[at + 1 :])
-        _config_in_repo(parsed.file, image["workdir"])
+        parsed = sublayer_sweep(command[at + 1 :])
+        config_in_repo(parsed.file, image["workdir"])
         assert parsed.tracking_uri == "http://mlflow:5000" and parsed.address == "auto"
-    applied = {c[-1] for c in commands if c[:3] == ["kubectl", "apply", "-f"]}
-    assert applied == {f"docker/kuberay/{p.name}" for p in (DOCKER / "kuberay").glob("*.yaml")}
+    applied = [c[-1] for c in commands if c[:3] == ["kubectl", "apply", "-f"]]
+    assert set(applied) == {f"docker/kuberay/{p.name}" for p in (DOCKER / "kuberay").glob("*.yaml")}
+    order = [path.rsplit("/", 1)[-1] for path in applied]  # what each needs exists first
+    assert order.index("storage.yaml") < order.index("mlflow.yaml") \
+        < order.index("raycluster.yaml") < order.index("rayjob.yaml")
+    first = next(i for i, c in enumerate(commands) if c[:2] == ["kubectl", "apply"])
+    assert all(i < first for i, c in enumerate(commands) if c[:3] == ["kubectl", "create", "secret"])
     built = [c for c in commands if c[:2] == ["docker", "build"]]
     assert built and all(c[c.index("-t") + 1].rsplit("/", 1)[-1] == image["tag"] for c in built)
