@@ -13,8 +13,8 @@ from sublayer_search.search.plan.experiment import Experiment
 from sublayer_search.search.plan.guidance_axis import guidance_settings
 from sublayer_search.search.plan.problems import Problem
 
-__all__ = ["check_resources", "local_gpus", "parallel_problems", "resource_problems", "torch_cuda",
-           "worker_problems"]
+__all__ = ["GPU_PER_WORKER", "check_resources", "local_gpus", "parallel_problems",
+           "resource_problems", "torch_cuda", "worker_problems"]
 
 
 def check_resources(exp: Experiment, problems: list[Problem]) -> None:
@@ -38,9 +38,6 @@ def check_resources(exp: Experiment, problems: list[Problem]) -> None:
                                 f"at most {gpus / workers:g} per worker ({workers} workers, "
                                 f"{gpus} GPUs of this machine / ray.num_gpus)" if workers > 1
                                 else f"at most {gpus} (GPUs of this machine / ray.num_gpus)"))
-    if exp.resources.gpu > 1 and exp.resources.gpu != int(exp.resources.gpu):
-        problems.append(Problem("resources.gpu", exp.resources.gpu,
-                                "a fraction below 1 or a whole number of GPUs"))
 
 
 def parallel_problems(exp: Experiment) -> list[Problem]:
@@ -63,17 +60,25 @@ def parallel_problems(exp: Experiment) -> list[Problem]:
     return [] if why is None else [Problem("train.parallel", "fsdp", why)]
 
 
+GPU_PER_WORKER = ("at most 1 per worker: the training loop drives one device per worker; "
+                  "ask for more workers instead (resources.workers)")
+"""Why ``resources.gpu`` > 1 is refused: the loop trains on one ``cuda`` device, so a second
+GPU held by a trial (or a worker) would sit idle while other trials wait for it."""
+
+
 def worker_problems(exp: Experiment) -> list[Problem]:
     """What ``resources.workers`` > 1 (and ``train.parallel``) needs of the rest of the
-    file (anywhere it runs)."""
+    file (anywhere it runs), and at most one GPU per worker (a one-worker trial too)."""
     res, problems = exp.resources, parallel_problems(exp)
+    if res.gpu > 1:
+        problems.append(Problem("resources.gpu", res.gpu, GPU_PER_WORKER))
     if res.workers == 1:
         return problems
     if exp.train.batch_size % res.workers:
         problems.append(Problem("train.batch_size", exp.train.batch_size,
                                 f"a multiple of resources.workers ({res.workers}): the global "
                                 "batch is split evenly across the workers"))
-    if res.gpu != int(res.gpu):
+    if res.gpu < 1 and res.gpu != int(res.gpu):
         problems.append(Problem("resources.gpu", res.gpu, "a whole number of GPUs per worker "
                                 "(fractions share a GPU between one-worker trials only)"))
     return problems

@@ -19,7 +19,7 @@ from sublayer_search.search.run.progress import SweepProgress
 from sublayer_search.search.run.retention import CheckpointRetention
 from sublayer_search.search.run.schedulers import CandidateASHA, Fifo
 from sublayer_search.search.run.trainable import train_trial
-from sublayer_search.search.run.workers import TRIAL_RESOURCES
+from sublayer_search.search.run.workers import TRIAL_RESOURCES, WholeTrials
 from sublayer_search.search.searchers.tune import make_searcher
 from sublayer_search.search.tracking.callback import MlflowTracking
 from sublayer_search.spaces.records import ended_status
@@ -45,8 +45,8 @@ def _trainable(plan: SweepPlan) -> Any:
     """The trainable with the plan bound and one trial's resources."""
     exp = plan.experiment
     bound = tune.with_parameters(train_trial, plan=plan.for_trials())
-    if exp.resources.workers > 1:  # the workers ask for the CPUs and GPUs (run/workers.py)
-        return tune.with_resources(bound, TRIAL_RESOURCES)
+    if exp.resources.workers > 1:  # the workers ask for the CPUs and GPUs; Tune starts
+        return tune.with_resources(bound, TRIAL_RESOURCES)  # whole trials only (WholeTrials)
     return tune.with_resources(bound, {"cpu": exp.resources.cpu, "gpu": exp.resources.gpu})
 
 
@@ -54,7 +54,11 @@ def make_tuner(plan: SweepPlan, ray_run: str, callback: MlflowTracking) -> tune.
     """A new Tuner for the plan's trials (or its searcher's), tracked by ``callback``."""
     exp = plan.experiment
     searcher: Any = make_searcher(plan)
-    if exp.max_concurrent:
+    res = exp.resources
+    if res.workers > 1:  # whole trials: only as many as the cluster holds (run/workers.py)
+        searcher = WholeTrials(searcher, cpu=res.cpu, gpu=res.gpu, workers=res.workers,
+                               limit=exp.max_concurrent)
+    elif exp.max_concurrent:
         searcher = ConcurrencyLimiter(searcher, max_concurrent=exp.max_concurrent)
     if exp.search.algorithm == "grid":
         num_samples = len(plan.trials)

@@ -15,29 +15,86 @@ checkpoint (``failure.retries`` times): the steps since then are trained again a
 their evaluations, already logged, are skipped by the tracker. A restored Tune trial
 (``--resume``) starts its trainer from the checkpoint Tune restored.
 
-Resources: the Tune trial itself holds almost nothing (:data:`TRIAL_RESOURCES`); the workers
-ask Ray for ``resources.cpu``/``resources.gpu`` each, in one placement group.
+Resources, whole trials: the Tune trial itself holds almost nothing (:data:`TRIAL_RESOURCES`);
+its workers ask Ray for ``resources.cpu``/``resources.gpu`` each, in the placement group Ray
+Train makes for them (strategy PACK: as few nodes as possible, spread when no node holds
+them all). Ray Train V2 always makes that group itself: it cannot take the Tune trial's
+(a ``PlacementGroupFactory`` with the workers' bundles would reserve them twice). So Tune
+cannot see what a trial's workers hold, and would start trials whose workers then wait
+"running". Instead the sweep starts only as many trials as the cluster holds at once
+(:class:`WholeTrials`, Ray's own advice for Train inside Tune): every alive node holds
+``min(CPUs / resources.cpu, GPUs / resources.gpu)`` workers, and the cluster
+``sum(those) // resources.workers`` trials (``max_concurrent``, when lower, wins). A cluster
+of 4 GPUs with trials of 2 workers x 1 GPU runs 2 trials; the others stay pending. The
+count is taken when the sweep starts (and again on ``--resume``): it assumes the sweep has
+the cluster to itself, and does not grow with an autoscaler. A sweep resumed on a smaller
+cluster restarts the trials it had running all the same (Tune restores them as pending);
+new ones wait until fewer than the new count are live.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import ray
 from ray import train, tune
+from ray.tune.search import ConcurrencyLimiter, Searcher
 
 from sublayer_search.search.plan.storage import Storage
 from sublayer_search.search.plan.sweep_plan import SweepPlan
 from sublayer_search.search.plan.trial import Trial
 
-__all__ = ["TRIAL_RESOURCES", "train_on_workers"]
+__all__ = ["TRIAL_RESOURCES", "WholeTrials", "per_worker", "train_on_workers", "whole_trials"]
 
 TRIAL_RESOURCES: dict[str, float] = {"cpu": 0, "gpu": 0, "memory": 1}
 """What the Tune trial of a multi-worker trial holds: no CPU (its workers hold them: a share
 would keep N workers of one CPU each off an N-CPU node); Ray needs some resource in the
 bundle, and one byte of memory is one every node has."""
+
+
+def per_worker(cpu: float, gpu: float) -> dict[str, float]:
+    """What one worker asks Ray for (Ray's resource names)."""
+    return {"CPU": cpu, **({"GPU": gpu} if gpu else {})}
+
+
+def whole_trials(nodes: Iterable[Mapping[str, float]], cpu: float, gpu: float,
+                 workers: int) -> int:
+    """Trials of ``workers`` workers (``cpu``/``gpu`` each) that ``nodes`` (each node's total
+    resources, Ray's names) hold at once: every node holds as many workers as its scarcest
+    resource allows, and a trial's workers may span nodes."""
+    ask = per_worker(cpu, gpu)
+    slots = sum(min(math.floor(node.get(name, 0) / need + 1e-9) for name, need in ask.items())
+                for node in nodes)
+    return slots // workers
+
+
+def _cluster_trials(cpu: float, gpu: float, workers: int, limit: int | None) -> int:
+    nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+    fits = whole_trials(nodes, cpu, gpu, workers)
+    return max(1, min(fits, limit) if limit else fits)  # 0: check_cluster refused it already
+
+
+class WholeTrials(ConcurrencyLimiter):
+    """Tune's searcher, giving out only as many live trials as the cluster's alive nodes
+    hold whole (every worker of each at once), or ``limit`` (``max_concurrent``) if lower.
+
+    The count is taken from Ray's nodes when the sweep starts, and again when a resumed
+    sweep restores this searcher's state (the cluster may have changed in between: a
+    requeued Slurm job, a resized KubeRay cluster)."""
+
+    def __init__(self, searcher: Searcher, *, cpu: float, gpu: float, workers: int,
+                 limit: int | None = None) -> None:
+        self.ask = (cpu, gpu, workers, limit)
+        super().__init__(searcher, max_concurrent=_cluster_trials(*self.ask))
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        super().set_state(state)
+        self.max_concurrent = _cluster_trials(*self.ask)  # this cluster, not the saved one
+        self._set_searcher_max_concurrency()
 
 
 def _worker_loop(config: dict[str, Any]) -> None:
@@ -67,19 +124,20 @@ def train_on_workers(trial: Trial, plan: SweepPlan, where: dict[str, Any],
                      restored: tune.Checkpoint | None) -> None:
     """Train ``trial`` on ``resources.workers`` workers and report to this Tune trial."""
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
-    from ray.train.torch import TorchTrainer  # torch: imported in the trial, never the driver
+    from ray.train.torch import TorchConfig, TorchTrainer  # torch: in the trial, never the driver
     from ray.tune.integration.ray_train import TuneReportCallback
 
     exp = plan.experiment
     res = exp.resources
-    per_worker = {"CPU": res.cpu, **({"GPU": res.gpu} if res.gpu else {})}
     storage = Storage.of(exp.ray.storage_path)  # a folder or s3://BUCKET/PREFIX
     trainer = TorchTrainer(
         _worker_loop,
         train_loop_config={"plan": plan, "trial": trial, "where": where, "restored": restored,
                            "cpus_per_worker": res.cpu},
+        torch_config=TorchConfig(backend=_backend(res.gpu)),
         scaling_config=ScalingConfig(num_workers=res.workers, use_gpu=res.gpu > 0,
-                                     resources_per_worker=per_worker),
+                                     resources_per_worker=per_worker(res.cpu, res.gpu),
+                                     placement_strategy="PACK"),
         run_config=RunConfig(
             name=f"{trial.name}-{ray.get_runtime_context().get_task_id() or 'trial'}"
                  .replace("@", "_").replace("/", "_"),
@@ -91,3 +149,12 @@ def train_on_workers(trial: Trial, plan: SweepPlan, where: dict[str, Any],
         ),
     )
     trainer.fit()
+
+
+def _backend(gpu: float) -> str | None:
+    """The process group's backend: Ray Train's choice (NCCL for workers with GPUs, gloo
+    without), but gloo where this torch has no NCCL built in (a CPU build, where the loop
+    trains on the CPU whatever Ray lent: a cluster of fake GPUs, ``ray start --num-gpus``)."""
+    from sublayer_search.models.optim import nccl_available
+
+    return None if not gpu or nccl_available() else "gloo"

@@ -256,7 +256,11 @@ CASES = [
                      (f"resources.cpu: got 64.0, expected at most {N_CPUS} (CPUs of this",)),
                  marks=pytest.mark.skipif(N_CPUS >= 64, reason="this machine has 64 CPUs")),
     Bad("gpu-fraction-above-one", _do(_set("resources.gpu", 1.5), _set("ray.num_gpus", 2)),
-        ("resources.gpu: got 1.5, expected a fraction below 1 or a whole number of GPUs",)),
+        ("resources.gpu: got 1.5, expected at most 1 per worker: the training loop drives one "
+         "device per worker; ask for more workers instead",)),
+    Bad("two-gpus-per-trial", _do(_set("resources.gpu", 2), _set("ray.num_gpus", 4)),
+        ("resources.gpu: got 2.0, expected at most 1 per worker: the training loop drives one "
+         "device per worker; ask for more workers instead",)),
     # scheduler and search
     Bad("unknown-scheduler", _set("scheduler", {"type": "hyperband"}),
         ("scheduler.type: got 'hyperband', expected one of 'fifo', 'asha' or 'curve'",)),
