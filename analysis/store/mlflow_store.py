@@ -17,7 +17,8 @@ from sublayer_search.analysis.errors import AnalysisError
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow.tracking import MlflowClient
 
-__all__ = ["StoreError", "check_store", "open_store", "redact_uri", "server_problem", "store_uri"]
+__all__ = ["StoreError", "check_store", "open_store", "redact_uri", "redact_text", "server_problem",
+           "store_uri"]
 
 
 def redact_uri(uri: str) -> str:
@@ -32,6 +33,21 @@ def redact_uri(uri: str) -> str:
     user = parts.netloc.rpartition("@")[0].partition(":")[0]
     host = parts.netloc.rpartition("@")[2]
     return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+def redact_text(text: str, uri: str) -> str:
+    """``text`` (a library's error message about ``uri``) with the URI's password replaced by
+    ``***`` wherever it appears, as written in the URI or decoded: MLflow's and requests'
+    errors quote the URL they were given whole."""
+    try:
+        password = urlsplit(uri).password
+    except ValueError:
+        return text
+    if not password:
+        return text
+    for form in sorted({password, unquote(password)}, key=len, reverse=True):
+        text = text.replace(form, "***")
+    return text
 
 
 class StoreError(AnalysisError):
@@ -100,12 +116,13 @@ def _database_problem(uri: str) -> str | None:
         with engine.connect():
             return None
     except ImportError as exc:  # the dialect's driver (psycopg, PyMySQL, pyodbc …)
-        return f"a database whose driver is installed ({exc})"
+        return f"a database whose driver is installed ({redact_text(str(exc), uri)})"
     except sqlalchemy.exc.DBAPIError as exc:
-        said = " ".join(str(exc.orig).split())
+        said = redact_text(" ".join(str(exc.orig).split()), uri)
         return f"a database this client can log in to (the server says: {said[:300]})"
     except sqlalchemy.exc.SQLAlchemyError as exc:
-        return f"a database URI SQLAlchemy can open ({' '.join(str(exc).split())[:300]})"
+        said = redact_text(" ".join(str(exc).split()), uri)
+        return f"a database URI SQLAlchemy can open ({said[:300]})"
     finally:
         if engine is not None:
             engine.dispose()
@@ -145,6 +162,7 @@ def _api_problem(uri: str, timeout: float) -> str | None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+    text = redact_text(text, uri)  # "API request to http://user:PASSWORD@host/… failed"
     if status in (401, 403):
         return (f"an MLflow server that accepts this client (it answered HTTP {status}: set "
                 "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, or MLFLOW_TRACKING_TOKEN)")
@@ -242,5 +260,5 @@ def open_store(tracking_uri: str | None) -> MlflowClient:
     try:
         return MlflowClient(tracking_uri=uri)
     except MlflowException as exc:  # e.g. a file store, which MLflow 3 refuses by default
-        text = " ".join(str(exc.message).split())
+        text = redact_text(" ".join(str(exc.message).split()), uri)
         raise StoreError(uri, f"a store MLflow can open (MLflow says: {text[:800]})") from None

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from sublayer_search.search.plan.credentials import uri_password_problem
 from sublayer_search.search.plan.problems import Problem
 from sublayer_search.search.plan.storage import (
     artifact_endpoint_env,
@@ -50,13 +51,17 @@ def _writable_folder(folder: Path) -> str | None:
 
 
 def tracking_problems(uri: str, path: str = "tracking.uri") -> list[Problem]:
-    """An MLflow tracking URI a sweep can write to (a server's: one that answers)."""
+    """An MLflow tracking URI a sweep can write to (a server's: one that answers), without
+    a password in it (credentials come from the environment: ``search/plan/credentials.py``)."""
     # one rule with analyze & co.; a password in the URI is never shown
     from sublayer_search.analysis.store.mlflow_store import redact_uri, server_problem
 
     shown = redact_uri(uri)
     if not uri:
         return [Problem(path, shown, "an MLflow tracking URI such as sqlite:///mlflow.db")]
+    embedded = uri_password_problem(uri)
+    if embedded:  # refused before anything connects with it
+        return [Problem(path, shown, embedded)]
     scheme = urlparse(uri).scheme
     if scheme not in TRACKING_SCHEMES:
         return [Problem(path, shown, "an MLflow tracking URI with one of the schemes "

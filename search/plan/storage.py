@@ -2,11 +2,12 @@
 
 ``ray.storage_path`` is a folder (relative to where ``sublayer sweep`` runs) or
 ``s3://BUCKET/PREFIX``. For S3, the endpoint of an S3-compatible store (MinIO, Ceph,
-…) comes from ``AWS_ENDPOINT_URL`` (none: AWS itself) and the credentials from
-``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` (and ``AWS_SESSION_TOKEN``): from
-the environment only, never from the experiment file. The filesystem handed to Ray
-carries the endpoint but no credentials (every node reads its own environment), so
-Ray's saved experiment state never holds a key.
+…) comes from ``AWS_ENDPOINT_URL`` (none: AWS itself) and the credentials from the
+standard AWS chain (the environment, ``AWS_PROFILE`` and the shared credentials file,
+web identity, a container's or instance's role: ``search/plan/credentials.py``), never
+from the experiment file. The filesystem handed to Ray carries the endpoint but no
+credentials (every node follows the chain in its own environment), so Ray's saved
+experiment state never holds a key.
 
 :class:`Storage` reads and writes the sweep's own small files (the ``<name>.latest``
 pointer) on either kind; :func:`object_store_problems` checks an ``s3://`` location
@@ -23,9 +24,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import urlparse
 
+from sublayer_search.search.plan.credentials import CredentialError, aws_source
 from sublayer_search.search.plan.problems import Problem
 
-__all__ = ["Storage", "OBJECT_SCHEMES", "ENDPOINT_ENV", "ARTIFACT_ENDPOINT_ENV", "CREDENTIALS_ENV",
+__all__ = ["Storage", "OBJECT_SCHEMES", "ENDPOINT_ENV", "ARTIFACT_ENDPOINT_ENV",
            "is_object_store", "uri_problem", "storage_uri", "artifact_uri", "artifact_endpoint_env",
            "object_store_problems", "shown", "LocationError"]
 
@@ -33,7 +35,6 @@ OBJECT_SCHEMES = ("s3",)
 ENDPOINT_ENV = "AWS_ENDPOINT_URL"
 """The S3-compatible endpoint (``http://HOST:PORT``); boto3, the AWS CLI, pyarrow and
 MLflow's S3 artifacts read the same variable."""
-CREDENTIALS_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 CONNECT_TIMEOUT_S = 5.0
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
@@ -54,7 +55,7 @@ def uri_problem(value: str, *, local: bool = True) -> str | None:
         return f"{wanted} (the scheme {parsed.scheme}:// is not supported)"
     if "@" in parsed.netloc or parsed.query or parsed.fragment:
         return (f"{wanted} without credentials, query or fragment (credentials come from "
-                f"the environment: {', '.join(CREDENTIALS_ENV)})")
+                "the AWS chain: the environment, AWS_PROFILE, web identity or a role)")
     if not parsed.netloc:
         return f"{wanted} with a bucket name"
     if not _BUCKET.match(parsed.netloc):
@@ -195,14 +196,56 @@ class Storage:
         return Path(cache).expanduser().resolve() / "object-store" / self.fs_path / Path(*parts)
 
 
+_REFUSALS = {  # pyarrow's words for the store's answer -> what it means
+    "INVALID_ACCESS_KEY_ID": "403 InvalidAccessKeyId: the store knows no such access key id",
+    "SIGNATURE_DOES_NOT_MATCH": "403 SignatureDoesNotMatch: the secret key does not belong to "
+                                "the access key id",
+    "EXPIRED_TOKEN": "400 ExpiredToken: the session token has expired",
+    "INVALID_TOKEN": "400 InvalidToken: the session token is not valid",
+    "ACCESS_DENIED": "403 AccessDenied: these credentials may not list the bucket",
+}
+
+
+def _refusal(text: str) -> str | None:
+    """What the store's refusal in pyarrow's error ``text`` means, or None if none."""
+    for code, meaning in _REFUSALS.items():
+        if f"AWS Error {code}" in text or code.replace("_", "").lower() in text.lower():
+            return meaning
+    return "403 Forbidden" if " 403" in text else None
+
+
+def _check_bucket(fs: Any, bucket: str) -> tuple[Any, str | None]:
+    """(the bucket's file type, None) or (None, the store's refusal or error)."""
+    import pyarrow.fs
+
+    try:
+        return fs.get_file_info(bucket).type, None
+    except OSError as exc:
+        text = str(exc)
+        first = _first_line(exc)
+    refused = _refusal(text)
+    if refused and refused.startswith("403 AccessDenied"):
+        try:  # HeadBucket's answer has no body: a listing says which refusal it was
+            fs.get_file_info(pyarrow.fs.FileSelector(bucket, recursive=False))
+        except OSError as exc:
+            refused = _refusal(str(exc)) or refused
+    return None, refused or first
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc)
+    return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
 def object_store_problems(field: str, uri: str, env: str = ENDPOINT_ENV) -> list[Problem]:
-    """An ``s3://`` location a sweep can use: credentials in the environment, the endpoint
+    """An ``s3://`` location a sweep can use: credentials from the AWS chain, the endpoint
     (variable ``env``) answering, the bucket there and readable with them. Reads only:
-    nothing is written."""
-    missing = [name for name in CREDENTIALS_ENV if not os.environ.get(name)]
-    if missing:
-        return [Problem(field, uri, f"credentials in the environment ({' and '.join(missing)} "
-                        "not set; they are never read from the experiment file)")]
+    nothing is written. A refusal names the link of the chain whose credentials were
+    refused, never a key."""
+    try:
+        source = aws_source()
+    except CredentialError as exc:
+        return [Problem(field, uri, exc.expected)]
     endpoint = _endpoint(env)
     if endpoint is not None:
         parsed = urlparse(endpoint)
@@ -220,16 +263,21 @@ def object_store_problems(field: str, uri: str, env: str = ENDPOINT_ENV) -> list
 
     bucket = urlparse(uri).netloc
     where = f"at {endpoint}" if endpoint else "on AWS S3"
+    found: Any = None
+    why: str | None
     try:
         fs = _filesystem(uri, env, connect_timeout=CONNECT_TIMEOUT_S, request_timeout=CONNECT_TIMEOUT_S,
                          retry_strategy=pyarrow.fs.AwsStandardS3RetryStrategy(max_attempts=1))
-        found = fs.get_file_info(bucket).type
-    except OSError as exc:
-        text = str(exc)
-        why = ("the credentials in the environment were refused" if "ACCESS_DENIED" in text
-               or "403" in text or "InvalidAccessKeyId" in text or "SignatureDoesNotMatch" in text
-               else text.splitlines()[0][:200] if text else type(exc).__name__)
-        return [Problem(field, uri, f"a bucket these credentials can read {where} ({why})")]
+    except OSError as exc:  # pyarrow could not ask AWS for the bucket's region
+        why = _refusal(str(exc)) or _first_line(exc)
+    else:
+        found, why = _check_bucket(fs, bucket)
+    if why is not None and why[:3] in ("403", "400"):
+        return [Problem(field, uri, f"credentials that can read the bucket {where} (the "
+                        f"credentials from {source} were refused: {why})")]
+    if why is not None:
+        return [Problem(field, uri, f"a bucket the credentials from {source} can read {where} "
+                        f"({why})")]
     if found == pyarrow.fs.FileType.NotFound:
         return [Problem(field, uri, f"an existing bucket {where} (no bucket {bucket!r}; "
                         "a sweep never creates one)")]

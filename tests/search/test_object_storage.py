@@ -109,7 +109,8 @@ def test_planning_reads_the_store_and_refuses_what_cannot_work(tmp_path, monkeyp
              {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}"},
              "expected a reachable object store (AWS_ENDPOINT_URL=http://127.0.0.1:"),
             (_doc(tmp_path, f"s3://{BUCKET}/ray"), {"AWS_SECRET_ACCESS_KEY": ""},
-             "expected credentials in the environment (AWS_SECRET_ACCESS_KEY not set"),
+             "expected both AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment "
+             "(AWS_SECRET_ACCESS_KEY is not set)"),
         ]
         for i, (doc, overrides, expected) in enumerate(cases):
             path = _write(tmp_path, doc)
