@@ -117,7 +117,7 @@ def home_problems(data: Any | None, *, local_ray: bool) -> list[Problem]:
     uses: list[tuple[str, Path]] = []
     if _ray_token_in_home(local_ray):
         uses.append(("Ray's auth token", home / ".ray"))
-    if data is not None:
+    if data is not None and hasattr(data, "cache_dir"):  # a task's own data may keep no cache
         from sublayer_search.models.data.download import cache_root
 
         cache = cache_root(data).resolve()
