@@ -140,6 +140,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             dry_run_footer,  # a searcher's budget, a one-shot's stages
         )
 
+        for line in plan.describe_models():  # a translation sweep: IOT and baseline depths
+            print(line)
         print(dry_run_footer(plan))
         print(f"scheduler: {_scheduler_line(exp)}")
         if prior is not None:

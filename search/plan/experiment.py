@@ -246,12 +246,18 @@ class Experiment(_Strict):
         return Storage.of(self.ray.storage_path).uri  # an absolute folder or s3://BUCKET/…
 
 
+ADDED_UNSET = ("translation.max_tokens",)
+"""Settings added after runs were recorded: unset (None), they leave the hash as it was, so
+reuse and warm start still find those runs."""
+
+
 def config_hash(settings: dict[str, Any]) -> str:
     """Short stable hash of every setting except the order and the seed (and
     ``train.parallel``: DDP and FSDP train the same numbers, as any worker count does; and
     ``train.checkpoint_every``: how often a trial saves changes none of its numbers)."""
     keep = {k: v for k, v in settings.items()
-            if k not in ("model.order", "train.seed", "train.parallel", "train.checkpoint_every")}
+            if k not in ("model.order", "train.seed", "train.parallel", "train.checkpoint_every")
+            and not (k in ADDED_UNSET and v is None)}
     blob = json.dumps(keep, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 

@@ -14,6 +14,7 @@ from functools import cached_property
 from typing import Any, Generic
 
 from sublayer_search.search.oneshot.checks import oneshot_problems
+from sublayer_search.search.plan.duplicates import Duplicate, drop_duplicates
 from sublayer_search.search.plan.experiment import STATIC_OBJECTIVES, Experiment, config_hash
 from sublayer_search.search.plan.guidance_axis import (
     Settings,
@@ -72,6 +73,8 @@ class SweepPlan(Generic[ModelT, DataT, ExtraT, SpecT]):
     """LM, translation, …: configs, baseline, spec and fit of a trial."""
     warm: tuple[Observation, ...] = ()
     """Finished trials of earlier sweeps told to the searcher first (``search.warm_start``)."""
+    duplicates: tuple[Duplicate, ...] = ()
+    """Candidates that were another's model (:mod:`.duplicates`): the dry run notes them."""
 
     @property
     def mode(self) -> Direction:
@@ -122,6 +125,16 @@ class SweepPlan(Generic[ModelT, DataT, ExtraT, SpecT]):
     @property
     def config_hash(self) -> str:
         return config_hash(self.settings())
+
+    def describe_models(self) -> list[str]:
+        """The task's lines on the planned models (translation: IOT and baseline depths):
+        the trials, and the candidates an adaptive searcher may propose."""
+        models = [("baseline trial" if t.baseline else "trial", t.variant, self.model_for(t))
+                  for t in self.trials]
+        if self.experiment.search.algorithm != "grid":
+            models += [("candidate", c.variant, _build(self.task, self.model, c.variant))
+                       for c in self.candidates]
+        return self.task.describe_models(models)
 
     def row(self, trial: Trial) -> dict[str, Any]:
         """The trial's table row: what the dry run prints and MLflow records as params."""
@@ -294,6 +307,9 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
     pool = _expand_spaces(exp, task, problems, seeds_of)
     base = _baseline(exp, task, pool, template, problems)  # unguided, at the space's budget
     pool = cross(pool, [setting for _, setting in guidance.values()])
+    pool, duplicates = drop_duplicates(  # per-space seeds: grid only (else a problem)
+        pool, base, identity=task.identity, baseline_seeds=exp.baseline_seeds,
+        seeds_of=lambda c: seeds_of.get((c.space, c.stem), exp.seed_list))
     if check_resources:  # a real sweep: where it will run and write
         problems += resource_problems(exp, address)
         uri = tracking_uri or exp.tracking.uri
@@ -321,9 +337,11 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
         raise ExperimentError(source, _objective_problems(exp, task, data))
     specs = {name: task.spec(model, data, exp.train, extra) for name, model in models.items()}
     trials = _trials(exp, task, pool, base, seeds_of, specs)
+    if notes is not None:
+        notes += [d.note() for d in duplicates]
     return SweepPlan(experiment=exp, source=source, model=template, data=data, extra=extra,
                      candidates=pool, baseline=base, trials=trials, specs=specs, metric=metric,
-                     task=task)
+                     task=task, duplicates=tuple(duplicates))
 
 
 def _models(task: AnyTask, template: Any, pool: Sequence[VariantCandidate],

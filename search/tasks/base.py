@@ -210,6 +210,11 @@ class Task(ABC, Generic[ModelT, DataT, ExtraT, SpecT]):
     def row(self, model: ModelT, variant: Variant) -> dict[str, Any]:
         """Table columns of one trial: ``units``, ``params``, ``flops_per_token``."""
 
+    def describe_models(self, models: Sequence[tuple[str, Variant, ModelT]]) -> list[str]:
+        """Lines the dry run prints under its table about the planned models, each given
+        with its role (``baseline trial``, ``trial``, ``candidate``); none by default."""
+        return []
+
     def tracking_params(self, model: ModelT, variant: Variant) -> dict[str, Any]:
         """Task-specific MLflow params of a trial, beyond its row and :meth:`flat` spec."""
         return {}

@@ -3,6 +3,12 @@
 Spaces take a ``side`` argument (``decoder``, the default, or ``encoder``) except
 ``iot_subsets``, whose ``stack`` says it. The baseline is the standard Transformer
 (``(sf)^n`` encoder, ``(scf)^n`` decoder) with as many layers as the space's orders.
+
+The stack a sweep does not search keeps the order the model section gives (a 36+6 model
+keeps its 36-layer encoder), in the baseline, a reordered model and an IOT model alike:
+an IOT subset reorders the blocks of its ``stack``, stacked ``layers`` times, and the
+other stack keeps its given depth and block (``(sf)^36`` is 36 blocks of code 1). An
+order there that is not one block stacked (a sandwich) cannot be an IOT stack: refused.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from sublayer_search.models.data.download import cache_root
 from sublayer_search.models.data.parallel.config import ParallelDataConfig, parallel_info
 from sublayer_search.models.data.parallel.corpus import built_vocab_sizes, load_parallel
 from sublayer_search.models.data.parallel.files import resolve_parallel_files
+from sublayer_search.models.errors import ConfigError
 from sublayer_search.models.seq2seq.config import (
     Seq2SeqConfig,
     Seq2SeqDims,
@@ -25,17 +32,18 @@ from sublayer_search.models.seq2seq.config import (
 from sublayer_search.models.seq2seq.iot_config import IOTConfig
 from sublayer_search.models.specs import TranslationConfig, TranslationSpec, translation_param_count
 from sublayer_search.models.train_config import TrainConfig
-from sublayer_search.search.plan.variant import Variant, VariantCandidate, plain_identity
+from sublayer_search.search.plan.variant import Subset, Variant, VariantCandidate, plain_identity
 from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.cost import f_units_for, units
 from sublayer_search.spaces.errors import SpaceError
+from sublayer_search.spaces.generators.iot_subsets import DECODER_BLOCKS, ENCODER_BLOCKS
 from sublayer_search.spaces.order import counts, interleaved
 from sublayer_search.spaces.records import route_share_code
 
 if TYPE_CHECKING:
     from sublayer_search.models.training_loop import FitResult, Report
 
-from sublayer_search.search.plan.problems import Problem, problems_from
+from sublayer_search.search.plan.problems import Problem, from_exception, problems_from
 from sublayer_search.search.tasks.base import Task, obtain_corpus, validate_section
 from sublayer_search.search.tasks.registry import register
 
@@ -45,6 +53,7 @@ TranslationModel = Seq2SeqConfig | IOTConfig
 
 _IOT_KEYS = ("tau_schedule", "tau_start", "tau_end", "anneal_steps", "tau_decay", "tau_interval",
              "c1", "c2", "floor", "clamp", "gumbel_from", "explore_clamp", "predictor_dropout",
+             "predictor_dropout_at", "predictor_init_std", "path_smoothing", "path_passes",
              "routing")
 
 
@@ -63,6 +72,8 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
         self.given_orders: frozenset[str] = frozenset()
         """``encoder_order`` / ``decoder_order`` written in the model section: the stack the
         sweep does not search keeps them (the baseline included)."""
+        self.iot_stacks: set[str] = set()
+        """The stacks ``iot_subsets`` spaces reorder (the other one must be one block)."""
 
     def template(self, raw: dict[str, Any], problems: list[Problem]) -> Seq2SeqConfig | None:
         raw = dict(raw)
@@ -98,6 +109,7 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
                    args: dict[str, Any]) -> tuple[str, dict[str, Any], str | None]:
         args = dict(args)
         if space == "iot_subsets":
+            self.iot_stacks.add(str(args.get("stack", "decoder")))
             return "decoder", args, None
         side = args.pop("side", "decoder")
         if side not in ("encoder", "decoder"):
@@ -105,8 +117,18 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
         return side, args, side
 
     def settings(self) -> dict[str, Any]:
-        """The IOT routing settings of the model section (tau_schedule, clamp, …)."""
-        return dict(self.iot_settings)
+        """The IOT routing settings of the model section (tau_schedule, clamp, …); with an
+        IOT space and the other stack's order given, ``iot_keeps`` (that order's field):
+        IOT models planned before they kept it had the subset's depth there, and reuse
+        must never take one of them."""
+        kept = sorted(f"{'encoder' if stack == 'decoder' else 'decoder'}_order"
+                      for stack in self.iot_stacks)
+        kept = [k for k in kept if k in self.given_orders]
+        # `routing: authors` follows their criterion since issue 39 (dropout on the logits,
+        # summed smoothing, a pass per path): runs of its older meaning are never reused
+        detail = {"routing_detail": "criterion"} if self.iot_settings.get("routing") == \
+            "authors" else {}
+        return {**self.iot_settings, **({"iot_keeps": ",".join(kept)} if kept else {}), **detail}
 
     def baseline(self, pool: Sequence[Candidate], template: TranslationModel | None,
                  problems: list[Problem]) -> VariantCandidate | None:
@@ -144,6 +166,11 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
             if f"{other}_order" not in self.given_orders:
                 orders[f"{other}_order"] = interleaved(base.params["layers"], kind=other)
             template = replace(template, **orders)
+        for stack in sorted(self.iot_stacks & {"encoder", "decoder"}):
+            try:  # the given order of the stack an IOT subset does not reorder
+                _kept_stack(template, stack, 1, self.given_orders)
+            except ConfigError as exc:
+                problems.append(from_exception(exc))
         spec = parallel_info(data.name)
         if not obtain_corpus(data.name, lambda: resolve_parallel_files(replace(data, download=False)),
                              lambda: resolve_parallel_files(data), problems, notes,
@@ -169,13 +196,39 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
     def model_for(self, template: TranslationModel, variant: Variant) -> TranslationModel:
         subset = variant.subset
         if subset is not None:
-            dims = {f.name: getattr(template, f.name) for f in dataclasses.fields(Seq2SeqDims)}
-            settings: dict[str, Any] = {**dims, f"{subset.stack}_codes": subset.codes,
-                                        **self.iot_settings}
-            return IOTConfig(encoder_layers=subset.layers, decoder_layers=subset.layers,
-                             **settings)
+            return self._iot(template, subset)
         side: dict[str, Any] = {f"{variant.side or 'decoder'}_order": variant.order}
         return replace(template, **side)
+
+    def _iot(self, template: TranslationModel, subset: Subset) -> IOTConfig:
+        """The IOT model of ``subset``: its stack's blocks stacked ``subset.layers`` times,
+        the other stack as the model section gives it (:func:`_kept_stack`)."""
+        dims = {f.name: getattr(template, f.name) for f in dataclasses.fields(Seq2SeqDims)}
+        settings: dict[str, Any] = {**dims, f"{subset.stack}_layers": subset.layers,
+                                    f"{subset.stack}_codes": subset.codes,
+                                    **_kept_stack(template, subset.stack, subset.layers,
+                                                  self.given_orders),
+                                    **self.iot_settings}
+        return IOTConfig(**settings)
+
+    def describe_models(self, models: Sequence[tuple[str, Variant, TranslationModel]],
+                        ) -> list[str]:
+        """``models: 1 baseline trial(s), 36+6 layers, … params; 4 IOT trial(s), 36+6
+        layers, … params``: each kind of planned model's depths (encoder+decoder layers)
+        and parameters (a range where they differ)."""
+        groups: dict[tuple[str, str], list[int]] = {}
+        for role, variant, model in models:
+            kind = f"IOT {role}" if variant.subset is not None else role
+            base = model.base_config() if isinstance(model, IOTConfig) else model
+            depth = f"{_depth(base.encoder_order)}+{_depth(base.decoder_order)}"
+            groups.setdefault((kind, depth), []).append(translation_param_count(model))
+        mark = "~" if self.estimate else ""
+        parts = []
+        for (kind, depth), params in groups.items():
+            low, high = min(params), max(params)
+            counted = f"{mark}{low:,}" + (f" to {mark}{high:,}" if high != low else "")
+            parts.append(f"{len(params)} {kind}(s), {depth} layers, {counted} params")
+        return ["models: " + "; ".join(parts)] if parts else []
 
     def spec(self, model: TranslationModel, data: ParallelDataConfig, train: TrainConfig,
              extra: TranslationConfig | None) -> TranslationSpec:
@@ -237,6 +290,34 @@ def _side(cand: Candidate) -> str:
     return "decoder" if "c" in cand.order else "encoder"
 
 
+def _kept_stack(template: TranslationModel, stack: str, layers: int,
+                given: frozenset[str]) -> dict[str, Any]:
+    """The IOT settings of the stack ``stack``'s subset does not reorder: the order the
+    model section gives (its depth, and its block as that stack's one order), else the
+    standard block as deep as ``layers``. Raises ConfigError for a given order that is
+    not one block stacked."""
+    other = "encoder" if stack == "decoder" else "decoder"
+    if f"{other}_order" not in given:
+        return {f"{other}_layers": layers}
+    order = getattr(template, f"{other}_order")
+    blocks = ENCODER_BLOCKS if other == "encoder" else DECODER_BLOCKS
+    for code, block in blocks.items():
+        n = len(order) // len(block)
+        if n and block * n == order:
+            return {f"{other}_layers": n, f"{other}_codes": (code,)}
+    shapes = ", ".join(f"({b})^n" for b in blocks.values())
+    raise ConfigError(f"model.{other}_order", order,
+                      f"one {other} block stacked n times ({shapes}) when iot_subsets "
+                      f"reorders the {stack}: an IOT model keeps the {other}'s depth and "
+                      "repeats one block")
+
+
+def _depth(order: str) -> int:
+    """Layers of one stack: its ``f`` sublayers (a macaron layer's two halves: one)."""
+    n = counts(order)
+    return n["f"] + n.get("h", 0) // 2
+
+
 def _counted(order: str) -> str:
     """``36 s 36 f``: the sublayer counts of one stack."""
     c = counts(order)
@@ -248,5 +329,4 @@ def _layers(cand: Candidate) -> int:
         return cand.variant.subset.layers
     if "layers" in cand.params:
         return int(cand.params["layers"])
-    n = counts(cand.order)
-    return n["f"] + n.get("h", 0) // 2  # a macaron block's two halves make one layer
+    return _depth(cand.order)

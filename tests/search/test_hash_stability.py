@@ -1,0 +1,40 @@
+"""Settings added later leave the config hash of older experiments as it was (reuse and
+warm start still find their runs); a setting whose meaning changed changes it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from sublayer_search.search.plan.experiment import config_hash, parse_experiment
+from sublayer_search.search.plan.sweep_plan import plan_sweep
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _plan(name: str, **sections: dict[str, object]):
+    raw = yaml.safe_load((REPO / "configs" / name).read_text())
+    for section, values in sections.items():
+        raw[section] = {**raw.get(section, {}), **values}
+    return plan_sweep(parse_experiment(raw), check_resources=False)
+
+
+def test_an_unset_max_tokens_leaves_a_translation_hash_as_it_was() -> None:
+    plan = _plan("iot_multi30k.yaml")
+    settings = plan.settings()
+    assert settings["translation.max_tokens"] is None
+    before = {k: v for k, v in settings.items() if k != "translation.max_tokens"}
+    assert plan.config_hash == config_hash(before)
+    assert _plan("iot_multi30k.yaml", translation={"max_tokens": 4000}).config_hash != \
+        plan.config_hash
+
+
+def test_the_authors_routing_is_hashed_with_its_new_meaning() -> None:
+    ours = _plan("iot_multi30k.yaml").settings()
+    raw = yaml.safe_load((REPO / "configs" / "iot_multi30k.yaml").read_text())
+    raw["model"] = {k: v for k, v in raw["model"].items() if not k.startswith("tau_")}
+    raw["model"]["routing"] = "authors"  # its own step schedule
+    authors = plan_sweep(parse_experiment(raw), check_resources=False).settings()
+    assert "model.routing_detail" not in ours
+    assert authors["model.routing_detail"] == "criterion"
