@@ -84,6 +84,11 @@ class TranslationConfig:
     """Also evaluate (and report) the untrained model at step 0."""
     routing_bleu: bool = True
     """IOT: compute the routed-split × order BLEU matrix at the last evaluation."""
+    max_tokens: int | None = None
+    """Training batches of at most this many tokens per worker and micro-batch (fairseq's
+    ``--max-tokens``: length-sorted batches, :func:`models.data.parallel.token_batches`),
+    one drawn at random per micro-batch; ``None``: ``train.batch_size`` random pairs.
+    ``train.batch_size`` then sets only the evaluation batch (``eval_batch_size``'s default)."""
 
     def __post_init__(self) -> None:
         _check(is_positive_int(self.beam), "beam", self.beam, "a positive integer")
@@ -100,7 +105,7 @@ class TranslationConfig:
             self.label_smoothing,
             "a number in [0, 1)",
         )
-        for name in ("bleu_every", "eval_sentences"):
+        for name in ("bleu_every", "eval_sentences", "max_tokens"):
             value = getattr(self, name)
             _check(
                 value is None or is_positive_int(value), name, value, "a positive integer or null"

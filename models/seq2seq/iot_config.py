@@ -18,8 +18,9 @@ from sublayer_search.spaces.generators.iot_subsets import (
     validate_iot,
 )
 
-__all__ = ["AUTHORS_ROUTING", "GUMBEL_FROM", "IOT_CLAMPS", "IOT_MODEL_MODES", "ROUTINGS",
-           "TAU_SCHEDULES", "IOTConfig", "iot_param_count", "temperature"]
+__all__ = ["AUTHORS_ROUTING", "DROPOUT_SITES", "GUMBEL_FROM", "IOT_CLAMPS", "IOT_MODEL_MODES",
+           "PATH_PASSES", "PATH_SMOOTHING", "ROUTINGS", "TAU_SCHEDULES", "IOTConfig",
+           "iot_param_count", "temperature"]
 
 IOT_MODEL_MODES = ("paper", "diverse")
 """Subset modes that give one subset (others: pass the codes of one subset)."""
@@ -31,18 +32,34 @@ IOT_CLAMPS = ("below", "both")
 _TAU_START = {"anneal": 1.0, "step": 20.0}
 GUMBEL_FROM = ("pi", "clamped")
 """What the Gumbel-softmax logits are: log π (ours) or log clamp(π) (the authors' --gs-clamp)."""
+DROPOUT_SITES = ("input", "logits")
+"""Where predictor dropout acts: the d-dim mean representation (ours) or the M/N-way
+logits before the softmax (the authors' model)."""
+PATH_SMOOTHING = ("weighted", "summed")
+"""Label smoothing over the paths: each path's smoothed loss weighted by γλ (ours), or
+only the NLL weighted and the smoothing term summed over the paths (the authors' criterion)."""
+PATH_PASSES = ("shared", "per_path")
+"""One encoder pass and one Gumbel sample shared by every decoder path (ours), or one
+whole forward pass per decoder path, the weights averaged over the passes (the authors')."""
 ROUTINGS = ("ours", "authors")
-"""``routing`` presets: ours (the field defaults) and the authors' run, detail by detail."""
+"""``routing`` presets: ours (the field defaults) and the authors' routing, every setting of
+their criterion and model (what else differs from their run: docs/translation-and-iot.md)."""
 AUTHORS_ROUTING: dict[str, Any] = {
     "tau_schedule": "step", "tau_start": 20.0, "tau_end": 2.0, "clamp": "both",
     "gumbel_from": "clamped", "explore_clamp": False, "predictor_dropout": None,
+    "predictor_dropout_at": "logits", "path_smoothing": "summed", "path_passes": "per_path",
+    "predictor_init_std": None,
 }
-"""``routing: authors``: Zhu et al.'s published train script and IOT criterion. The Gumbel
-logits are log clamp(π) (``--gs-clamp``, π in [floor, 1 − (N−1)·floor]); L_D uses the
-*unclamped* π and L_S the clamped one; the temperature starts at 20
-(``--gumbel-softmax-max``) with a minimum of 2 (``--gumbel-softmax-min``); the predictors
-have dropout (``predictor_dropout`` None: the model's ``dropout``). A field given
-explicitly with another value than its default overrides the preset."""
+"""``routing: authors``: Zhu et al.'s published train script, IOT criterion and model. The
+Gumbel logits are log clamp(π) (``--gs-clamp``, π in [floor, 1 − (N−1)·floor]); L_D uses
+the *unclamped* π and L_S the clamped one; the temperature starts at 20
+(``--gumbel-softmax-max``) with a minimum of 2 (``--gumbel-softmax-min``); dropout (the
+model's ``dropout``: ``predictor_dropout`` None) acts on the predictor's N-way logits;
+the label-smoothing term is summed over the paths, only the NLL is weighted by λ; every
+decoder path is its own forward pass (encoder and predictor included, with their own
+dropout and Gumbel draw) and the weights used are the mean of the N passes' samples, as
+are the π of L_D and the clamped π of L_S; the predictor starts at std d_model^-0.5. A
+field given explicitly with another value than its default overrides the preset."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,12 +85,24 @@ class IOTConfig(Seq2SeqDims):
     N·floor ≤ 1). Where the clamp applies: L_S always; L_D when ``explore_clamp`` (ours;
     the authors' L_D uses π unclamped); the Gumbel logits when ``gumbel_from`` is
     ``"clamped"`` (the authors': log clamp(π)), else log π (ours). ``predictor_dropout``
-    (ours 0; None = the model's ``dropout``) drops units of the predictors' mean
-    representation in training.
+    (ours 0; None = the model's ``dropout``) acts in training on the predictors' mean
+    representation (``predictor_dropout_at: input``, ours) or on their logits
+    (``logits``, the authors'). ``predictor_init_std``: the predictors' initial weights
+    (ours 0.02; None = d_model^-0.5, the authors').
+
+    ``path_smoothing``: ``"weighted"`` (ours) weights each path's label-smoothed loss by
+    γλ; ``"summed"`` (the authors' criterion) weights only the NLL and adds every path's
+    smoothing term unweighted. ``path_passes``: ``"shared"`` (ours) encodes once and
+    draws one Gumbel sample for all decoder paths; ``"per_path"`` (the authors') runs one
+    whole forward pass per decoder path (its own dropout masks and Gumbel draw) and uses
+    the mean of the N samples as the weights, the mean π in L_D and the mean clamped π in
+    L_S (one encoder order only: their criterion pairs pass i with encoder order
+    min(i, M − 1) instead of running every (m, n) path).
 
     ``routing``: ``"ours"`` (the defaults below) or ``"authors"`` (:data:`AUTHORS_ROUTING`:
-    their run detail by detail: step schedule 20 with minimum 2, clamp both, Gumbel from
-    the clamped π, L_D unclamped, predictor dropout).
+    every routing setting of their code: step schedule 20 with minimum 2, clamp both,
+    Gumbel from the clamped π, L_D unclamped, dropout on the predictor's logits, smoothing
+    summed over paths, one pass per path with averaged weights, predictor init d^-0.5).
 
     Why the defaults are ours: the anneal ends near one-hot weights (τ = 0.1), so the
     last updates train the paths that argmax inference runs; at τ = 20 the weights stay
@@ -103,6 +132,10 @@ class IOTConfig(Seq2SeqDims):
     gumbel_from: str = "pi"
     explore_clamp: bool = True
     predictor_dropout: float | None = 0.0
+    predictor_dropout_at: str = "input"
+    predictor_init_std: float | None = 0.02
+    path_smoothing: str = "weighted"
+    path_passes: str = "shared"
     routing: str = "ours"
 
     def __post_init__(self) -> None:
@@ -139,15 +172,42 @@ class IOTConfig(Seq2SeqDims):
         drop = self.predictor_dropout
         check(is_number(drop, finite=True) and drop is not None and 0 <= drop < 1,
               "model.predictor_dropout", drop, "a number in [0, 1) or null (the model's dropout)")
+        self._check_paths()
         largest = max(self.decoder_size, self.encoder_size)
         if self.clamp == "both" and largest * self.floor > 1:
             raise ConfigError("model.floor", self.floor, f"at most 1/{largest} with clamp both "
                               f"and {largest} orders (else floor > 1 - (N-1)*floor)")
 
+    def _check_paths(self) -> None:
+        check(self.predictor_dropout_at in DROPOUT_SITES, "model.predictor_dropout_at",
+              self.predictor_dropout_at, "input (ours: the mean representation) or logits "
+              "(the authors': the predictor's N-way logits)")
+        if self.predictor_init_std is None:
+            object.__setattr__(self, "predictor_init_std", float(self.d_model) ** -0.5)
+        std = self.predictor_init_std
+        check(is_number(std, finite=True) and std is not None and std > 0,
+              "model.predictor_init_std", std, "a positive number or null (d_model^-0.5)")
+        if std is not None:
+            object.__setattr__(self, "predictor_init_std", float(std))
+        check(self.path_smoothing in PATH_SMOOTHING, "model.path_smoothing",
+              self.path_smoothing, "weighted (ours: each path's smoothed loss times its "
+              "weight) or summed (the authors': the smoothing term summed over the paths)")
+        check(self.path_passes in PATH_PASSES, "model.path_passes", self.path_passes,
+              "shared (ours: one encoder pass and Gumbel sample for every path) or per_path "
+              "(the authors': one pass per decoder path, the weights averaged)")
+        if self.path_passes == "per_path" and self.encoder_size > 1:
+            raise ConfigError("model.encoder_size", self.encoder_size,
+                              "1 with path_passes per_path (the authors' criterion pairs pass "
+                              "i with encoder order min(i, M-1), not every (m, n) path; their "
+                              "published run reorders the decoder only); to reorder the "
+                              "encoder too use routing ours (path_passes shared) and give "
+                              "the authors' other settings one by one")
+
     def _apply_routing(self) -> None:
         check(self.routing in ROUTINGS, "model.routing", self.routing,
               "ours (the defaults) or authors (Zhu et al.'s run: step tau 20 to 2, clamp "
-              "both, Gumbel from the clamped pi, L_D unclamped, predictor dropout)")
+              "both, Gumbel from the clamped pi, L_D unclamped, dropout on the predictor "
+              "logits, smoothing summed over paths, one pass per path, init d^-0.5)")
         if self.routing != "authors":
             return
         defaults = {f.name: f.default for f in dataclasses.fields(IOTConfig)}

@@ -31,14 +31,17 @@ L_D and L_S are summed over the predictors present, the decoder's averaged
 over the M encoder paths. ``logits`` of the predictors are the logs of π, so γ uses them
 directly (ours); ``routing: authors`` (:data:`models.seq2seq.iot_config.AUTHORS_ROUTING`)
 is the authors' run: γ from log clamp(π), L_D on the unclamped π, L_S on the clamped,
-τ from 20 with a minimum of 2, dropout on the predictors' input. Inference (``model.eval()``): the argmax order of each predictor, per
-sentence; :meth:`IOTSeq2Seq.encode` can force an order instead (for the paper's Fig. 2
-matrix of BLEU per routed split × order).
+τ from 20 with a minimum of 2, dropout on the predictor's logits, the label-smoothing
+term summed over the paths (only the NLL weighted: :func:`~.iot_losses.path_loss`), one
+whole forward pass per decoder path with λ the mean of the passes' Gumbel samples
+(:meth:`IOTSeq2Seq._forward_per_path`), predictor init std d^-0.5. Inference
+(``model.eval()``): the argmax order of each predictor, per sentence;
+:meth:`IOTSeq2Seq.encode` can force an order instead (for the paper's Fig. 2 matrix of
+BLEU per routed split × order).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import NamedTuple, cast
 
@@ -52,6 +55,13 @@ from sublayer_search.models.seq2seq.iot_config import (
     IOTConfig,
     iot_param_count,
     temperature,
+)
+from sublayer_search.models.seq2seq.iot_losses import (
+    clamp_probs,
+    exploitation_loss,
+    exploration_loss,
+    gumbel_weights,
+    path_loss,
 )
 from sublayer_search.models.seq2seq.model import (
     EncoderOut,
@@ -70,56 +80,23 @@ __all__ = [
     "exploration_loss",
     "gumbel_weights",
     "iot_param_count",
+    "path_loss",
     "temperature",
 ]
-
-
-def gumbel_weights(logits: Tensor, tau: float, *, generator: torch.Generator | None = None) -> Tensor:
-    """Gumbel-softmax weights ``softmax((logits + g) / tau)``, g ~ Gumbel(0, 1); rows sum to 1."""
-    u = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=torch.float32)
-    g = -torch.log(-torch.log(u.clamp(1e-10, 1.0 - 1e-7)))
-    return F.softmax((logits.float() + g) / tau, dim=-1)
-
-
-def clamp_probs(probs: Tensor, floor: float = 0.05, clamp: str = "below") -> Tensor:
-    """π clamped from below at ``floor`` (``clamp="below"``, ours) or into
-    ``[floor, 1 − (N−1)·floor]`` (``"both"``, the authors' code); N = last dimension."""
-    p = probs.float()
-    if clamp == "below":
-        return p.clamp_min(floor)
-    if clamp != "both":
-        raise ValueError(f"clamp must be 'below' or 'both', got {clamp!r}")
-    return p.clamp(floor, max(1.0 - (probs.shape[-1] - 1) * floor, floor))
-
-
-def exploration_loss(probs: Tensor, floor: float = 0.05, clamp: str = "below", *,
-                     clamped: bool = True) -> Tensor:
-    """``L_D = KL(u ‖ clamp(mean_x π_x))`` for probabilities (B, N); with ``clamped``
-    False (the authors' criterion) ``KL(u ‖ mean_x π_x)``, π unclamped."""
-    n = probs.shape[-1]
-    mean = probs.float().mean(0)
-    if clamped:
-        mean = clamp_probs(mean, floor, clamp)
-    return (math.log(1.0 / n) - mean.log()).sum() / n
-
-
-def exploitation_loss(probs: Tensor, floor: float = 0.05, clamp: str = "below") -> Tensor:
-    """``L_S = −mean_x KL(u ‖ clamp(π_x))`` for probabilities (B, N)."""
-    n = probs.shape[-1]
-    p = clamp_probs(probs, floor, clamp)
-    return -((math.log(1.0 / n) - p.log()).sum(-1) / n).mean()
 
 
 class IOTOutput(NamedTuple):
     """``loss``: training objective (train mode) or mean NLL of the argmax path (eval);
     ``logits``: argmax-path logits in eval mode (None in train mode); the parts of the
-    objective (``path_loss`` = L_C, ``explore`` = L_D, ``exploit`` = L_S) in train mode."""
+    objective (``path_loss`` = L_C, ``explore`` = L_D, ``exploit`` = L_S) and the path
+    ``weights`` used (B, M, N), γ_m·λ_n per sentence, in train mode."""
 
     loss: Tensor | None
     logits: Tensor | None
     path_loss: Tensor | None = None
     explore: Tensor | None = None
     exploit: Tensor | None = None
+    weights: Tensor | None = None
 
 
 def _masked_mean(x: Tensor, pad: Tensor) -> Tensor:
@@ -156,7 +133,7 @@ class IOTSeq2Seq(Seq2SeqBase):
         self._init_weights(2 * cfg.encoder_layers + 3 * cfg.decoder_layers)
         for pred in (self.encoder_predictor, self.decoder_predictor):
             if pred is not None:
-                nn.init.normal_(pred.weight, std=0.02)
+                nn.init.normal_(pred.weight, std=cfg.predictor_init_std or 0.02)
         self.tau = temperature(cfg, 0, 1)
 
     def set_temperature(self, tau: float) -> None:
@@ -186,20 +163,25 @@ class IOTSeq2Seq(Seq2SeqBase):
 
     # -- predictors -------------------------------------------------------------------------
 
+    def _predict(self, predictor: nn.Module, mean: Tensor) -> Tensor:
+        """log softmax of the predictor, dropout (training) on its input or its logits."""
+        if self.cfg.predictor_dropout_at == "input":
+            return F.log_softmax(predictor(self.predictor_dropout(mean)).float(), dim=-1)
+        return F.log_softmax(self.predictor_dropout(predictor(mean)).float(), dim=-1)
+
     def encoder_logits(self, src: Tensor) -> Tensor | None:
         """Log-probabilities (B, M) of the encoder orders; None when M = 1."""
         if self.encoder_predictor is None:
             return None
         pad = src.eq(self.pad_id)
-        mean = self.predictor_dropout(_masked_mean(self.src_embed.tokens(src), pad))
-        return F.log_softmax(self.encoder_predictor(mean).float(), dim=-1)
+        return self._predict(self.encoder_predictor,
+                             _masked_mean(self.src_embed.tokens(src), pad))
 
     def decoder_logits(self, memory: Tensor, pad: Tensor) -> Tensor | None:
         """Log-probabilities (B, N) of the decoder orders; None when N = 1."""
         if self.decoder_predictor is None:
             return None
-        mean = self.predictor_dropout(_masked_mean(memory, pad))
-        return F.log_softmax(self.decoder_predictor(mean).float(), dim=-1)
+        return self._predict(self.decoder_predictor, _masked_mean(memory, pad))
 
     def gumbel_logits(self, log_probs: Tensor) -> Tensor:
         """What the Gumbel-softmax perturbs: log π (``gumbel_from`` "pi", ours) or
@@ -285,6 +267,8 @@ class IOTSeq2Seq(Seq2SeqBase):
             return IOTOutput(loss, logits)
         if tgt_out is None:
             raise ValueError("training mode needs tgt_out (use model.eval() to decode)")
+        if self.cfg.path_passes == "per_path":
+            return self._forward_per_path(src, tgt_in, tgt_out, label_smoothing)
         cfg = self.cfg
         pad = src.eq(self.pad_id)
         b = src.shape[0]
@@ -293,9 +277,10 @@ class IOTSeq2Seq(Seq2SeqBase):
         gamma = (torch.ones(b, 1, device=src.device) if e_logits is None
                  else gumbel_weights(self.gumbel_logits(e_logits), self.tau))
         x = self.src_embed(src)
-        path_loss = x.new_zeros((), dtype=torch.float32)
+        path = x.new_zeros((), dtype=torch.float32)
         explore = x.new_zeros((), dtype=torch.float32)
         exploit = x.new_zeros((), dtype=torch.float32)
+        used = []
         for m in range(cfg.encoder_size):
             memory = self._encode_path(x, pad, m)
             d_logits = self.decoder_logits(memory, pad)
@@ -307,14 +292,50 @@ class IOTSeq2Seq(Seq2SeqBase):
                 explore = explore + exploration_loss(probs, cfg.floor, cfg.clamp,
                                                      clamped=cfg.explore_clamp) / share
                 exploit = exploit + exploitation_loss(probs, cfg.floor, cfg.clamp) / share
+            weights = gamma[:, m, None] * lam  # (B, N)
+            used.append(weights)
             for n in range(cfg.decoder_size):
                 h = self._decode_path(tgt_in, memory, pad, n)  # per-path loss, fused head
-                weights = gamma[:, m] * lam[:, n] / n_tokens  # (B,)
-                path_loss = path_loss + self.head_nll(h, tgt_out, label_smoothing, weights)
+                path = path + path_loss(self, h, tgt_out, weights[:, n], n_tokens,
+                                        label_smoothing=label_smoothing,
+                                        smoothing=cfg.path_smoothing)
         if e_logits is not None:
             probs = e_logits.exp()
             explore = explore + exploration_loss(probs, cfg.floor, cfg.clamp,
                                                  clamped=cfg.explore_clamp)
             exploit = exploit + exploitation_loss(probs, cfg.floor, cfg.clamp)
-        loss = path_loss + cfg.c1 * explore + cfg.c2 * exploit
-        return IOTOutput(loss, None, path_loss, explore, exploit)
+        loss = path + cfg.c1 * explore + cfg.c2 * exploit
+        return IOTOutput(loss, None, path, explore, exploit, torch.stack(used, 1))
+
+    def _forward_per_path(self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor,
+                          label_smoothing: float) -> IOTOutput:
+        """The authors' criterion (``path_passes: per_path``, one encoder order): decoder
+        path n is a whole forward pass of its own (embedding, encoder, predictor: their
+        own dropout masks and Gumbel draw); the weights λ are the mean of the N passes'
+        Gumbel samples, L_D takes the mean π and L_S the mean clamped π of the passes."""
+        cfg = self.cfg
+        pad = src.eq(self.pad_id)
+        b = src.shape[0]
+        n_tokens = tgt_out.ne(self.pad_id).sum().clamp_min(1)
+        samples, probs, clamped, states = [], [], [], []
+        for n in range(cfg.decoder_size):
+            memory = self._encode_path(self.src_embed(src), pad, 0)
+            d_logits = self.decoder_logits(memory, pad)
+            if d_logits is not None:
+                samples.append(gumbel_weights(self.gumbel_logits(d_logits), self.tau))
+                probs.append(d_logits.exp())
+                clamped.append(clamp_probs(probs[-1], cfg.floor, cfg.clamp))
+            states.append(self._decode_path(tgt_in, memory, pad, n))
+        lam = (torch.stack(samples).mean(0) if samples
+               else torch.ones(b, 1, device=src.device))
+        path = sum((path_loss(self, h, tgt_out, lam[:, n], n_tokens,
+                              label_smoothing=label_smoothing, smoothing=cfg.path_smoothing)
+                    for n, h in enumerate(states)), start=lam.new_zeros(()))
+        explore = exploit = lam.new_zeros(())
+        if probs:
+            explore = exploration_loss(torch.stack(probs).mean(0), cfg.floor, cfg.clamp,
+                                       clamped=cfg.explore_clamp)
+            # the mean of clamped π lies inside the clamp: clamping it again changes nothing
+            exploit = exploitation_loss(torch.stack(clamped).mean(0), cfg.floor, cfg.clamp)
+        loss = path + cfg.c1 * explore + cfg.c2 * exploit
+        return IOTOutput(loss, None, path, explore, exploit, lam[:, None, :])

@@ -15,7 +15,10 @@ sentences whose argmax decoder order is ``<code>``), and at the last evaluation
 ``routing_bleu``: a JSON string ``{"<routed code>": {"<decoding code>": BLEU, …}, …}``
 — the sentences routed to each order, decoded with every order (the paper's Fig. 2).
 Soft cross-layer guidance adds its term to the training loss and reports it as
-``guidance_loss`` (as :mod:`models.lm_family`).
+``guidance_loss`` (as :mod:`models.lm_family`). Training batches are ``train.batch_size``
+random pairs, or with ``translation.max_tokens`` one of fairseq's length-sorted batches of
+at most that many tokens per worker (:func:`models.data.parallel.token_batches`, built once
+from ``train.seed``), drawn at random per micro-batch.
 """
 
 from __future__ import annotations
@@ -31,9 +34,11 @@ import torch
 from sublayer_search.models.data.parallel import (
     ParallelCorpus,
     ParallelSplit,
+    collate_pairs,
     eval_pair_batches,
     load_parallel,
     random_pairs,
+    token_batches,
 )
 from sublayer_search.models.distributed import SINGLE, Workers, unwrap
 from sublayer_search.models.errors import ConfigError
@@ -230,6 +235,12 @@ class TranslationFamily(Family):
         self.eval_limit = self.settings.eval_sentences or (
             train.eval_batches * eval_bs if train.eval_batches else None
         )
+        max_tokens = spec.translation.max_tokens
+        ctx_len = self.model_config.context
+        self.token_batches = None if max_tokens is None else token_batches(
+            self.corpus.train, max_tokens=max_tokens, seed=train.seed, max_src=ctx_len,
+            max_tgt=ctx_len)
+        """``translation.max_tokens``: the fixed length-sorted batches (fairseq's)."""
 
     def build(self) -> OrderedSeq2Seq | IOTSeq2Seq:
         return build_translation_model(self.model_config)
@@ -240,20 +251,27 @@ class TranslationFamily(Family):
 
     def loss(self, model: Any, ctx: StepContext) -> tuple[torch.Tensor, int]:
         ctx_len = self.model_config.context
-        batch = random_pairs(
-            self.corpus.train,
-            batch_size=ctx.batch_size,
-            generator=ctx.generator,
-            max_src=ctx_len,
-            max_tgt=ctx_len,
-        )
-        # the global batch: this worker keeps its share of the pairs (DDP weights the
-        # workers' mean losses equally, so shares of unequal token counts are weighted
-        # per worker, not per token)
-        src, tgt_in, tgt_out = (ctx.workers.local(t).to(ctx.device) for t in batch[:3])
+        workers = ctx.workers
+        if self.token_batches is not None:
+            # one batch index per worker, drawn by every worker (the generators stay in
+            # step); each trains on its own batch: max_tokens per worker, as fairseq's
+            pick = torch.randint(len(self.token_batches), (workers.world,),
+                                 generator=ctx.generator)
+            batch = collate_pairs(self.corpus.train, self.token_batches[int(pick[workers.rank])],
+                                  max_src=ctx_len, max_tgt=ctx_len)
+            rows: tuple[torch.Tensor, ...] = batch[:3]
+        else:
+            batch = random_pairs(self.corpus.train, batch_size=ctx.batch_size,
+                                 generator=ctx.generator, max_src=ctx_len, max_tgt=ctx_len)
+            # the global batch: this worker keeps its share of the pairs
+            rows = tuple(workers.local(t) for t in batch[:3])
+        # (DDP weights the workers' mean losses equally, so shares of unequal token counts
+        # are weighted per worker, not per token)
+        src, tgt_in, tgt_out = (t.to(ctx.device) for t in rows)
         out = model(src, tgt_in, tgt_out, label_smoothing=self.settings.label_smoothing)
         term = guidance_term(unwrap(model), self.model_config.guidance)
-        n_tokens = int((tgt_out != 0).sum()) if ctx.workers.parallel else batch.n_tokens
+        local = workers.parallel and self.token_batches is None
+        n_tokens = int((tgt_out != 0).sum()) if local else batch.n_tokens
         return (out.loss if term is None else out.loss + term), n_tokens
 
     def evaluate(

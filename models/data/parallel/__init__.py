@@ -57,6 +57,7 @@ _EXPORTS = {
     "collate_pairs": "batching",
     "eval_pair_batches": "batching",
     "random_pairs": "batching",
+    "token_batches": "batching",
     "train_bpe": "bpe",
     "BOS": "config",
     "EOS": "config",
@@ -88,6 +89,7 @@ if TYPE_CHECKING:
         collate_pairs,
         eval_pair_batches,
         random_pairs,
+        token_batches,
     )
     from sublayer_search.models.data.parallel.bpe import train_bpe
     from sublayer_search.models.data.parallel.config import (

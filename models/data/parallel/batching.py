@@ -10,7 +10,7 @@ import torch
 
 from sublayer_search.models.data.parallel.corpus import ParallelSplit
 
-__all__ = ["PairBatch", "collate_pairs", "eval_pair_batches", "random_pairs"]
+__all__ = ["PairBatch", "collate_pairs", "eval_pair_batches", "random_pairs", "token_batches"]
 
 
 class PairBatch(NamedTuple):
@@ -91,3 +91,44 @@ def eval_pair_batches(
     for start in range(0, n, batch_size):
         yield collate_pairs(split, range(start, min(start + batch_size, n)),
                             max_src=max_src, max_tgt=max_tgt)
+
+
+def token_batches(
+    split: ParallelSplit,
+    *,
+    max_tokens: int,
+    seed: int,
+    max_src: int | None = None,
+    max_tgt: int | None = None,
+) -> list[np.ndarray]:
+    """Sentence numbers of ``split`` cut into batches of at most ``max_tokens`` tokens, as
+    fairseq's ``--max-tokens`` does (``ordered_indices`` + ``batch_by_size``).
+
+    A pair counts ``max(source + </s>, target + </s>)`` tokens (after truncation to
+    ``max_src`` / ``max_tgt``); pairs are shuffled with ``seed`` (ties), stably sorted by
+    target then by source length, and taken in that order into a batch while ``rows ×
+    longest pair`` (the padded size) stays within ``max_tokens``. A pair longer than
+    ``max_tokens`` alone is a batch of its own. Every pair is in exactly one batch.
+    """
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+    src = split.src_lengths + 1
+    tgt = split.tgt_lengths + 1
+    if max_src is not None:
+        src = np.minimum(src, max_src)
+    if max_tgt is not None:
+        tgt = np.minimum(tgt, max_tgt)
+    order = np.random.RandomState(seed).permutation(len(split))
+    order = order[np.argsort(tgt[order], kind="mergesort")]
+    order = order[np.argsort(src[order], kind="mergesort")]
+    sizes = np.maximum(src, tgt)[order].tolist()
+    batches: list[np.ndarray] = []
+    start, longest = 0, 0
+    for i, size in enumerate(sizes):
+        if i > start and (i - start + 1) * max(longest, size) > max_tokens:
+            batches.append(order[start:i])
+            start, longest = i, 0
+        longest = max(longest, size)
+    if len(order):
+        batches.append(order[start:])
+    return batches
