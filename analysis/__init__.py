@@ -54,6 +54,8 @@ _EXPORTS = {
     "iot_paper_report": "report.build",
     "paper_report": "report.build",
     "SandwichInfo": "studies.sandwich",
+    "headline": "studies.sandwich",
+    "leaders": "studies.sandwich",
     "sandwich_curve": "studies.sandwich",
     "SeedsInfo": "studies.seeds",
     "seed_comparison": "studies.seeds",
@@ -123,7 +125,12 @@ if TYPE_CHECKING:
     )
     from sublayer_search.analysis.studies.iot_seeds import translation_seeds
     from sublayer_search.analysis.studies.iot_subsets import SubsetsInfo, subset_study
-    from sublayer_search.analysis.studies.sandwich import SandwichInfo, sandwich_curve
+    from sublayer_search.analysis.studies.sandwich import (
+        SandwichInfo,
+        headline,
+        leaders,
+        sandwich_curve,
+    )
     from sublayer_search.analysis.studies.seeds import (
         SeedsInfo,
         seed_comparison,

@@ -23,7 +23,7 @@ from sublayer_search.analysis.studies.distribution import DistributionInfo  # no
 from sublayer_search.analysis.studies.halves import GROUPS, HalvesInfo  # noqa: E402
 from sublayer_search.analysis.studies.iot_routing import RoutingMatrixInfo, RoutingSharesInfo  # noqa: E402
 from sublayer_search.analysis.studies.iot_subsets import SubsetsInfo  # noqa: E402
-from sublayer_search.analysis.studies.sandwich import SandwichInfo  # noqa: E402
+from sublayer_search.analysis.studies.sandwich import SandwichInfo, headline, leaders  # noqa: E402
 from sublayer_search.analysis.studies.seeds import SeedsInfo  # noqa: E402
 
 __all__ = [
@@ -181,7 +181,7 @@ def plot_sandwich(
 
     ``statements`` (k, beats_average, beats_best) adds the paper's verbal claims in a strip
     of their own under the plot, one row per claim: they carry no value, so they stay off
-    the value axis."""
+    the value axis. The default title says what :func:`sandwich.leaders` supports."""
     strip = statements is not None and not statements.empty
     fig, axes = plt.subplots(
         2 if strip else 1, 1, sharex=True, squeeze=False, layout="constrained",
@@ -214,7 +214,7 @@ def plot_sandwich(
         ax.set_xlabel("sandwich coefficient k (count)")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel(metric_label(info.metric))
-    ax.set_title(title or f"Sandwich models: {info.metric} against k (best k = {info.best_k})")
+    ax.set_title(title or f"Sandwich: {info.metric} against k\n{headline(leaders(info))}")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
 
@@ -227,12 +227,12 @@ def plot_seeds(info: SeedsInfo, *, title: str | None = None) -> Figure:
     ax.errorbar(table["mean"], y, xerr=table["sd"].fillna(0.0), fmt="none", ecolor="black",
                 capsize=3, label="order mean ± sd over seeds")
     calls = table["verdict"].to_numpy(dtype=object)
-    for call, color in (("better", "tab:green"), ("worse", "tab:orange"),
-                        ("no evidence", "tab:gray")):
+    test = "paired t" if len(table) and (table["decides"] == "paired").all() else "Welch"
+    for call, color in (("better", "tab:green"), ("worse", "tab:orange"), ("no evidence", "0.5")):
         sel = calls == call
         if sel.any():
             ax.scatter(table["mean"][sel], y[sel], color=color, zorder=3, label=(
-                f"{call} (adjusted Welch p < {info.alpha:g}, CI excludes 0)"
+                f"{call} (adjusted {test} p < {info.alpha:g}, CI excludes 0)"
                 if call != "no evidence" else "no evidence of a difference"))
     if len(table):
         bm, bs = float(table["baseline_mean"].iloc[0]), float(table["baseline_sd"].iloc[0])

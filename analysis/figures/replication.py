@@ -1,8 +1,8 @@
 """Figures of a complete replication study (:mod:`analysis.report.replication`).
 
 ``plot_overview`` is the study's main figure: every model against the baseline seeds'
-band, the sandwich curve against the same band, and the halves question for the random
-models. ``plot_single_runs`` shows the tested difference of each random order.
+band, the sandwich curve against the same band (with each k's tested verdict when given),
+and the halves question for the random models, one colour and Spearman rho per family. ``plot_single_runs`` shows the tested difference of each random order.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from sublayer_search.analysis.figures.plots import metric_label
 from sublayer_search.analysis.store.frame import BaselineStats
 from sublayer_search.analysis.studies.halves import HalvesInfo
 from sublayer_search.analysis.studies.replication import RANDOM_FAMILIES
+from sublayer_search.analysis.studies.significance import ADJUST_NAMES, PAIRED
 
 __all__ = ["plot_overview", "plot_single_runs"]
 
@@ -33,9 +34,12 @@ def _band(ax: plt.Axes, base: BaselineStats, *, vertical: bool = False) -> None:
 
 
 def plot_overview(frame: pd.DataFrame, base: BaselineStats, halves: HalvesInfo | None, *,
-                  metric: str, title: str, families: pd.DataFrame | None = None) -> Figure:
+                  metric: str, title: str, families: pd.DataFrame | None = None,
+                  verdicts: pd.DataFrame | None = None) -> Figure:
     """Three panels: models by family, the sandwich curve (left out when the sweep has no
-    sandwich orders), metric against bottom-half s
+    sandwich orders; ``verdicts``, the sandwiches' :func:`seeds.seed_comparison` table,
+    puts each k's verdict against the baseline and the test that decided it in the panel's
+    title), metric against bottom-half s
     (one colour per random family; ``families``, :func:`replication.by_family`'s table,
     gives each family's Spearman rho in the legend and the pooled one in the title)."""
     rows = frame[frame["status"] == "finished"]
@@ -57,7 +61,7 @@ def plot_overview(frame: pd.DataFrame, base: BaselineStats, halves: HalvesInfo |
     ax.legend(fontsize=8, loc="best", framealpha=0.85)
 
     if len(sand):
-        _sandwich_panel(axes[1], rows, sand, base, metric)
+        _sandwich_panel(axes[1], rows, sand, base, metric, verdicts)
     ax = axes[-1]
     if halves is None:
         ax.text(0.5, 0.5, "no random models", ha="center", va="center", transform=ax.transAxes)
@@ -93,9 +97,24 @@ def plot_overview(frame: pd.DataFrame, base: BaselineStats, halves: HalvesInfo |
     return fig
 
 
+def _verdict_line(sand: pd.DataFrame, verdicts: pd.DataFrame | None) -> str:
+    """"vs baseline (paired t, Holm): better: k = 2; no evidence: k = 1, 3" from the
+    seed table (one row per order) and the sandwich trials (order -> k)."""
+    if verdicts is None or verdicts.empty:
+        return ""
+    k_of = sand.drop_duplicates("order").set_index("order")["k"].astype(int)
+    ks = verdicts.assign(k=verdicts["order"].map(k_of)).dropna(subset=["k"])
+    test = "paired t" if (ks["decides"] == PAIRED).all() else "Welch t"
+    adjust = str(ks["adjust"].iloc[0]) if len(ks) else "none"
+    parts = [f"{call}: k = {', '.join(str(k) for k in sorted(ks.loc[sel, 'k'].astype(int)))}"
+             for call in _VERDICT_COLORS if (sel := ks["verdict"] == call).any()]
+    return f"\nvs baseline ({test}, {ADJUST_NAMES.get(adjust, adjust)}): " + "; ".join(parts)
+
+
 def _sandwich_panel(ax: Axes, rows: pd.DataFrame, sand: pd.DataFrame, base: BaselineStats,
-                    metric: str) -> None:
-    """The sandwich curve: each k's trials with mean and sd, the baseline seeds as k = 0."""
+                    metric: str, verdicts: pd.DataFrame | None = None) -> None:
+    """The sandwich curve: each k's trials with mean and sd, the baseline seeds as k = 0;
+    with ``verdicts``, each k's tested verdict in the title."""
     points = pd.concat([pd.DataFrame({"k": 0, "final": rows.loc[rows["baseline"], "final"]}),
                         sand[["k", "final"]]]).astype({"k": int})
     stats = points.groupby("k")["final"].agg(["mean", "std", "count"]).reset_index()
@@ -106,7 +125,7 @@ def _sandwich_panel(ax: Axes, rows: pd.DataFrame, sand: pd.DataFrame, base: Base
     ax.set_xlabel("sandwich coefficient k (count)")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel(metric_label(metric))
-    ax.set_title("sandwich s^k (sf)^(n-k) f^k", fontsize=10)
+    ax.set_title("sandwich s^k (sf)^(n-k) f^k" + _verdict_line(sand, verdicts), fontsize=10)
     ax.legend(fontsize=8, loc="best", framealpha=0.85)
 
 

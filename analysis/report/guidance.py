@@ -33,12 +33,14 @@ def guidance_section(
     sec.text = (
         "Cross-layer guidance (Crossformer): each candidate with each guidance setting "
         "(soft: a stop-gradient regulariser; hard: shared matrices) over seeds against the "
-        "unguided baseline seeds. Welch's t-test per group, p-values adjusted over the "
-        f"{_tested(info)} groups tested ({ADJUST_NAMES[info.adjust]}; a group needs 2 "
-        "seeds); 'better' or 'worse' only "
+        "unguided baseline seeds. The paired t-test over the seeds a group shares with the "
+        "baseline where every group's seeds are all baseline seeds, else Welch's t-test "
+        f"(this sweep: {_decides(info)}); p-values adjusted over the {_tested(info)} groups "
+        f"tested ({ADJUST_NAMES[info.adjust]}; a group needs 2 seeds), both tests side by "
+        "side in the table; 'better' or 'worse' only "
         f"when the adjusted p is below {info.alpha:g} and the {info.confidence:.0%} "
-        "Welch t interval of the difference excludes 0. 'params change' is the group's "
-        "parameter count minus the baseline's (hard guidance shares matrices)."
+        "interval of the difference (paired t or Welch t) excludes 0. 'params change' is "
+        "the group's parameter count minus the baseline's (hard guidance shares matrices)."
     )
     base = info.baseline
     sec.numbers.append(("baseline (unguided)", f"{base.mean:.4g} ± {base.sd:.2g} (n={base.n})"))
@@ -92,7 +94,11 @@ def _params_section(w: Writer) -> None:
 
 
 def _tested(info: GuidanceInfo) -> int:
-    return int(info.table["welch_p"].notna().sum())
+    return int(info.table["comparisons"].max()) if len(info.table) else 0
+
+
+def _decides(info: GuidanceInfo) -> str:
+    return str(info.table["decides"].iloc[0]) if len(info.table) else "no test"
 
 
 def crossformer_paper_report(out_dir: str | Path) -> Report:

@@ -10,8 +10,9 @@ answers, each with its test, adjusted p-values and intervals:
     better models, pooled over the random models of both tables (halves study), and
     within each family (:func:`replication.by_family`);
 (c) the sandwich curve against the baseline seeds' band, each k tested against the seeds
-    (Welch, with the paired tests over shared seeds), and the set of k that cannot be told
-    apart from the best mean;
+    (the paired t-test over the seeds each k shares with the baseline decides where every
+    k's seeds are all baseline seeds, else Welch; both side by side, Holm over the k), and
+    the set of k that cannot be told apart from the best mean;
 (d) seed noise against the differences between orders (:func:`replication.noise`), per
     family and pooled;
 and where training stands at the end (the slope of the learning curves). Every answer
@@ -73,10 +74,14 @@ def replication_report(trials: pd.DataFrame, history: pd.DataFrame | None, out_d
     halves = halves_study(pooled, metric=metric, straddle=straddle) if random else None
     families = by_family(frame, metric, straddle=straddle) if random else None
     scale = scale_statement(frame, history, metric)
+    plain = frame[(frame["family"] == "sandwich") | frame["baseline"]]
+    sandwiches = plain["k"].notna().any()
+    verdicts = seed_comparison(plain, metric=metric, adjust=adjust) if sandwiches else None
     sec = w.section("The study at a glance")
     sec.numbers.append(("scale", scale))
     w.figure(sec, "overview", plot_overview(frame, base, halves, metric=metric, title=title,
-                                            families=families))
+                                            families=families,
+                                            verdicts=None if verdicts is None else verdicts.table))
     if history is not None and not history.empty:
         _slopes_section(w, history, frame, metric)
     for family, label, fig in _TABLES:
@@ -92,12 +97,11 @@ def replication_report(trials: pd.DataFrame, history: pd.DataFrame | None, out_d
                             "and budgeted draws) split by the average of the baseline seeds. ",
                        scale=scale)
         _family_section(w, families, scale)
-    plain = frame[(frame["family"] == "sandwich") | frame["baseline"]]
-    if plain["k"].notna().any():
+    if verdicts is not None:
         sandwich_section(w, sandwich_curve(plain, metric=metric),
                          title="(c) Fig. 5: sandwich coefficient", adjust=adjust, scale=scale)
-        seeds_section(w, seed_comparison(plain, metric=metric, adjust=adjust),
-                      label="(c) sandwich coefficients", stem="sandwich", scale=scale)
+        seeds_section(w, verdicts, label="(c) sandwich coefficients", stem="sandwich",
+                      scale=scale)
     _noise_section(w, frame, metric, scale)
     pareto_section(w, frame, metric=metric)  # budgeted draws vary the cost: a front
     return w.write()

@@ -15,9 +15,9 @@ from sublayer_search.analysis.report.writer import Writer
 from sublayer_search.analysis.store.frame import BaselineStats
 from sublayer_search.analysis.studies.distribution import distribution
 from sublayer_search.analysis.studies.halves import halves_study
-from sublayer_search.analysis.studies.sandwich import SandwichInfo, leaders
+from sublayer_search.analysis.studies.sandwich import SandwichInfo, headline, leaders
 from sublayer_search.analysis.studies.seeds import SeedsInfo
-from sublayer_search.analysis.studies.significance import ADJUST_NAMES
+from sublayer_search.analysis.studies.significance import ADJUST_NAMES, PAIRED
 
 __all__ = ["distribution_and_halves", "halves_section", "sandwich_section", "seeds_section",
            "trials_section"]
@@ -146,23 +146,27 @@ def sandwich_section(w: Writer, info: SandwichInfo, *,
     sec = w.section(title)
     sec.text = ("Mean per k against the baseline seeds; 'at least as good' compares means "
                 f"and is not a tested claim ({seeds_ref}). The k with the "
-                "best mean is tested against every other k (Welch's t, "
+                "best mean is tested against every other k: the paired t-test over the "
+                "seeds both share when every other k's seeds are all among its seeds (same "
+                "data order and initial draws), else Welch's t; "
                 f"{ADJUST_NAMES[adjust]} over the comparisons, alpha "
-                f"{lead.attrs['alpha']:g}; paired t and Wilcoxon over shared seeds in the "
-                "table); a 'best k' is named only when no other k is left in its set.")
+                f"{lead.attrs['alpha']:g}; the table has both tests side by side, column "
+                "'decides' names the one that decides; a 'best k' is named only when no "
+                "other k is left in its set.")
     if scale:
         sec.numbers.append(("scale", scale))
     if not lead.attrs["tested"]:
         best_text = f"k = {top} has the best mean (one run per k: untested, no best k claimed)"
-        head = f"best mean at k = {top} (untested)"
     elif len(lead.attrs["leaders"]) == 1:
         best_text = f"k = {top}: every other k is told apart from it (tested)"
-        head = f"best k = {top} (tested)"
     else:
         ks = ", ".join(map(str, sorted(lead.attrs["leaders"])))
         best_text = (f"k = {top} has the best mean, but k = {ks} cannot be told apart from it "
                      "(no best k claimed)")
-        head = f"best mean at k = {top}; not told apart: k = {ks}"
+    if lead.attrs["tested"]:
+        sec.numbers.append(("decides", f"{lead.attrs['decides']} ("
+                                       f"{lead.attrs['comparisons']} comparisons)"))
+    head = headline(lead)
     sec.numbers += [("best k", best_text),
                     ("k at least as good as the average baseline",
                      str(info.ks_beating("average")))]
@@ -171,7 +175,7 @@ def sandwich_section(w: Writer, info: SandwichInfo, *,
                             str(info.ks_beating("best"))))
     w.figure(sec, stem, plots.plot_sandwich(info, title=f"{title.split(':')[0]}: "
                                                f"{info.metric} against the sandwich "
-                                               f"coefficient k\n({head})"))
+                                               f"coefficient k\n{head}"))
     w.table(sec, stem, info.points)
     w.table(sec, f"{stem}_leaders", lead)
 
@@ -179,20 +183,34 @@ def sandwich_section(w: Writer, info: SandwichInfo, *,
 def seeds_section(w: Writer, info: SeedsInfo, *, label: str, stem: str,
                   scale: str | None = None) -> None:
     sec = w.section(f"Fig. 6: {label}, over seeds against the baseline")
-    sec.text = (f"Test: Welch's t-test per order against the baseline seeds; p-values "
-                f"adjusted for the number of orders compared ({ADJUST_NAMES[info.adjust]}). "
-                "'Better' (or 'worse') than the baseline is claimed only when the adjusted p "
-                f"is below alpha {info.alpha:g} and the {info.confidence:.0%} confidence "
-                "interval of the difference of means excludes 0 on that side; otherwise 'no "
-                "evidence'. The interval is the Welch t interval (with few seeds a "
-                "percentile bootstrap is too narrow). Where an order shares seeds with the "
-                "baseline (same data order and initial draws), the paired t-test and the "
-                "Wilcoxon signed-rank test over the shared seeds follow, unadjusted (with 3 "
-                "pairs the exact two-sided Wilcoxon p cannot go below 2 / 2^n: 0.25 for 3). Each line gives the effect "
-                "(difference of means) with its interval, the baseline's seed sd, the seeds "
-                "per arm that would detect the observed difference at 80% power (post hoc: "
-                "computed from the observed effect) and the planned power of this design for "
-                "a stated difference of one baseline seed sd (two-sided t, alpha 0.05).")
+    rule = str(info.table["decides"].iloc[0]) if len(info.table) else "unpaired (no test)"
+    test = ("the paired t-test over the seeds each order shares with the baseline (every "
+            "order's seeds are all among the baseline's: same data order and initial draws)"
+            if rule == PAIRED else "Welch's t-test per order against the baseline seeds")
+    label = rule.replace("unpaired (", "unpaired: ").rstrip(")") if rule != PAIRED else rule
+    sec.text = (f"Test that decides ({label}): {test}; p-values adjusted for the number of "
+                f"orders compared ({ADJUST_NAMES[info.adjust]}). 'Better' (or 'worse') than "
+                f"the baseline is claimed only when the adjusted p is below alpha "
+                f"{info.alpha:g} and the {info.confidence:.0%} confidence interval of the "
+                "difference (paired t interval, or Welch t interval: with few seeds a "
+                "percentile bootstrap is too narrow) excludes 0 on that side; otherwise 'no "
+                "evidence'. The paired test decides only when every order's seeds are all "
+                "matched by baseline seeds, else Welch's t decides for all. Both are in the "
+                "table side by side (welch_p_adjusted, welch_verdict, paired_p_adjusted, "
+                "paired_verdict; 'decides' names the one that decides). The Wilcoxon "
+                "signed-rank test over shared seeds is shown, unadjusted, and never decides "
+                "(with n pairs its exact two-sided p cannot go below 2 / 2^n: 0.25 for 3). "
+                "Each line gives the effect (difference of means) with its interval, the "
+                "baseline's seed sd, the seeds per arm that would detect the observed "
+                "difference at 80% power (post hoc: computed from the observed effect) and "
+                "the planned power of this design for a stated difference of one baseline "
+                "seed sd (two-sided t, alpha 0.05).")
+    if len(info.table):
+        calls = info.table["verdict"].value_counts()
+        sec.numbers.append(("decides", f"{rule}: {int(calls.get('better', 0))} better, "
+                                       f"{int(calls.get('worse', 0))} worse, "
+                                       f"{int(calls.get('no evidence', 0))} no evidence of "
+                                       f"{len(info.table)}"))
     if scale:
         sec.numbers.append(("scale", scale))
     for _, row in info.table.iterrows():

@@ -8,7 +8,9 @@ with the guidance suffix removed, so ``sandwich16_6+hg-kq@seed0`` is candidate
 unguided baseline trials; a baseline row that carries guidance is studied as a candidate)
 by the rules of :mod:`analysis.studies.seeds`: Welch's t, p adjusted over the groups
 (Holm / Benjamini–Hochberg / none), a Welch t interval of the difference, verdict
-better / worse / no evidence, seeds for 80 % power (post hoc). Unguided candidates (mode none) stay
+better / worse / no evidence, seeds for 80 % power (post hoc); the paired t-test over
+shared seeds beside it, which decides where every group's seeds are all matched by
+baseline seeds. Unguided candidates (mode none) stay
 in the family, as the reference of their order.
 
 Call it on a sweep with :func:`study_experiment` (``study_experiment("my-sweep", uri)``)
@@ -35,7 +37,7 @@ from sublayer_search.analysis.store.frame import (
     validate_trials,
 )
 from sublayer_search.analysis.store.guidance_frame import GUIDANCE_METRIC, NONE, normalized
-from sublayer_search.analysis.studies.seeds import seed_table, strip_seed
+from sublayer_search.analysis.studies.seeds import by_seed, seed_table, strip_seed
 
 __all__ = ["GROUP_COLUMNS", "GuidanceInfo", "blocks_key", "guidance_study", "study_experiment"]
 
@@ -168,6 +170,7 @@ def guidance_study(
     frame.loc[guided_base, "baseline"] = False
     base = baseline_stats(frame, metric, column=column)
     rows = usable(frame, metric, column=column)
+    ref = rows[rows["baseline"]]
     rows = rows[~rows["baseline"]]
     if rows.empty:
         raise AnalysisError(f"no usable non-baseline trial for metric {metric!r}")
@@ -199,6 +202,7 @@ def guidance_study(
         n_resamples=n_resamples,
         seed=seed,
         adjust=adjust,
+        baseline_seeds=by_seed(ref["seed"], ref[column]),
     )
     return GuidanceInfo(
         metric=metric,

@@ -12,9 +12,10 @@ from sublayer_search.analysis.store.iot_frame import (
     bleu_metric,
     iot_baseline,
     subset_id,
+    subset_ids,
     subset_label,
 )
-from sublayer_search.analysis.studies.seeds import SeedsInfo, seed_table, strip_seed
+from sublayer_search.analysis.studies.seeds import SeedsInfo, by_seed, seed_table, strip_seed
 
 __all__ = ["translation_seeds"]
 
@@ -46,11 +47,14 @@ def translation_seeds(
     significant at ``alpha`` and the Welch t interval of the
     difference lies above 0. Grouping is by candidate, not by order string: IOT trials of
     different subsets, and encoder-side sandwiches, share their decoder order. When the
-    baseline is the subset {1} trials, that subset is not compared with itself."""
+    baseline is the subset {1} trials, that subset is not compared with itself. Where every
+    candidate's seeds are all matched by the reference's, the paired t-test decides
+    (:func:`analysis.studies.significance.decides`)."""
     frame = validate_trials(frame)
     metric = bleu_metric(frame, metric)
     base, source = iot_baseline(frame, metric, column=column)
     rows = usable(frame, metric, column=column)
+    ref = rows[rows["baseline"]] if source != SUBSET_ONE else rows[subset_ids(rows) == "1"]
     rows = rows[~rows["baseline"]]
     if rows.empty:
         raise AnalysisError(f"no usable non-baseline trial for metric {metric!r}")
@@ -61,7 +65,8 @@ def translation_seeds(
     if source == SUBSET_ONE:
         trials = trials[trials["name"] != subset_label("1")]
     table = seed_table(trials, base, by="name", alpha=alpha, confidence=confidence,
-                       n_resamples=n_resamples, seed=seed, adjust=adjust)
+                       n_resamples=n_resamples, seed=seed, adjust=adjust,
+                       baseline_seeds=by_seed(ref["seed"], ref[column]))
     return SeedsInfo(metric=metric, alpha=alpha, confidence=confidence,
                      lower_is_better=base.lower_is_better, adjust=adjust, baseline=base,
                      table=table,

@@ -1,10 +1,11 @@
 """Sandwich coefficient study (Press et al. 2020, Fig. 5): metric against k.
 
 :func:`sandwich_curve` gives the mean per k; the k with the best mean is only the *lowest
-mean* (``best_k``). :func:`leaders` tests it against every other k (Welch's t, p adjusted
-over those comparisons; paired t and Wilcoxon over shared seeds alongside) and returns the
-set of k that cannot be told apart from it: a "best k" claim is made only when that set
-has one member.
+mean* (``best_k``). :func:`leaders` tests it against every other k (the paired t-test over
+the seeds both share when every other k's seeds are all among its seeds, else Welch's t;
+:func:`significance.decides`; p adjusted over those comparisons, the other test and
+Wilcoxon alongside) and returns the set of k that cannot be told apart from it: a "best
+k" claim is made only when that set has one member. :func:`headline` says so in a line.
 """
 
 from __future__ import annotations
@@ -22,9 +23,15 @@ from sublayer_search.analysis.store.frame import (
     at_least_as_good,
     study_inputs,
 )
-from sublayer_search.analysis.studies.significance import adjust_pvalues, paired
+from sublayer_search.analysis.studies.significance import (
+    ADJUST_NAMES,
+    PAIRED,
+    adjust_pvalues,
+    decides,
+    paired,
+)
 
-__all__ = ["SandwichInfo", "leaders", "sandwich_curve"]
+__all__ = ["SandwichInfo", "headline", "leaders", "sandwich_curve"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,12 +103,15 @@ def sandwich_curve(
 def leaders(info: SandwichInfo, *, alpha: float = 0.05, adjust: str = "holm") -> pd.DataFrame:
     """The k with the best mean against every other k: one row per k (best first) with
     n, mean, sd, the difference from the best k, Welch's t and p
-    (``scipy.stats.ttest_ind(equal_var=False)``), p adjusted over the comparisons
-    (``adjust``), the paired t-test and Wilcoxon p over the seeds both share (unadjusted),
-    and ``told_apart`` (adjusted Welch p below ``alpha``). A k with fewer than 2 trials
-    (or a best k with fewer than 2) cannot be tested: ``told_apart`` False, ``tested``
-    False. ``attrs``: best_k, leaders (the k not told apart from it, best included),
-    tested (whether any comparison was possible), alpha, adjust, comparisons."""
+    (``scipy.stats.ttest_ind(equal_var=False)``), the paired t-test
+    (``scipy.stats.ttest_rel`` over the seeds both share) and Wilcoxon p, the Welch and
+    paired p each adjusted over the comparisons (``adjust``), ``decides`` (``paired`` when
+    every compared k has all its seeds among the best k's, else ``unpaired (...)``: Welch),
+    ``p_adjusted`` (the deciding test's) and ``told_apart`` (``p_adjusted`` below
+    ``alpha``). A k with fewer than 2 trials (or a best k with fewer than 2) cannot be
+    tested: ``told_apart`` False, ``tested`` False. ``attrs``: best_k, leaders (the k not
+    told apart from it, best included), tested (whether any comparison was possible),
+    alpha, adjust, comparisons, decides."""
     best = info.best_k
     by_k = {int(k): g for k, g in info.trials.groupby("k")}
     ref = by_k[best]
@@ -121,15 +131,44 @@ def leaders(info: SandwichInfo, *, alpha: float = 0.05, adjust: str = "holm") ->
                      "paired_p": pair.p if pair else math.nan,
                      "wilcoxon_p": pair.wilcoxon_p if pair else math.nan})
     out = pd.DataFrame(rows)
-    out["p_adjusted"] = adjust_pvalues(out["welch_p"].to_numpy(dtype=float), adjust)
-    out["tested"] = out["welch_p"].notna()
+    compared = [r for r in rows if r["k"] != best and r["n"] >= 2 and len(a) >= 2]
+    rule = decides([(int(r["n"]), int(r["paired_n"])) for r in compared],
+                   defined=all(math.isfinite(r["paired_p"]) for r in compared))
+    out["welch_p_adjusted"] = adjust_pvalues(out["welch_p"].to_numpy(dtype=float), adjust)
+    out["paired_p_adjusted"] = adjust_pvalues(out["paired_p"].to_numpy(dtype=float), adjust)
+    out["decides"] = rule
+    deciding = "paired_p" if rule == PAIRED else "welch_p"
+    out["p_adjusted"] = out[f"{deciding}_adjusted"]
+    out["tested"] = out[deciding].notna()
     out["told_apart"] = out["tested"] & (out["p_adjusted"] < alpha)
     out = out.sort_values("mean", ascending=info.baseline.lower_is_better, kind="stable")
     out = out.reset_index(drop=True)
     out.attrs.update(best_k=best, leaders=[int(k) for k in out.loc[~out["told_apart"], "k"]],
                      tested=bool(out["tested"].any()), alpha=alpha, adjust=adjust,
-                     comparisons=int(out["tested"].sum()))
+                     comparisons=int(out["tested"].sum()), decides=rule)
     return out
+
+
+def headline(lead: pd.DataFrame) -> str:
+    """What :func:`leaders` supports, in two short lines (a figure title): the k with the
+    lowest (best) mean and, when tested, the k that cannot be told apart from it with the
+    smallest adjusted p among them, or that every other k is told apart."""
+    top, attrs = lead.attrs["best_k"], lead.attrs
+    if not attrs["tested"]:
+        return (f"best mean at k = {top} of the {len(lead)} k with a value\n"
+                "one run per k: untested, no best k claimed")
+    test = "paired t" if attrs["decides"] == PAIRED else "Welch t"
+    adj = attrs["adjust"]
+    how = f"{test}, {ADJUST_NAMES[adj]}-adjusted" if adj != "none" else f"{test}, unadjusted"
+    rest = lead[(lead["k"] != top) & lead["tested"]]
+    if len(attrs["leaders"]) == 1:
+        return (f"best k = {top}: told apart from every other k\n({how} "
+                f"p <= {rest['p_adjusted'].max():.2g})")
+    same = lead[(lead["k"] != top) & ~lead["told_apart"]]
+    ks = ", ".join(map(str, sorted(same["k"])))
+    ps = same["p_adjusted"].dropna()
+    p_text = f" ({how} p >= {ps.min():.2g})" if len(ps) else " (untested)"
+    return f"best mean at k = {top}, not told apart from k = {ks}\n{p_text.strip()}: no best k claimed"
 
 
 def _seeds(group: pd.DataFrame) -> dict[int, float]:

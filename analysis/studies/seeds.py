@@ -16,8 +16,14 @@ each group resampled independently) is used only where both arms have at least
 Where the order and the baseline trained some of the same seeds (seeds share the data
 order and initial draws, so the design is paired), each row adds the paired analysis over
 the shared seeds: paired t with its interval and the Wilcoxon signed-rank test
-(:func:`analysis.studies.significance.paired`). The verdict stays Welch's (it does not
-rely on the pairing); every number in the statement names its test.
+(:func:`analysis.studies.significance.paired`). Both the Welch and the paired p-values
+are adjusted, each over its family. Which one gives the verdicts (column ``decides``) is
+one rule for the whole family (:func:`analysis.studies.significance.decides`): the paired
+t-test when every compared order has every one of its seeds matched by a baseline seed
+(the shipped sandwiches: seeds 0–2 against baseline seeds 0–7, paired over 0–2), else
+Welch's t. The table keeps both side by side (``welch_p_adjusted``, ``welch_verdict``,
+``paired_p_adjusted``, ``paired_verdict``); ``p_adjusted`` and ``verdict`` are the
+deciding test's. Every number in the statement names its test.
 
 Power: ``seeds_for_80_power`` is *post hoc* (computed from the observed difference) and is
 labelled so; ``design_power`` is the power of this design (n vs the baseline's n, the
@@ -40,9 +46,11 @@ from sublayer_search.analysis.errors import AnalysisError
 from sublayer_search.analysis.store.frame import BaselineStats, sample_sd, study_inputs, usable
 from sublayer_search.analysis.studies.significance import (
     ADJUST_NAMES,
+    PAIRED,
     VERDICTS,
     Paired,
     adjust_pvalues,
+    decides,
     design_power,
     paired,
     seeds_for_power,
@@ -50,8 +58,8 @@ from sublayer_search.analysis.studies.significance import (
     welch_interval,
 )
 
-__all__ = ["BOOTSTRAP_MIN_N", "COLUMNS", "SeedsInfo", "finish", "seed_comparison",
-           "seed_comparison_from_stats", "seed_table"]
+__all__ = ["BOOTSTRAP_MIN_N", "COLUMNS", "SeedsInfo", "by_seed", "finish",
+           "seed_comparison", "seed_comparison_from_stats", "seed_table"]
 
 BOOTSTRAP_MIN_N = 10
 """Fewest values per arm for which ``interval="bootstrap"`` uses the percentile bootstrap."""
@@ -59,10 +67,11 @@ BOOTSTRAP_MIN_N = 10
 _SEED_SUFFIX = re.compile(r"@seed\d+$")
 COLUMNS = [
     "name", "order", "n", "mean", "sd", "baseline_n", "baseline_mean", "baseline_sd",
-    "difference", "welch_t", "welch_p", "p_adjusted", "adjust", "comparisons", "ci_low",
-    "ci_high", "ci_method", "seeds_for_80_power", "verdict", "better", "statement",
-    "paired_n", "paired_seeds", "paired_difference", "paired_t", "paired_p", "paired_ci_low",
-    "paired_ci_high", "wilcoxon_p", "effect", "design_power",
+    "difference", "welch_t", "welch_p", "welch_p_adjusted", "welch_verdict", "p_adjusted",
+    "adjust", "comparisons", "ci_low", "ci_high", "ci_method", "seeds_for_80_power",
+    "verdict", "decides", "better", "statement", "paired_n", "paired_seeds",
+    "paired_difference", "paired_t", "paired_p", "paired_p_adjusted", "paired_verdict",
+    "paired_ci_low", "paired_ci_high", "wilcoxon_p", "effect", "design_power",
 ]
 _PHRASE = {VERDICTS[0]: "better than the baseline", VERDICTS[1]: "worse than the baseline",
            VERDICTS[2]: "no evidence of a difference from the baseline"}
@@ -72,7 +81,8 @@ _PHRASE = {VERDICTS[0]: "better than the baseline", VERDICTS[1]: "worse than the
 class SeedsInfo:
     """Result of :func:`seed_comparison`: ``table`` has one row per order (``COLUMNS``);
     ``difference`` = order mean − baseline mean; ``verdict`` (better / worse / no evidence)
-    uses ``p_adjusted`` (``adjust``: holm, bh or none); ``better`` = verdict "better"."""
+    uses ``p_adjusted`` (``adjust``: holm, bh or none) of the test named in ``decides``
+    (``paired`` or ``unpaired (reason)``: Welch); ``better`` = verdict "better"."""
 
     metric: str
     alpha: float
@@ -113,15 +123,24 @@ def _power_text(n: float) -> str:
             "it at 80% power")
 
 
+def _how(p_a: float, adjust: str, family: int) -> str:
+    if adjust == "none":
+        return "unadjusted"
+    return (f"{ADJUST_NAMES[adjust]}-adjusted over {family} comparison"
+            f"{'s' if family != 1 else ''} p = {p_a:.3g}")
+
+
+def _welch_text(rec: dict[str, Any], confidence: float) -> str:
+    return (f"{confidence:.0%} {rec['ci_method']} [{rec['ci_low']:+.3g}, "
+            f"{rec['ci_high']:+.3g}]; Welch t-test t = {rec['welch_t']:.3g}, "
+            f"p = {rec['welch_p']:.3g}")
+
+
 def _paired_text(rec: dict[str, Any], confidence: float) -> str:
-    if not rec.get("paired_n"):
-        return ""
-    seeds = rec["paired_seeds"]
-    return (f"; paired over the {rec['paired_n']} shared seeds ({seeds}): mean difference "
-            f"{rec['paired_difference']:+.3g}, {confidence:.0%} paired t interval "
+    return (f"paired t over the {rec['paired_n']} shared seeds ({rec['paired_seeds']}): mean "
+            f"difference {rec['paired_difference']:+.3g}, {confidence:.0%} paired t interval "
             f"[{rec['paired_ci_low']:+.3g}, {rec['paired_ci_high']:+.3g}], paired t-test "
-            f"p = {rec['paired_p']:.3g}, Wilcoxon signed-rank p = {rec['wilcoxon_p']:.3g} "
-            "(both unadjusted)")
+            f"p = {rec['paired_p']:.3g}")
 
 
 def _design_text(rec: dict[str, Any], alpha: float) -> str:
@@ -135,33 +154,55 @@ def _design_text(rec: dict[str, Any], alpha: float) -> str:
 
 def finish(records: list[dict[str, Any]], *, alpha: float, confidence: float,
            adjust: str, lower: bool) -> pd.DataFrame:
-    """Adjust the rows' Welch p-values over the family of tested rows, then give each
-    row its verdict, seeds for 80 % power and statement; the ``COLUMNS`` table."""
-    raw = np.array([float(rec["welch_p"]) for rec in records], dtype=float)
-    p_adj = adjust_pvalues(raw, adjust)
-    family = int(np.isfinite(raw).sum())
+    """Adjust the rows' Welch and paired p-values, each over its family of tested rows;
+    give each row both verdicts, the deciding one (:func:`significance.decides` over the
+    rows with at least 2 values), seeds for 80 % power and statement: the ``COLUMNS``
+    table."""
+    welch_ps = np.array([float(rec["welch_p"]) for rec in records], dtype=float)
+    pair_ps = np.array([float(rec["paired_p"]) for rec in records], dtype=float)
+    w_adj, p_adj = adjust_pvalues(welch_ps, adjust), adjust_pvalues(pair_ps, adjust)
+    w_family, p_family = int(np.isfinite(welch_ps).sum()), int(np.isfinite(pair_ps).sum())
+    compared = [rec for rec in records if int(rec["n"]) >= 2]
+    rule = decides([(int(rec["n"]), int(rec["paired_n"])) for rec in compared],
+                   defined=all(math.isfinite(float(rec["paired_p"])) for rec in compared))
     rows = []
-    for rec, p_a in zip(records, p_adj, strict=True):
-        lo, hi, p = float(rec["ci_low"]), float(rec["ci_high"]), float(rec["welch_p"])
+    for rec, w_a, p_a in zip(records, w_adj, p_adj, strict=True):
         diff, sd, base_sd = float(rec["difference"]), float(rec["sd"]), float(rec["baseline_sd"])
-        call = verdict(float(p_a), lo, hi, alpha=alpha, lower=lower)
+        w_call = verdict(float(w_a), float(rec["ci_low"]), float(rec["ci_high"]),
+                         alpha=alpha, lower=lower)
+        p_call = verdict(float(p_a), float(rec["paired_ci_low"]), float(rec["paired_ci_high"]),
+                         alpha=alpha, lower=lower)
+        paired_rule = rule == PAIRED
+        call = p_call if paired_rule else w_call
         n_power = seeds_for_power(diff, sd, base_sd, alpha=0.05)
-        head = (f"{rec['name']}: {rec['mean']:.4g} ± {_sd(sd)} (n={rec['n']}) vs baseline "
+        text = (f"{rec['name']}: {rec['mean']:.4g} ± {_sd(sd)} (n={rec['n']}) vs baseline "
                 f"{rec['baseline_mean']:.4g} ± {_sd(base_sd)} (baseline seed sd, "
                 f"n={rec['baseline_n']}); difference {diff:+.3g}")
-        if not (math.isfinite(p) and math.isfinite(lo) and math.isfinite(hi)):
-            text = head + "; too few seeds for a test: no claim"
+        welch_ok = all(math.isfinite(float(rec[c])) for c in ("welch_p", "ci_low", "ci_high"))
+        paired_ok = math.isfinite(float(rec["paired_p"]))
+        welch = (f"{_welch_text(rec, confidence)}, {_how(float(w_a), adjust, w_family)}"
+                 if welch_ok else "")
+        paired_txt = (f"{_paired_text(rec, confidence)}, "
+                      f"{_how(float(p_a), adjust, p_family)}" if paired_ok else "")
+        if int(rec["n"]) < 2 or not (welch_ok or paired_ok):
+            text += "; too few seeds for a test: no claim"
+        elif paired_rule:
+            text += (f"; decides: {paired_txt} (alpha {alpha:g}): {_PHRASE[call]}; unpaired "
+                     f"alongside (does not decide): {welch}, Welch's verdict {w_call}")
         else:
-            how = ("unadjusted" if adjust == "none" else
-                   f"{ADJUST_NAMES[adjust]}-adjusted over {family} comparison"
-                   f"{'s' if family != 1 else ''} p = {p_a:.3g}")
-            text = (f"{head}, {confidence:.0%} {rec['ci_method']} [{lo:+.3g}, {hi:+.3g}]; "
-                    f"Welch t-test t = {rec['welch_t']:.3g}, p = {p:.3g}, {how} (alpha "
-                    f"{alpha:g}): {_PHRASE[call]}")
-        text += _paired_text(rec, confidence)
+            text += f", {welch} (alpha {alpha:g}): {_PHRASE[call]}; decides: {rule}"
+            if paired_ok:
+                text += (f"; paired alongside (does not decide): {paired_txt}, paired "
+                         f"verdict {p_call}")
+        if rec.get("paired_n"):
+            text += (f"; Wilcoxon signed-rank p = {rec['wilcoxon_p']:.3g} (unadjusted, shown "
+                     "only: it never decides)")
         text += f"; {_power_text(n_power)}{_design_text(rec, 0.05)}{rec.pop('note', '')}"
-        rows.append({**rec, "p_adjusted": float(p_a), "adjust": adjust, "comparisons": family,
-                     "seeds_for_80_power": n_power, "verdict": call,
+        rows.append({**rec, "welch_p_adjusted": float(w_a), "welch_verdict": w_call,
+                     "paired_p_adjusted": float(p_a), "paired_verdict": p_call,
+                     "p_adjusted": float(p_a if paired_rule else w_a), "adjust": adjust,
+                     "comparisons": p_family if paired_rule else w_family,
+                     "seeds_for_80_power": n_power, "verdict": call, "decides": rule,
                      "better": call == VERDICTS[0], "statement": text})
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -208,7 +249,7 @@ def seed_comparison(
     b_rows = b_rows[b_rows["baseline"]]
     table = seed_table(trials, base, by="order", alpha=alpha, confidence=confidence,
                        n_resamples=n_resamples, seed=seed, adjust=adjust, interval=interval,
-                       effect=effect, baseline_seeds=_by_seed(b_rows["seed"], b_rows[column]))
+                       effect=effect, baseline_seeds=by_seed(b_rows["seed"], b_rows[column]))
     return SeedsInfo(metric=metric, alpha=alpha, confidence=confidence,
                      lower_is_better=base.lower_is_better, adjust=adjust, baseline=base,
                      table=table, trials=trials)
@@ -260,7 +301,7 @@ def seed_table(
                     method += f" (fewer than {BOOTSTRAP_MIN_N} values per arm: no bootstrap)"
         pair = None
         if baseline_seeds is not None and "seed" in group:
-            pair = paired(_by_seed(group["seed"], group["value"]), baseline_seeds,
+            pair = paired(by_seed(group["seed"], group["value"]), baseline_seeds,
                           confidence=confidence)
         sd = sample_sd(a)
         records.append({
@@ -277,7 +318,7 @@ def seed_table(
     return table.reset_index(drop=True)
 
 
-def _by_seed(seeds: pd.Series, values: pd.Series) -> dict[int, float]:
+def by_seed(seeds: pd.Series, values: pd.Series) -> dict[int, float]:
     """seed -> value; empty where a seed is missing or repeats (no pairing then)."""
     keep = seeds.notna().to_numpy()
     ids = [int(x) for x in seeds[keep]]

@@ -12,6 +12,14 @@
 * :func:`welch_interval`: the Welch–Satterthwaite t interval of a difference of means (the
   seeds study's interval: a percentile bootstrap is too narrow with few seeds).
 * :func:`paired`: paired t and Wilcoxon signed-rank over the seeds two arms share.
+* :func:`decides`: which of the two decides a family of verdicts. The paired t-test
+  (``scipy.stats.ttest_rel`` on the per-seed differences) when every compared arm has
+  at least 2 seeds and every one of its seeds is matched by a reference trial with the
+  same seed (same data order and initial draws), and every arm's paired differences vary
+  (else the paired t-test has no p-value); otherwise Welch's t for the whole family,
+  so one family never mixes the two tests under one adjustment. The Wilcoxon signed-rank
+  test is shown, never decides: with n pairs its exact two-sided p cannot go below
+  2 / 2^n (0.25 for 3 seeds).
 """
 
 from __future__ import annotations
@@ -24,13 +32,15 @@ import numpy as np
 
 from sublayer_search.analysis.errors import AnalysisError
 
-__all__ = ["ADJUST", "VERDICTS", "Paired", "adjust_pvalues", "design_power", "paired",
-           "seeds_for_power", "verdict", "welch_interval"]
+__all__ = ["ADJUST", "PAIRED", "VERDICTS", "Paired", "adjust_pvalues", "decides",
+           "design_power", "paired", "seeds_for_power", "verdict", "welch_interval"]
 
 ADJUST = ("holm", "bh", "none")
 """``--adjust`` choices: Holm–Bonferroni, Benjamini–Hochberg, no adjustment."""
 ADJUST_NAMES = {"holm": "Holm", "bh": "Benjamini–Hochberg", "none": "no adjustment"}
 VERDICTS = ("better", "worse", "no evidence")
+PAIRED = "paired"
+"""``decides`` when the paired t-test gives the verdicts (else an "unpaired (...)" reason)."""
 MAX_SEEDS = 10_000
 
 
@@ -176,6 +186,19 @@ def paired(a: Mapping[int, float], b: Mapping[int, float], *,
     if np.any(d != 0):
         w = float(stats.wilcoxon(d).pvalue)
     return Paired(seeds=seeds, difference=mean, t=t, p=p, ci_low=lo, ci_high=hi, wilcoxon_p=w)
+
+
+def decides(arms: Sequence[tuple[int, int]], *, defined: bool = True) -> str:
+    """Which test decides a family of comparisons with one reference: ``arms`` holds, per
+    compared arm (one with at least 2 values), its number of values and how many of them
+    are matched by seed in the reference. :data:`PAIRED` when every arm is matched in full
+    (and has at least 2 pairs) and ``defined`` (every paired t-test has a p-value: its
+    differences vary), else the reason Welch's t decides."""
+    if arms and all(n >= 2 and shared == n for n, shared in arms):
+        return PAIRED if defined else "unpaired (paired differences that do not vary)"
+    if not any(shared for _, shared in arms):
+        return "unpaired (no shared seeds)"
+    return "unpaired (not every arm's seeds all matched in the reference)"
 
 
 def design_power(n_a: int, n_b: int, difference: float, sd: float, *,

@@ -1,7 +1,8 @@
-"""Claims that never outrun the data (issue 26): t intervals for few seeds, the paired
-analysis over shared seeds, leaders instead of a "best k", one-seed assumptions stated,
-each random family alone, the scale next to every answer, post-hoc power labelled.
-Statistics against scipy and hand computations; legends and report text by content."""
+"""Claims that never outrun the data (issues 26 and 39): t intervals for few seeds, the
+paired test deciding where every arm's seeds are the baseline's (Holm over the family,
+Welch beside it), leaders instead of a "best k", one-seed assumptions stated, each random
+family alone, the scale next to every answer, post-hoc power labelled. Statistics against
+scipy and hand computations; legends, titles, report and docs text by content."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from scipy import stats
 
 from sublayer_search.analysis.store.study_export import builtin_export
 from sublayer_search.analysis.studies.replication import by_family, scale_statement, single_runs
-from sublayer_search.analysis.studies.sandwich import leaders, sandwich_curve
+from sublayer_search.analysis.studies.sandwich import headline, leaders, sandwich_curve
 from sublayer_search.analysis.studies.seeds import seed_comparison
 from sublayer_search.analysis.studies.significance import design_power, paired, welch_interval
 
@@ -77,6 +78,13 @@ def test_design_power_is_planned_power_for_a_stated_effect() -> None:
     assert math.isnan(design_power(1, 8, 1.0, 1.0))
 
 
+def _holm(p: np.ndarray) -> np.ndarray:
+    """Holm by hand: sorted p times (m, m-1, ...), running maximum, capped at 1."""
+    order = np.argsort(p)
+    stepped = np.minimum(1, np.maximum.accumulate(p[order] * np.arange(len(p), 0, -1)))
+    return stepped[np.argsort(order)]
+
+
 def test_seed_comparison_states_which_test_each_number_comes_from(study) -> None:
     info = seed_comparison(_sandwich(study.trials), metric=METRIC)
     row = info.row("sandwich6_5")
@@ -91,10 +99,14 @@ def test_seed_comparison_states_which_test_each_number_comes_from(study) -> None
     assert row["effect"] == pytest.approx(base_sd)
     assert row["design_power"] == pytest.approx(design_power(3, 8, base_sd, base_sd))
     text = row["statement"]
-    for phrase in ("95% Welch t interval [-0.257, -0.0414]", "Welch t-test t = ",
-                   "Holm-adjusted over 5 comparisons p = 0.0258",
-                   "paired over the 3 shared seeds (0, 1, 2)", "paired t-test p = 0.0435",
-                   "Wilcoxon signed-rank p = 0.25 (both unadjusted)",
+    for phrase in ("decides: paired t over the 3 shared seeds (0, 1, 2): mean difference "
+                   "-0.143, 95% paired t interval [-0.276, -0.0103], paired t-test p = 0.0435, "
+                   "Holm-adjusted over 5 comparisons p = 0.0971 (alpha 0.05): no evidence of a "
+                   "difference from the baseline",
+                   "unpaired alongside (does not decide): 95% Welch t interval [-0.257, "
+                   "-0.0414]; Welch t-test t = ",
+                   "Holm-adjusted over 5 comparisons p = 0.0258, Welch's verdict better",
+                   "Wilcoxon signed-rank p = 0.25 (unadjusted, shown only: it never decides)",
                    "post hoc (from the observed difference): 3 seeds per arm",
                    "planned power of this design (n=3 vs 8"):
         assert phrase in text, phrase
@@ -106,17 +118,25 @@ def test_no_best_k_without_a_test_among_the_leaders(study) -> None:
     info = sandwich_curve(_sandwich(study.trials), metric=METRIC)
     lead = leaders(info)
     assert lead.attrs["best_k"] == 5 == info.best_k
+    assert lead.attrs["decides"] == "paired"  # every k trained seeds 0-2, as k = 5 did
     assert sorted(lead.attrs["leaders"]) == [1, 2, 3, 4, 5]  # none told apart from k = 5
     row = lead.set_index("k")
-    for k, p in ((3, 0.74), (4, 0.84)):  # the issue's k5 vs k3, k5 vs k4
+    for k, p, q in ((3, 0.74, 0.69), (4, 0.84, 0.66)):  # k5 vs k3, k5 vs k4
         ref = stats.ttest_ind(_values(study.trials, k), _values(study.trials, 5),
                               equal_var=False)
         assert row.loc[k, "welch_p"] == pytest.approx(ref.pvalue)
         assert round(row.loc[k, "welch_p"], 2) == p
-    p = lead.loc[lead["k"] != 5, "welch_p"].to_numpy()
-    assert lead.loc[lead["k"] != 5, "p_adjusted"].to_numpy() == pytest.approx(
-        np.minimum(1, np.maximum.accumulate(np.sort(p) * np.arange(4, 0, -1)))[
-            np.argsort(np.argsort(p))])
+        pair = stats.ttest_rel(_values(study.trials, k), _values(study.trials, 5))
+        assert row.loc[k, "paired_p"] == pytest.approx(pair.pvalue)
+        assert round(row.loc[k, "paired_p"], 2) == q
+    others = lead["k"] != 5
+    for test in ("welch", "paired"):
+        p = lead.loc[others, f"{test}_p"].to_numpy()
+        assert lead.loc[others, f"{test}_p_adjusted"].to_numpy() == pytest.approx(_holm(p))
+    assert (lead["p_adjusted"].dropna() == lead["paired_p_adjusted"].dropna()).all()
+    assert round(lead.loc[others, "p_adjusted"].min(), 2) == 0.21
+    assert headline(lead) == ("best mean at k = 5, not told apart from k = 1, 2, 3, 4\n"
+                              "(paired t, Holm-adjusted p >= 0.21): no best k claimed")
     # a k told apart: a clearly worse k with several seeds leaves the set
     far = info.trials.assign(value=np.where(info.trials["k"] == 1, 4.0 + info.trials["seed"]
                                             * 0.01, info.trials["value"]))
@@ -201,6 +221,7 @@ def test_the_shipped_report_says_nothing_its_tests_do_not_support(tmp_path: Path
     sandwich = sections["(c) Fig. 5: sandwich coefficient"]
     assert ("k = 5 has the best mean, but k = 1, 2, 3, 4, 5 cannot be told apart from it "
             "(no best k claimed)") in sandwich
+    assert "decides paired (4 comparisons)" in sandwich
     single = sections["(a) Random orders against the average baseline, tested"]
     assert "39 of 39 orders have one seed: their seed sd is taken to be the baseline's 0.029" \
         in single
@@ -208,6 +229,12 @@ def test_the_shipped_report_says_nothing_its_tests_do_not_support(tmp_path: Path
     seeds = sections["Fig. 6: (c) sandwich coefficients, over seeds against the baseline"]
     assert "post hoc" in seeds and "Welch t interval" in seeds and "bootstrap (percentile)" \
         not in seeds and "Wilcoxon signed-rank p" in seeds
+    assert "Test that decides (paired): the paired t-test over the seeds" in seeds
+    assert "decides paired: 1 better, 0 worse, 4 no evidence of 5" in seeds
+    table = pd.read_csv(tmp_path / "tables" / "sandwich_seeds.csv")
+    for column in ("welch_p_adjusted", "welch_verdict", "paired_p_adjusted",
+                   "paired_verdict", "decides"):
+        assert column in table.columns, column
     fam = sections["(b, d) Each family alone and pooled"]
     for phrase in ("permutations (n=20): Fig. 4 pattern Spearman rho = -0.78",
                    "budgeted (n=19): Fig. 4 pattern Spearman rho = -0.17, p = 0.48",
@@ -248,7 +275,9 @@ def test_the_findings_cover_every_number_with_a_computation(study) -> None:
     slopes = end_slopes(study.history, frame, METRIC)
     seeds = seed_comparison(_sandwich(frame), metric=METRIC).table.set_index("name")
     lead = leaders(sandwich_curve(_sandwich(frame), metric=METRIC)).set_index("k")
-    k5 = seeds.loc["sandwich6_5"]
+    k5, k2 = seeds.loc["sandwich6_5"], seeds.loc["sandwich6_2"]
+    assert set(seeds["decides"]) == {"paired"} and lead.attrs["decides"] == "paired"
+    assert list(seeds.index[seeds["verdict"] == "better"]) == ["sandwich6_2"]
     assert h.mann_whitney is not None and h.spearman is not None
     worse = runs[runs["verdict"] == "worse"]
     multi = frame[~frame["baseline"]].groupby("order")["final"].agg(["std", "count"])
@@ -270,10 +299,18 @@ def test_the_findings_cover_every_number_with_a_computation(study) -> None:
         f"{h.spearman.rho:.2f}", f"{h.spearman.pvalue:.2g}",
         *(f"{fam.loc[f, 'spearman_rho']:.2f}" for f in RANDOM_FAMILIES),
         *(f"{fam.loc[f, 'spearman_p']:.2g}" for f in RANDOM_FAMILIES),
-        f"{seeds['p_adjusted'].max():.3g}", f"{seeds['p_adjusted'].min():.7f}".rstrip("0"),
+        f"{seeds['welch_p_adjusted'].max():.3g}",
+        f"{seeds['welch_p_adjusted'].min():.7f}".rstrip("0"),
         f"{k5['mean']:.3f}", f"{k5['sd']:.3f}", f"{k5['difference']:.3f}",
         f"{k5['ci_low']:.3f}", f"{k5['ci_high']:.3f}", f"{k5['paired_p']:.3g}",
-        f"{lead.loc[3, 'welch_p']:.2f}", f"{lead.loc[4, 'welch_p']:.2f}",
+        f"{k5['paired_ci_low']:.3f}", f"{k5['paired_ci_high']:.3f}",
+        f"{k5['wilcoxon_p']:.2f}", str(int(k5["paired_n"])),
+        f"{k2['paired_difference']:.3f}", f"{k2['paired_ci_low']:.3f}",
+        f"{k2['paired_ci_high']:.3f}", f"{k2['p_adjusted']:.3g}",
+        *(f"{p:.3g}" for p in seeds.loc[seeds["verdict"] != "better", "p_adjusted"]),
+        str(len(seeds)), str(int((seeds["welch_verdict"] == "better").sum())),
+        f"{lead.loc[3, 'paired_p']:.2f}", f"{lead.loc[4, 'paired_p']:.2f}",
+        str(int(lead["tested"].sum())), f"{lead['p_adjusted'].min():.2f}",
         f"{nz.seed_sd:.3f}", f"{nz.order_sd:.3f}", f"{nz.variance_ratio:.1f}",
         f"{nz.ratio_ci[0]:.1f}", f"{nz.ratio_ci[1]:.1f}", f"{nz.ratio_p:.2g}",
         f"{nz.order_share * 100:.0f}", f"{nz.anova_f:.1f}", f"{nz.anova_p:.2g}".replace(

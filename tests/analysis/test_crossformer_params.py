@@ -171,3 +171,48 @@ def test_docs_state_the_default_norm_and_why():
     pull = 2 * (2 * 512 * 512 * 0.02**2) ** 0.5
     assert round(pull) == 29 and f"2‖A − B‖ ≈ {round(pull)}" in docs
     assert "Only the public part is shared" in docs  # Figure 2's private and public parts
+
+
+def test_docs_explain_the_rows_no_reading_fits():
+    """docs/guidance.md explains Table 3's En-De Key-Query/Value rows and Table 2's HG-All
+    (16 layers), which fit no reading, with the table's numbers; the rounding argument
+    (whole millions) is recomputed here."""
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    docs = " ".join((repo / "docs" / "guidance.md").read_text(encoding="utf-8").split())
+    t = cparams.params_table().set_index(["table", "dataset", "label"])
+    none = {k for k, fits in t["fits"].items() if fits == "none"}
+    assert {(3, "wmt14-en-de", "hg-kq"), (3, "wmt14-en-de", "hg-v"),
+            (2, "wmt14-en-de", "hg-kq+v+ffn"), (2, "wmt14-en-fr", "hg-kq+v+ffn")} <= none
+    assert (3, "wmt14-en-fr", "hg-kq") not in none  # the chain fits En-Fr's 12M
+    de, fr = t.loc[(3, "wmt14-en-de", "hg-kq")], t.loc[(3, "wmt14-en-fr", "hg-kq")]
+    base_de, base_fr = t.loc[(3, "wmt14-en-de", "none")], t.loc[(3, "wmt14-en-fr", "none")]
+    # printed whole millions: the true saving lies within 1M of the printed difference
+    lo = max(de["paper_saved_m"], fr["paper_saved_m"]) - 1
+    hi = min(de["paper_saved_m"], fr["paper_saved_m"]) + 1
+    assert (lo, hi) == (12, 13)
+    savings = {de["product_saved_m"], de["cross_chain_saved_m"], de["ffn_every_layer_saved_m"]}
+    assert savings == {10.49, 11.80} and not any(lo < s < hi for s in savings)
+    for phrase in (f"print {de['paper_params_m']:.0f}M against the Transformer's "
+                   f"{base_de['paper_params_m']:.0f}M: {de['paper_saved_m']:.0f}M saved",
+                   f"Eq. 5 saves {de['product_saved_m']:.1f}M there (35 + 5 pairs",
+                   f"the cross-attention chain {de['cross_chain_saved_m']:.1f}M (5 pairs more)",
+                   f"save {fr['paper_saved_m']:.0f}M ({base_fr['paper_params_m']:.0f}M to "
+                   f"{fr['paper_params_m']:.0f}M), which the chain fits",
+                   f"above {lo:.0f}M and En-Fr below {hi:.0f}M"):
+        assert phrase in docs, phrase
+    all_de = t.loc[(2, "wmt14-en-de", "hg-kq+v+ffn")]
+    all_fr = t.loc[(2, "wmt14-en-fr", "hg-kq+v+ffn")]
+    assert all_de["paper_saved_m"] == all_fr["paper_saved_m"] == 1  # saving in (0, 2)
+    readings = (all_de["product_saved_m"], all_de["ffn_every_layer_saved_m"],
+                all_de["cross_chain_saved_m"])
+    assert not any(0 < s < 2 for s in readings)
+    base2 = t.loc[(2, "wmt14-en-de", "none")]
+    for phrase in (f"({all_de['paper_params_m']:.0f}M and {all_fr['paper_params_m']:.0f}M "
+                   f"against {base2['paper_params_m']:.0f}M and "
+                   f"{t.loc[(2, 'wmt14-en-fr', 'none'), 'paper_params_m']:.0f}M",
+                   f"Eq. 5 saves {readings[0]:.2f}M ({all_de['product_params_m']:.2f}M here, "
+                   f"more than the 6+6 Transformer's {base2['product_params_m']:.2f}M)",
+                   f"halving every FFN {readings[1]:.2f}M, the chain {readings[2]:.2f}M"):
+        assert phrase in docs, phrase

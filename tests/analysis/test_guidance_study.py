@@ -143,17 +143,21 @@ def test_study_groups_by_candidate_and_guidance_with_adjusted_tests(store):
     assert t.loc["sandwich4_1+hg-kq", "verdict"] == "worse"
     assert t.loc["interleaved4+hg-ffn", "verdict"] == "no evidence"
     assert np.isnan(t.loc["interleaved4+hg-kq+ffn", "welch_p"])  # one seed: no test
-    # Welch p-values from scipy, Holm over the four tested groups
+    # every group trained seeds the baseline trained (0, 1, 2): the paired t-test over
+    # them decides, Holm over the four tested groups; Welch's t beside it, Holm as well
     groups = {
         "interleaved4+sg-kq": [8.0, 8.2, 7.9],
         "interleaved4+hg-ffn": [10.1, 9.9, 10.3],
         "sandwich4_1": [9.5, 9.7],
         "sandwich4_1+hg-kq": [14.0, 14.2],
     }
-    raw = [stats.ttest_ind(v, BASE, equal_var=False).pvalue for v in groups.values()]
-    for name, p in zip(groups, adjust_pvalues(raw, "holm"), strict=True):
+    welch = [stats.ttest_ind(v, BASE, equal_var=False).pvalue for v in groups.values()]
+    pair = [stats.ttest_rel(v, BASE[:len(v)]).pvalue for v in groups.values()]
+    for name, p, q in zip(groups, adjust_pvalues(pair, "holm"), adjust_pvalues(welch, "holm"),
+                          strict=True):
         assert t.loc[name, "p_adjusted"] == pytest.approx(p)
-        assert t.loc[name, "comparisons"] == 4
+        assert t.loc[name, "welch_p_adjusted"] == pytest.approx(q)
+        assert t.loc[name, "decides"] == "paired" and t.loc[name, "comparisons"] == 4
     assert t.loc["interleaved4+hg-ffn", "params_change"] == -200
     assert t.loc["interleaved4+sg-kq", "guidance_loss"] == pytest.approx(1.5)  # mean 0.5..2.5
     assert t.loc["sandwich4_1+hg-kq", "candidate"] == "sandwich4_1"

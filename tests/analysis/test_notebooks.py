@@ -65,5 +65,7 @@ def test_other_notebooks_execute(name, tmp_path, monkeypatch):
     text = _outputs(nb)
     if name.startswith("02"):
         assert "better than the baseline" in text and "sweep: none" in text
+        # the shipped sandwiches: both tests side by side, the paired one deciding
+        assert "sandwich6_2" in text and "paired_verdict" in text and "paired" in text
     else:
         assert "baseline vs sandwich" in text
