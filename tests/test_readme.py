@@ -44,7 +44,7 @@ EXCLUDED = {
     "make ui": "a server that runs until stopped; tests/test_first_hour_walk.py starts it",
     "sublayer ui --tracking-uri sqlite:///mlflow.db": "a server that runs until stopped; "
                                                       "tests/search/test_ui*.py",
-    "sublayer sweep configs/quickstart.yaml": "a 3-5 minute sweep; tests/search/test_sweep_*",
+    "sublayer sweep configs/quickstart.yaml": "the sweep `make run` runs; tests/test_first_hour_walk.py",
     "sublayer sweep configs/press2020_sandwich.yaml --address ray://head:10001 "
     "--tracking-uri http://mlflow:5000": "needs a Ray cluster and an MLflow server",
     "sublayer sweep configs/quickstart.yaml --resume": "needs an interrupted sweep; "
@@ -232,3 +232,19 @@ def test_links_between_the_documents_resolve() -> None:
                 if anchor not in {_slug(h) for h in headings}:
                     broken.append(f"{name}: {target} (no such heading)")
     assert not broken, broken
+
+
+def test_the_readmes_timings_say_when_and_how_they_were_measured() -> None:
+    """Figures measured, not remembered: the install/run/test section states its times in
+    one table whose rows each say how they were measured, under a dated sentence."""
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## Install, run, test", 1)[1].split("**Which torch.**", 1)[0]
+    commands = section.split("```bash", 1)[1].split("```", 1)[0]
+    assert not re.search(r"\d+\s*(min|s)\b|~\d", commands), commands  # no remembered times
+    assert re.search(r"measured on 20\d\d-\d\d-\d\d", section), section
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    assert len(rows) >= 6, rows
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert len(cells) == 4 and re.fullmatch(r"\d+:\d\d(\.\d)?", cells[1]), row
+        assert cells[2] and cells[3], row  # how, and the machine's other load
