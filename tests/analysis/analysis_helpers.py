@@ -53,3 +53,14 @@ def frame(*rows: dict[str, object]) -> pd.DataFrame:
 
 TRANSLATION_SWEEP = "sweep-iot"
 TRANSLATION_NO_BASELINE = "sweep-iot-no-baseline"
+
+
+def sandwich_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """A study's sandwich trials and its baseline seeds."""
+    return frame[(frame["family"] == "sandwich") | frame["baseline"]]
+
+
+def seed_values(frame: pd.DataFrame, k: int | None) -> pd.Series:
+    """Final values by seed: sandwich ``k``'s, or the baseline's (``None``)."""
+    rows = frame[frame["baseline"]] if k is None else frame[frame["k"] == k]
+    return rows.set_index("seed")["final"].astype(float)

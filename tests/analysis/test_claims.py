@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from analysis_helpers import sandwich_rows, seed_values
 from scipy import stats
 
 from sublayer_search.analysis.store.study_export import builtin_export
@@ -30,17 +31,8 @@ def study():  # type: ignore[no-untyped-def]
     return builtin_export("mini_press2020")
 
 
-def _sandwich(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame[(frame["family"] == "sandwich") | frame["baseline"]]
-
-
-def _values(frame: pd.DataFrame, k: int | None) -> pd.Series:
-    rows = frame[frame["baseline"]] if k is None else frame[frame["k"] == k]
-    return rows.set_index("seed")["final"].astype(float)
-
-
 def test_welch_interval_by_hand_and_wider_than_the_bootstrap_for_three_seeds(study) -> None:
-    a, b = _values(study.trials, 5).to_numpy(), _values(study.trials, None).to_numpy()
+    a, b = seed_values(study.trials, 5).to_numpy(), seed_values(study.trials, None).to_numpy()
     lo, hi = welch_interval(a, b, 0.95)
     va, vb = a.var(ddof=1) / 3, b.var(ddof=1) / 8
     dof = (va + vb) ** 2 / (va**2 / 2 + vb**2 / 7)
@@ -54,7 +46,7 @@ def test_welch_interval_by_hand_and_wider_than_the_bootstrap_for_three_seeds(stu
 
 
 def test_paired_tests_over_shared_seeds_match_scipy(study) -> None:
-    k5, base = _values(study.trials, 5), _values(study.trials, None)
+    k5, base = seed_values(study.trials, 5), seed_values(study.trials, None)
     pair = paired(k5.to_dict(), base.to_dict())
     assert pair is not None and pair.seeds == (0, 1, 2)
     d = (k5 - base.loc[[0, 1, 2]]).to_numpy()
@@ -86,16 +78,16 @@ def _holm(p: np.ndarray) -> np.ndarray:
 
 
 def test_seed_comparison_states_which_test_each_number_comes_from(study) -> None:
-    info = seed_comparison(_sandwich(study.trials), metric=METRIC)
+    info = seed_comparison(sandwich_rows(study.trials), metric=METRIC)
     row = info.row("sandwich6_5")
     assert row["ci_method"] == "Welch t interval"
     assert (row["ci_low"], row["ci_high"]) == pytest.approx(welch_interval(
-        _values(study.trials, 5).to_numpy(), _values(study.trials, None).to_numpy()))
+        seed_values(study.trials, 5).to_numpy(), seed_values(study.trials, None).to_numpy()))
     assert row["paired_n"] == 3 and row["paired_seeds"] == "0, 1, 2"
-    ref = stats.ttest_rel(_values(study.trials, 5).to_numpy(),
-                          _values(study.trials, None).loc[[0, 1, 2]].to_numpy())
+    ref = stats.ttest_rel(seed_values(study.trials, 5).to_numpy(),
+                          seed_values(study.trials, None).loc[[0, 1, 2]].to_numpy())
     assert row["paired_p"] == pytest.approx(ref.pvalue)
-    base_sd = float(np.std(_values(study.trials, None), ddof=1))
+    base_sd = float(np.std(seed_values(study.trials, None), ddof=1))
     assert row["effect"] == pytest.approx(base_sd)
     assert row["design_power"] == pytest.approx(design_power(3, 8, base_sd, base_sd))
     text = row["statement"]
@@ -110,23 +102,23 @@ def test_seed_comparison_states_which_test_each_number_comes_from(study) -> None
                    "post hoc (from the observed difference): 3 seeds per arm",
                    "planned power of this design (n=3 vs 8"):
         assert phrase in text, phrase
-    boot = seed_comparison(_sandwich(study.trials), metric=METRIC, interval="bootstrap")
+    boot = seed_comparison(sandwich_rows(study.trials), metric=METRIC, interval="bootstrap")
     assert "no bootstrap" in boot.row("sandwich6_5")["ci_method"]  # 3 < BOOTSTRAP_MIN_N
 
 
 def test_no_best_k_without_a_test_among_the_leaders(study) -> None:
-    info = sandwich_curve(_sandwich(study.trials), metric=METRIC)
+    info = sandwich_curve(sandwich_rows(study.trials), metric=METRIC)
     lead = leaders(info)
     assert lead.attrs["best_k"] == 5 == info.best_k
     assert lead.attrs["decides"] == "paired"  # every k trained seeds 0-2, as k = 5 did
     assert sorted(lead.attrs["leaders"]) == [1, 2, 3, 4, 5]  # none told apart from k = 5
     row = lead.set_index("k")
     for k, p, q in ((3, 0.74, 0.69), (4, 0.84, 0.66)):  # k5 vs k3, k5 vs k4
-        ref = stats.ttest_ind(_values(study.trials, k), _values(study.trials, 5),
+        ref = stats.ttest_ind(seed_values(study.trials, k), seed_values(study.trials, 5),
                               equal_var=False)
         assert row.loc[k, "welch_p"] == pytest.approx(ref.pvalue)
         assert round(row.loc[k, "welch_p"], 2) == p
-        pair = stats.ttest_rel(_values(study.trials, k), _values(study.trials, 5))
+        pair = stats.ttest_rel(seed_values(study.trials, k), seed_values(study.trials, 5))
         assert row.loc[k, "paired_p"] == pytest.approx(pair.pvalue)
         assert round(row.loc[k, "paired_p"], 2) == q
     others = lead["k"] != 5
@@ -154,7 +146,7 @@ def test_single_runs_use_an_orders_own_variance_where_it_has_seeds(study) -> Non
     as_random = frame.assign(family=frame["family"].replace("sandwich", "permutations"))
     runs = single_runs(as_random, METRIC).set_index("order")
     k5 = frame.loc[frame["k"] == 5, "order"].iloc[0]
-    ref = stats.ttest_ind(_values(frame, 5), _values(frame, None), equal_var=False)
+    ref = stats.ttest_ind(seed_values(frame, 5), seed_values(frame, None), equal_var=False)
     assert runs.loc[k5, "n"] == 3 and runs.loc[k5, "test"] == "Welch t (own seed sd)"
     assert runs.loc[k5, "p"] == pytest.approx(ref.pvalue)
     assert runs.loc[k5, "sd"] == pytest.approx(0.0497, abs=1e-4)
@@ -164,7 +156,7 @@ def test_single_runs_use_an_orders_own_variance_where_it_has_seeds(study) -> Non
 def test_each_family_alone_and_pooled(study) -> None:
     fam = by_family(study.trials, METRIC).set_index("family")
     assert list(fam.index) == ["permutations", "budgeted", "pooled"]
-    base = _values(study.trials, None).to_numpy()
+    base = seed_values(study.trials, None).to_numpy()
     for name in ("permutations", "budgeted"):
         vals = study.trials.loc[study.trials["family"] == name, "final"].to_numpy(dtype=float)
         ratio = vals.var(ddof=1) / base.var(ddof=1)
@@ -273,8 +265,8 @@ def test_the_findings_cover_every_number_with_a_computation(study) -> None:
     fam = by_family(frame, METRIC).set_index("family")
     nz = noise(frame, METRIC)
     slopes = end_slopes(study.history, frame, METRIC)
-    seeds = seed_comparison(_sandwich(frame), metric=METRIC).table.set_index("name")
-    lead = leaders(sandwich_curve(_sandwich(frame), metric=METRIC)).set_index("k")
+    seeds = seed_comparison(sandwich_rows(frame), metric=METRIC).table.set_index("name")
+    lead = leaders(sandwich_curve(sandwich_rows(frame), metric=METRIC)).set_index("k")
     k5, k2 = seeds.loc["sandwich6_5"], seeds.loc["sandwich6_2"]
     assert set(seeds["decides"]) == {"paired"} and lead.attrs["decides"] == "paired"
     assert list(seeds.index[seeds["verdict"] == "better"]) == ["sandwich6_2"]

@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
+from analysis_helpers import sandwich_rows, seed_values
 from scipy import stats
 
 from sublayer_search.analysis.store.study_export import builtin_export
@@ -24,15 +24,6 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def study():  # type: ignore[no-untyped-def]
     return builtin_export("mini_press2020")
-
-
-def _sandwich(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame[(frame["family"] == "sandwich") | frame["baseline"]]
-
-
-def _values(frame: pd.DataFrame, k: int | None) -> pd.Series:
-    rows = frame[frame["baseline"]] if k is None else frame[frame["k"] == k]
-    return rows.set_index("seed")["final"].astype(float)
 
 
 def _holm(p: np.ndarray) -> np.ndarray:
@@ -53,12 +44,12 @@ def test_the_rule_that_picks_the_deciding_test() -> None:
 def test_shared_seeds_make_the_paired_test_decide_with_holm(study) -> None:
     """Sandwich seeds 0-2 are baseline seeds: the paired t-test on the per-seed
     differences decides, Holm over the 5 k; only k = 2 survives. Welch beside it."""
-    info = seed_comparison(_sandwich(study.trials), metric=METRIC)
+    info = seed_comparison(sandwich_rows(study.trials), metric=METRIC)
     t = info.table.set_index("name")
-    base = _values(study.trials, None)
+    base = seed_values(study.trials, None)
     raw = {}
     for k in range(1, 6):
-        v = _values(study.trials, k)
+        v = seed_values(study.trials, k)
         assert list(v.index) == [0, 1, 2]
         raw[k] = stats.ttest_rel(v.to_numpy(), base.loc[v.index].to_numpy()).pvalue
     names = [f"sandwich6_{k}" for k in range(1, 6)]
@@ -72,12 +63,12 @@ def test_shared_seeds_make_the_paired_test_decide_with_holm(study) -> None:
     assert round(t.loc["sandwich6_2", "p_adjusted"], 5) == 0.00864
     assert set(np.round(t.loc[t["verdict"] != "better", "p_adjusted"], 4)) == {0.0971}
     # Welch beside it, adjusted over its own family: all five would be "better"
-    welch = np.array([stats.ttest_ind(_values(study.trials, k), base, equal_var=False).pvalue
+    welch = np.array([stats.ttest_ind(seed_values(study.trials, k), base, equal_var=False).pvalue
                       for k in range(1, 6)])
     assert t.loc[names, "welch_p_adjusted"].to_numpy() == pytest.approx(_holm(welch))
     assert set(t["welch_verdict"]) == {"better"}
     # an arm with a seed the baseline lacks: Welch decides for the whole family
-    moved = _sandwich(study.trials).copy()
+    moved = sandwich_rows(study.trials).copy()
     moved.loc[(moved["k"] == 1) & (moved["seed"] == 2), "seed"] = 99
     other = seed_comparison(moved, metric=METRIC).table
     assert set(other["decides"]) == {"unpaired (not every arm's seeds all matched in the "
@@ -95,11 +86,11 @@ def test_titles_say_only_what_a_test_supports(study) -> None:
     title = plot_sandwich(published).axes[0].get_title()
     assert "best k =" not in title
     assert "best mean at k = 6 of the 2 k with a value" in title and "untested" in title
-    mine = plot_sandwich(sandwich_curve(_sandwich(study.trials), metric=METRIC))
+    mine = plot_sandwich(sandwich_curve(sandwich_rows(study.trials), metric=METRIC))
     title = mine.axes[0].get_title()
     assert "best k =" not in title and "not told apart from k = 1, 2, 3, 4" in title
     # a k told apart from every other: then, and only then, "best k"
-    t = _sandwich(study.trials).copy()
+    t = sandwich_rows(study.trials).copy()
     t.loc[t["k"] == 5, "final"] -= 1.0
     title = plot_sandwich(sandwich_curve(t, metric=METRIC)).axes[0].get_title()
     assert "best k = 5: told apart from every other k" in title and "paired t, Holm" in title
@@ -110,7 +101,7 @@ def test_the_overview_names_each_ks_tested_verdict(study) -> None:
     from sublayer_search.analysis.store.frame import baseline_stats
 
     frame = study.trials
-    verdicts = seed_comparison(_sandwich(frame), metric=METRIC).table
+    verdicts = seed_comparison(sandwich_rows(frame), metric=METRIC).table
     fig = plot_overview(frame, baseline_stats(frame, METRIC), None, metric=METRIC,
                         title="t", verdicts=verdicts)
     assert fig.axes[1].get_title().endswith(
@@ -125,7 +116,7 @@ def _flat(path: str) -> str:
 
 def test_findings_say_which_test_decides_and_what_it_says(study) -> None:
     text = _flat("docs/findings.md").split("- **(c) Sandwich curve:**")[1].split("- **(d)")[0]
-    t = seed_comparison(_sandwich(study.trials), metric=METRIC).table.set_index("name")
+    t = seed_comparison(sandwich_rows(study.trials), metric=METRIC).table.set_index("name")
     better = [int(n.rsplit("_", 1)[1]) for n in t.index[t["verdict"] == "better"]]
     assert better == [2]
     k2, k5 = t.loc["sandwich6_2"], t.loc["sandwich6_5"]
