@@ -168,9 +168,9 @@ def test_make_ui_serves_the_runs(walk, quickstart) -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
             seen.append(line)
-            url = re.search(r"http://127\.0\.0\.1:\d+", line)
+            url = re.search(r"MLflow UI on (http://127\.0\.0\.1:\d+)", line)  # ours, not uvicorn's
             if url:
-                with urllib.request.urlopen(url.group(0), timeout=30) as page:
+                with urllib.request.urlopen(url.group(1), timeout=30) as page:
                     assert page.status == 200
                 break
         else:
