@@ -334,3 +334,19 @@ def outage_env(home: Path) -> dict[str, str]:
     for key in _FAIL_FAST_READS:
         env.pop(key, None)
     return env
+
+
+def ray_train_workers(home: Path) -> list[int]:
+    """Pids of the Ray Train worker processes of a test alive now (their HOME is the test's)."""
+    mark = f"HOME={home}".encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if b"RayTrainWorker" in (entry / "cmdline").read_bytes() and \
+                    mark in (entry / "environ").read_bytes().split(b"\0"):
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids

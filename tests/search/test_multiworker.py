@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import run_cli, scratch, subprocess_env, tail, write_experiment
+from helpers import ray_train_workers, run_cli, scratch, subprocess_env, tail, write_experiment
 from mlflow.tracking import MlflowClient
 
 from sublayer_search.models.config import model_preset
@@ -107,22 +107,6 @@ def test_two_fsdp_workers_train_one_trial_like_one_worker(tmp_path: Path) -> Non
             assert math.isclose(value, one[step][key], rel_tol=1e-4), (key, step, value, one)
 
 
-def _worker_pids(home: Path) -> list[int]:
-    """Ray Train worker processes of this test (their HOME is the test's own)."""
-    mark = f"HOME={home}".encode()
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if b"RayTrainWorker" in (entry / "cmdline").read_bytes() and \
-                    mark in (entry / "environ").read_bytes().split(b"\0"):
-                pids.append(int(entry.name))
-        except OSError:
-            continue
-    return pids
-
-
 @pytest.mark.slow
 def test_a_killed_worker_restarts_from_the_checkpoint(tmp_path: Path) -> None:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -141,7 +125,7 @@ def test_a_killed_worker_restarts_from_the_checkpoint(tmp_path: Path) -> None:
                 r for r in client.search_runs([exp.experiment_id])
                 if r.data.tags.get("sublayer.role") == "trial"]
             if runs and runs[0].data.metrics.get("val_loss") is not None:
-                pids = _worker_pids(home)
+                pids = ray_train_workers(home)
                 if pids:
                     os.kill(pids[-1], signal.SIGKILL)
                     killed.append(pids[-1])

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import ray
 import yaml
-from helpers import ray_cluster, run_cli, scratch, tail, write_experiment
+from helpers import ray_cluster, ray_train_workers, run_cli, scratch, tail, write_experiment
 from mlflow.tracking import MlflowClient
 
 from sublayer_search.search.cli.main import main
@@ -91,22 +91,6 @@ def test_a_resumed_sweep_recounts_the_cluster() -> None:
     assert state["max_concurrent"] == 2 and after.max_concurrent == 1
 
 
-def _train_workers(home: Path) -> int:
-    """Ray Train worker processes of this test alive now (their HOME is the test's)."""
-    mark = f"HOME={home}".encode()
-    count = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if b"RayTrainWorker" in (entry / "cmdline").read_bytes() and \
-                    mark in (entry / "environ").read_bytes().split(b"\0"):
-                count += 1
-        except OSError:
-            continue
-    return count
-
-
 def _most_at_once(spans: list[tuple[int, int]]) -> int:
     """The most intervals [start, end) open at one instant."""
     return max(sum(1 for s, e in spans if s <= start < e) for start, _ in spans)
@@ -119,7 +103,7 @@ def test_four_gpus_run_two_trials_of_two_workers_at_a_time(tmp_path: Path) -> No
 
     def count_workers(home: Path, stop: threading.Event) -> None:
         while not stop.is_set():  # a sample every 0.2 s for as long as the sweep runs
-            seen.append(_train_workers(home))
+            seen.append(len(ray_train_workers(home)))
             time.sleep(0.2)
 
     with scratch("sublayer-home") as home, ray_cluster(home, nodes=1, cpus=8, gpus=4) as cluster:
