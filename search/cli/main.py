@@ -109,14 +109,6 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             except ExperimentError as more:
                 problems += more.problems
         return _bad(str(ExperimentError(exc.source, problems)))
-    from sublayer_search.search.plan.problems import Problem
-    from sublayer_search.search.searchers.prior import PriorError, prior_for
-
-    try:  # search.prior: its studies are read and fitted before anything runs
-        prior = prior_for(exp.search.prior, algorithm=exp.search.algorithm,
-                          tracking_uri=args.tracking_uri or exp.tracking.uri)
-    except PriorError as exc:
-        return _bad(str(ExperimentError(args.file, [Problem(exc.field, exc.value, exc.expected)])))
     rows = trial_table(plan)
     if len(rows) > MAX_TRIALS and not args.yes and not args.dry_run:
         return _bad(f"{args.file}: the plan has {len(rows):,} trials (more than {MAX_TRIALS:,}); "
@@ -139,13 +131,14 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         from sublayer_search.search.oneshot.plan import (
             dry_run_footer,  # a searcher's budget, a one-shot's stages
         )
+        from sublayer_search.search.plan.queue import queue_lines
 
         for line in plan.describe_models():  # a translation sweep: IOT and baseline depths
             print(line)
         print(dry_run_footer(plan))
         print(f"scheduler: {_scheduler_line(exp)}")
-        if prior is not None:
-            print(f"search.prior: {prior.describe()}")
+        for line in queue_lines(plan):
+            print(line)
         return ExitCode.OK
     # Ray auth: a local sweep keeps token auth on, on 127.0.0.1 (local_ray); --address: the cluster's
     from sublayer_search.search.oneshot.stage_one import OneShotError

@@ -10,11 +10,11 @@ recorded one (``sublayer replay --arrival prior``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from sublayer_search.search.searchers.prior import OrderPrior
 
-__all__ = ["prior_queue", "prior_scores"]
+__all__ = ["prior_queue", "prior_scores", "queue_lines"]
 
 T = TypeVar("T")
 
@@ -45,3 +45,17 @@ def prior_queue(items: Sequence[T], *, orders: Callable[[T], Sequence[str]],
                           c_units=c_units)
     ranked = sorted(range(len(rest)), key=lambda j: (scores[j], j))
     return base + [rest[j] for j in ranked]
+
+
+def queue_lines(plan: Any) -> list[str]:
+    """The dry run's lines on ``search.prior`` and the queue it orders."""
+    prior = plan.prior
+    if prior is None:
+        return []
+    lines = [f"search.prior: {prior.describe()}"]
+    if plan.experiment.search.algorithm == "grid":
+        how = ("baseline seeds first, then the candidates best-predicted first (the table's "
+               "order)" if prior.weight > 0 else
+               "baseline seeds first, then the space's order (the prior has no evidence)")
+        lines.append(f"queue: {how}; --resume keeps it")
+    return lines

@@ -50,9 +50,10 @@ __all__ = ["BUILTIN_PRIORS", "PRIOR_ALGORITHMS", "OrderPrior", "PriorError", "Pr
 
 BUILTIN_PRIORS = ("press2020", "mini_press2020", "replay40")
 """Studies shipped with the product (``analysis/data``)."""
-PRIOR_ALGORITHMS = ("surrogate", "evolution", "oneshot")
-"""Searches a prior shapes: the surrogate's prior mean, evolution's first population, the
-orders a one-shot search's stage 2 adds to the supernet's top k."""
+PRIOR_ALGORITHMS = ("grid", "surrogate", "evolution", "oneshot")
+"""Searches a prior shapes: a grid's queue (best-predicted first), the surrogate's prior
+mean, evolution's first population, the orders a one-shot search's stage 2 adds to the
+supernet's top k."""
 RIDGE = 1.0
 """Ridge strength on standardised features (fixed a priori, never tuned per table)."""
 ONE_TABLE_SHRINK = 20.0
@@ -357,7 +358,7 @@ def prior_for(names: str | Sequence[str] | None, *, algorithm: str,
     if not names:
         return None
     if algorithm not in PRIOR_ALGORITHMS:
-        raise PriorError(names, f"no prior for search.algorithm {algorithm} (a prior shapes "
-                         "the order-aware surrogate and evolution, and adds its best orders "
-                         "to a one-shot search's stage 2)")
+        raise PriorError(names, f"no prior for search.algorithm {algorithm} (a prior orders "
+                         "a grid's queue, shapes the order-aware surrogate and evolution, and "
+                         "adds its best orders to a one-shot search's stage 2)")
     return resolve_prior(names, tracking_uri=tracking_uri)
