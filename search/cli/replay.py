@@ -92,9 +92,20 @@ def add_replay(sub: Any) -> None:
     p.add_argument("--mode", default=None, choices=["min", "max"],
                    help="direction of --metric (default: from its name)")
     p.add_argument("--top-k", type=_whole, default=3, metavar="K", help="default 3")
-    p.add_argument("--arrival", default=None, choices=["recorded", "together"],
+    p.add_argument("--arrival", default=None, choices=["recorded", "together", "prior"],
                    help="recorded: trials start and report when they did; together: all start "
-                        "at once (default: together for hyperband, recorded otherwise)")
+                        "at once; prior: they start in the prior's queue order (baseline seeds "
+                        "first, then best-predicted first) with the sweep's own concurrency and "
+                        "durations (default: together for hyperband, recorded otherwise)")
+    p.add_argument("--prior", action="append", default=None, metavar="NAMES",
+                   help="with --arrival prior: the studies the prior is fitted on, comma-"
+                        "separated or repeated (default: the built-ins press2020, "
+                        "mini_press2020, replay40); the replayed study is left out by content")
+    p.add_argument("--rule", default=None, choices=["comeback", "margin"],
+                   help="curve: margin (default, what a sweep's type: curve runs): z seed "
+                        "sds plus slope credit; comeback: stop a candidate that trails the "
+                        "top-k further than eventual top-k candidates of the other shipped "
+                        "studies ever did (its calibration leaves the replayed study out)")
     p.add_argument("--grid", action="store_true",
                    help=f"replay grace periods {list(GRID_GRACE)} x reduction factors "
                         f"{[int(f) for f in GRID_FACTORS]} and print one row each")
@@ -128,6 +139,12 @@ def run_replay(args: argparse.Namespace) -> int:
     if len(given) > 1:
         return bad(f"{'/'.join(given)}: got {', '.join(map(repr, given.values()))}, expected "
                     "only one of them")
+    if args.prior is not None and args.arrival != "prior":
+        return bad(f"--prior: got {','.join(args.prior)!r} without --arrival prior, expected "
+                   "--arrival prior with it")
+    if args.rule is not None and args.scheduler != "curve":
+        return bad(f"--rule: got {args.rule!r} with --scheduler {args.scheduler}, expected "
+                   "--scheduler curve with it")
     if args.name is not None and args.export is None:
         return bad(f"--name: got {args.name!r} without --export, expected --export with it")
     uri = None
@@ -143,11 +160,13 @@ def run_replay(args: argparse.Namespace) -> int:
         SchedulerSettings,
         replay,
         replay_grid,
-        together,
     )
+    from sublayer_search.search.replay.settings import DEFAULT_RULE
+    from sublayer_search.search.searchers.prior import PriorError
 
     try:
         sweep = _recorded(args, uri)
+        judged = _judged(args, sweep)
         every = sweep.eval_every
         max_t = sweep.steps if args.max_t is None else min(args.max_t * every, sweep.steps)
         if args.grace_period * every > max_t:
@@ -155,12 +174,19 @@ def run_replay(args: argparse.Namespace) -> int:
                               f"at most {max_t // every} evaluations (max_t: {max_t} steps, "
                               f"one evaluation every {every} steps)")
         metric = sweep.scheduler_metric
+        rule = args.rule or DEFAULT_RULE
+        calibration = None
+        if args.scheduler == "curve" and rule == "comeback":
+            from sublayer_search.search.replay.calibration import calibration_for
+
+            calibration = calibration_for(judged, k=args.top_k)
         settings = SchedulerSettings(
             name=args.scheduler, max_t=max_t, grace_period=args.grace_period * every,
             reduction_factor=args.reduction_factor, min_samples=args.min_samples,
-            z=args.z, top_k=args.top_k, metric=metric, mode=args.mode or direction(metric))
+            z=args.z, top_k=args.top_k, metric=metric, mode=args.mode or direction(metric),
+            rule=rule, calibration=calibration)  # type: ignore[arg-type]
         arrival = args.arrival or ("together" if args.scheduler == "hyperband" else "recorded")
-        curves = together(sweep.curves) if arrival == "together" else list(sweep.curves)
+        curves, arrival_line = _arrive(args, sweep, judged, arrival)
         rank = direction(sweep.metric)
         print(f"sweep {sweep.experiment!r} (run {sweep.parent_run_id}): {len(curves)} trials, "
               f"scheduler {sweep.recorded_scheduler}, main metric {sweep.metric}; replay: "
@@ -172,10 +198,58 @@ def run_replay(args: argparse.Namespace) -> int:
                                reduction_factors=GRID_FACTORS, k=args.top_k, rank_mode=rank)
             return _print_grid(rows, every, args.figure)
         report = replay(curves, settings, k=args.top_k, rank_mode=rank)
+    except PriorError as exc:  # the flag, not an experiment file's field
+        return bad(f"--prior: got {exc.value!r}, expected {exc.expected}")
     except ReplayError as exc:
         return bad(str(exc))
+    if arrival_line:
+        print(arrival_line)
+    if calibration is not None:
+        print(f"rule: comeback; {calibration.describe()}")
     _print_report(report, sweep.metric, curves, metric)
     return ExitCode.OK
+
+
+def _judged(args: argparse.Namespace, sweep: Any) -> Any:
+    """The replayed sweep as a prior table: what a prior and a calibration leave out."""
+    from sublayer_search.search.replay.arrival import judged_table
+    from sublayer_search.spaces.records import direction
+
+    return judged_table(args.builtin or sweep.experiment, sweep.curves,
+                        mode=direction(sweep.metric))
+
+
+def _arrive(args: argparse.Namespace, sweep: Any, judged: Any, arrival: str
+            ) -> tuple[list[Any], str]:
+    """The curves in ``arrival`` order, and for ``prior`` the line that says how."""
+    from sublayer_search.search.replay.engine import ReplayError, together
+    from sublayer_search.search.searchers.prior import PriorError
+
+    if arrival == "together":
+        return together(sweep.curves), ""
+    if arrival == "recorded":
+        return list(sweep.curves), ""
+    from sublayer_search.search.replay.arrival import concurrency, in_prior_order
+    from sublayer_search.search.searchers.prior import BUILTIN_PRIORS, resolve_prior
+
+
+    names = [n.strip() for given in (args.prior or [",".join(BUILTIN_PRIORS)])
+             for n in given.split(",") if n.strip()]
+    if not names:
+        raise ReplayError("--prior", ",".join(args.prior or []), "study names")
+    try:
+        prior = resolve_prior(names, tracking_uri=None, exclude=[judged])
+    except PriorError as exc:
+        if exc.expected.startswith("a study other than"):
+            raise ReplayError("--prior", ", ".join(names), "a study other than the replayed "
+                              "one (every table it names is the replayed study's, left out "
+                              "by content)") from None
+        raise
+    curves = in_prior_order(sweep.curves, prior)
+    slots = concurrency(sweep.curves)
+    return curves, (f"arrival prior: {prior.describe()}; trials start in its queue order "
+                    f"(baseline seeds first, then best-predicted first), {slots} at a time "
+                    "(the most the recorded sweep ran at once), durations as recorded")
 
 
 def _recorded(args: argparse.Namespace, uri: str | None) -> Any:

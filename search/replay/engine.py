@@ -1,8 +1,8 @@
 """Replay a finished sweep's learning curves through a trial scheduler (``sublayer replay``).
 
 The schedulers are Ray Tune's own classes (``ASHAScheduler``, ``HyperBandScheduler``,
-``MedianStoppingRule``) and the sweeps' :class:`~.schedulers.CandidateASHA` and
-:class:`~.curve_stopping.CurveStopping`, driven here
+``MedianStoppingRule``) and the sweeps' :class:`~.schedulers.CandidateASHA`, :class:`~.curve_stopping.CurveStopping` and
+:class:`~.comeback_stopping.ComebackStopping`, driven here
 by recorded results instead of live trials: each result reaches the scheduler at its
 recorded time of arrival, through the same hooks Ray Tune's controller calls
 (``on_trial_add``, ``on_trial_result``, ``on_trial_complete`` when a trial ends or is
@@ -47,6 +47,7 @@ from sublayer_search.search.replay.settings import (
     ReplayError,
     SchedulerSettings,
 )
+from sublayer_search.search.run.comeback_stopping import ComebackStopping
 from sublayer_search.search.run.curve_stopping import CurveStopping
 from sublayer_search.search.run.schedulers import CandidateASHA
 from sublayer_search.spaces.records import Direction
@@ -124,6 +125,10 @@ def make_scheduler(settings: SchedulerSettings) -> TrialScheduler:
         cls = CandidateASHA if s.name == "asha" else ASHAScheduler
         return cls(max_t=s.max_t, grace_period=s.grace_period,
                    reduction_factor=s.reduction_factor, **common)
+    if s.name == "curve" and s.rule == "comeback":
+        assert s.calibration is not None  # SchedulerSettings checks it
+        return ComebackStopping(calibration=s.calibration, max_t=s.max_t,
+                                grace_period=s.grace_period, z=s.z, top_k=s.top_k, **common)
     if s.name == "curve":
         return CurveStopping(max_t=s.max_t, grace_period=s.grace_period, z=s.z, top_k=s.top_k,
                              **common)

@@ -8,21 +8,31 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from sublayer_search.spaces.records import Direction
 
-__all__ = ["ARRIVALS", "SCHEDULERS", "ReplayError", "SchedulerName", "SchedulerSettings"]
+if TYPE_CHECKING:
+    from sublayer_search.search.run.comeback_stopping import Calibration
+
+__all__ = ["ARRIVALS", "DEFAULT_RULE", "RULES", "SCHEDULERS", "ReplayError", "SchedulerName", "SchedulerSettings"]
 
 SCHEDULERS = ("asha", "asha-all", "hyperband", "median", "curve")
 """``asha``: the sweeps' ASHA (baselines train to the end); ``asha-all``: Ray's ASHA over
 every trial; ``hyperband``: Ray's synchronous HyperBand; ``median``: the median stopping
 rule; ``curve``: the sweeps' learning-curve stopping (:mod:`...run.curve_stopping`)."""
 SchedulerName = Literal["asha", "asha-all", "hyperband", "median", "curve"]
-ARRIVALS = ("recorded", "together")
+ARRIVALS = ("recorded", "together", "prior")
 """``recorded``: trials start and report when they did; ``together``: every trial starts at
 once (all added to the scheduler first, as with unlimited concurrency), each reporting at
-its recorded times since its own start."""
+its recorded times since its own start; ``prior``: trials start in the prior's queue order
+with the sweep's own concurrency and durations (:mod:`.arrival`)."""
+RULES = ("comeback", "margin")
+DEFAULT_RULE = "margin"
+"""What ``--scheduler curve`` replays without ``--rule``: the rule a sweep's ``type: curve``
+runs (comeback misses its compute target on mini_press2020: docs/search.md)."""
+"""Curve stopping's rule: ``comeback`` (:mod:`...run.comeback_stopping`, calibrated on other
+studies' curves) or ``margin`` (:mod:`...run.curve_stopping`: z seed sds plus slope credit)."""
 
 
 class ReplayError(ValueError):
@@ -49,6 +59,10 @@ class SchedulerSettings:
     """Curve: the noise margin, in baseline seed standard deviations."""
     top_k: int = 3
     """Curve: the best candidates the rule must keep."""
+    rule: Literal["comeback", "margin"] = "margin"
+    """Curve: which rule (:data:`RULES`); ``margin`` is what a sweep's ``type: curve`` runs."""
+    calibration: Calibration | None = None
+    """Curve with ``comeback``: its calibration (required there)."""
     metric: str = "val_loss"
     mode: Direction = "min"
 
@@ -68,5 +82,9 @@ class SchedulerSettings:
             raise ReplayError("z", self.z, "a number >= 0 (seed standard deviations)")
         if self.top_k < 1:
             raise ReplayError("top_k", self.top_k, "a whole number >= 1")
+        if self.rule not in RULES:
+            raise ReplayError("rule", self.rule, f"one of {', '.join(RULES)}")
+        if self.name == "curve" and self.rule == "comeback" and self.calibration is None:
+            raise ReplayError("calibration", None, "a calibration for the comeback rule")
         if self.mode not in ("min", "max"):
             raise ReplayError("mode", self.mode, "min or max")

@@ -1,0 +1,85 @@
+"""Judge early stopping against its online floor: study x arrival x rule, one table.
+
+For each shipped study with whole recorded curves (``replay40``, ``mini_press2020``), each
+arrival (``recorded``: as the sweep ran; ``prior``: re-timed so that trials start in the
+prior's queue order, the prior fitted on the other studies) and each rule (the margin
+rule of ``scheduler: {type: curve}`` at z = 2, its default, and at z = 0; the comeback
+rule, calibrated on the *other* shipped study's curves), the row runs the command it
+prints (``sublayer replay``) and reads its lines: compute (the first percentage of
+``compute:``), the online floor (the first figure of ``floor, online:``), compute minus
+that floor in points, and the top 3 kept.
+
+Targets (issue 37): item 3, the comeback rule keeps the top 3 with compute <= online
+floor + 10 points, every study and arrival; item 4, with ``--arrival prior``, top 3 kept
+at <= 40 % compute. Nothing here is tuned: the rules' constants are fixed in their
+modules, and each study's calibration leaves that study out.
+
+    .venv/bin/python benchmarks/stopping_judge.py
+    .venv/bin/python benchmarks/stopping_judge.py --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import re
+import sys
+from typing import Any
+
+from sublayer_search.search.cli.main import main as sublayer
+
+STUDIES = ("replay40", "mini_press2020")
+ARRIVALS = ("recorded", "prior")
+RULES = {"margin z=2": ["--rule", "margin", "--z", "2"],
+         "margin z=0": ["--rule", "margin", "--z", "0"],
+         "comeback": ["--rule", "comeback"]}
+"""Rule label -> the flags after ``--scheduler curve``."""
+
+
+def row(study: str, arrival: str, rule: str) -> dict[str, Any]:
+    """One replay through the real command, read back from what it prints."""
+    argv = ["replay", "--builtin", study, "--scheduler", "curve", "--arrival", arrival,
+            *RULES[rule]]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = sublayer(argv)
+    text = out.getvalue()
+    if code != 0:
+        raise SystemExit(f"sublayer {' '.join(argv)} exited {code}")
+    compute = float(re.search(r"trial-steps \(([\d.]+)%\)", text).group(1))  # type: ignore[union-attr]
+    floor = float(re.search(r"uses at least ([\d.]+)%", text).group(1))  # type: ignore[union-attr]
+    kept, of = (int(v) for v in re.search(r"kept (\d+) of (\d+)", text).groups())  # type: ignore[union-attr]
+    return {"study": study, "arrival": arrival, "rule": rule, "compute": compute,
+            "floor_online": floor, "above_floor": round(compute - floor, 1), "kept": kept,
+            "of": of, "command": "sublayer " + " ".join(argv)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", action="store_true", help="print the rows as JSON")
+    args = ap.parse_args(argv)
+    rows = [row(s, a, r) for s in STUDIES for a in ARRIVALS for r in RULES]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"{'study':<15} {'arrival':<9} {'rule':<11} {'compute':>7} {'floor':>6} "
+          f"{'+points':>7} {'kept':>5}  command")
+    for r in rows:
+        print(f"{r['study']:<15} {r['arrival']:<9} {r['rule']:<11} {r['compute']:>6.1f}% "
+              f"{r['floor_online']:>5.1f}% {r['above_floor']:>+7.1f} {r['kept']:>3}/{r['of']}  "
+              f"{r['command']}")
+    print("\nitem 3 (comeback: top 3 kept, compute <= online floor + 10 points):")
+    for r in (r for r in rows if r["rule"] == "comeback"):
+        met = r["kept"] == r["of"] and r["above_floor"] <= 10.0
+        print(f"  {r['study']:<15} {r['arrival']:<9} {'met' if met else 'MISSED'}")
+    print("item 4 (comeback, arrival prior: top 3 kept at <= 40 % compute):")
+    for r in (r for r in rows if r["rule"] == "comeback" and r["arrival"] == "prior"):
+        met = r["kept"] == r["of"] and r["compute"] <= 40.0
+        print(f"  {r['study']:<15} {'met' if met else 'MISSED'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

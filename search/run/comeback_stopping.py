@@ -1,0 +1,265 @@
+"""Comeback stopping: stop a candidate that trails the top k by more than any eventual
+top-k candidate of other studies ever trailed at that point of training.
+
+The margin of :class:`.curve_stopping.CurveStopping` (z baseline seed sds plus slope
+credit) says how far seed noise alone can move a curve. It does not say how far the
+orders of a sweep cross each other on the way to their final values, so it has to be
+wide everywhere. This rule measures that crossing on recorded curves of *other* studies
+(a calibration, :class:`Calibration`, in the spirit of LC-PFN's and freeze-thaw's
+learning-curve priors learnt from earlier curves, reduced to the one number a stopping
+rule needs):
+
+- **the deficit** of a candidate at an evaluation: its value minus the k-th best value
+  that the sweep's candidates reached at the same step so far, in units of the spread
+  (interquartile range) of those values: scale-free, so it carries across corpora,
+  metrics and model sizes;
+- **the comeback** at a fraction f of training: the largest deficit that any eventual
+  top-k candidate of a calibration study showed at f or later, as seen online (the
+  field = the candidates that had reached that step before it), over the study's
+  recorded arrival order and :data:`ARRIVALS` seeded random ones;
+- **the rule**: stop a candidate at step t when its deficit exceeds :data:`SAFETY` times
+  the comeback at t / max_t, and its lag exceeds ``z`` sds of the seed difference
+  (sqrt 2 x the sd of the finished baseline seeds' final values: how far two runs of one
+  order end apart by seed alone). That floor is small next to the comeback early in
+  training; late, where the calibration saw no comeback, it keeps the rule from
+  stopping a candidate that seed noise alone could carry into the top k.
+- **in-study evidence**: as candidates finish, the deficits their own top k showed on the
+  way raise the comeback wherever they exceed it (never lower it), so curves that cross
+  more than the calibration's widen the margin as the sweep learns so.
+
+Decisions start at the first evaluation (the calibration measures the comeback there
+too), once :data:`MIN_FIELD_PER_K` x k candidates have reached that step and two baseline
+seeds have finished. Baselines are never stopped. Constants are fixed a priori, never
+per judged study (docs/search.md).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from ray.tune.schedulers import FIFOScheduler, TrialScheduler
+
+from sublayer_search.search.run.schedulers import WaitingFirst, is_baseline
+
+__all__ = ["ARRIVALS", "MIN_FIELD_PER_K", "SAFETY", "Calibration", "ComebackStopping",
+           "calibrate", "comeback_events", "deficit"]
+
+SAFETY = 1.5
+"""The margin over the largest comeback the calibration saw (fixed before any judging)."""
+MIN_FIELD_PER_K = 2
+"""Candidates that must have reached a step, per k, before a decision at that step."""
+ARRIVALS = 50
+"""Seeded random arrival orders per calibration study, besides its recorded one."""
+
+StudyCurves = Sequence[tuple[Mapping[float, float], float]]
+"""One study's candidates: (training fraction -> value, final value), lower better."""
+
+
+def deficit(value: float, field: np.ndarray, k: int) -> float | None:
+    """``value`` minus the k-th best of ``field`` over the field's interquartile range
+    (None: fewer than k values, or no spread)."""
+    if len(field) < k:
+        return None
+    kth = float(np.partition(field, k - 1)[k - 1])
+    q1, q3 = np.percentile(field, [25, 75])
+    spread = float(q3 - q1)
+    return (value - kth) / spread if spread > 0 else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Calibration:
+    """The largest comeback of an eventual top-k candidate, from a fraction of training on."""
+
+    k: int
+    fractions: tuple[float, ...]
+    """Training fractions of the calibration's evaluations, ascending."""
+    comeback: tuple[float, ...]
+    """At each fraction: the largest deficit from there on (non-increasing)."""
+    sources: tuple[str, ...]
+    events: int = 0
+
+    def at(self, fraction: float) -> float:
+        """The comeback at ``fraction`` of training (before the first calibrated fraction:
+        the first one's, the largest)."""
+        if not self.fractions:
+            return math.inf
+        i = max([j for j, f in enumerate(self.fractions) if f <= fraction + 1e-9], default=0)
+        return self.comeback[i]
+
+    def describe(self) -> str:
+        """One line: what the rule is calibrated on and what it allows."""
+        shown = ", ".join(f"{c:.2f} at {f:.0%}" for f, c in zip(self.fractions,
+                                                                  self.comeback, strict=True))
+        return (f"stopping calibrated on {', '.join(self.sources) or 'nothing'} "
+                f"({self.events} deficits of eventual top-{self.k} candidates): they came back "
+                f"from at most {shown or '-'} (IQRs behind the {self.k}th best, by fraction "
+                f"of training); a candidate stops beyond {SAFETY:g}x that")
+
+
+def comeback_events(study: StudyCurves, *, k: int, min_field: int, arrivals: int = ARRIVALS,
+                    seed: int = 0) -> list[tuple[float, float]]:
+    """(fraction, deficit) of every eventual top-k candidate of ``study`` at each of its
+    evaluations before the end, seen online: the field is the candidates before it in the
+    arrival order (the given one, then ``arrivals`` seeded shuffles) and itself."""
+    finals = sorted(range(len(study)), key=lambda i: (study[i][1], i))
+    top = set(finals[:k])
+    rng = random.Random(seed)
+    orders = [list(range(len(study)))]
+    for _ in range(arrivals):
+        order = list(range(len(study)))
+        rng.shuffle(order)
+        orders.append(order)
+    events = []
+    for order in orders:
+        for pos, i in enumerate(order):
+            if i not in top or pos + 1 < min_field:
+                continue
+            curve = study[i][0]
+            for fraction in sorted(curve)[:-1]:
+                field = np.array([study[j][0][fraction] for j in order[:pos + 1]
+                                  if fraction in study[j][0]])
+                if len(field) < min_field:
+                    continue
+                d = deficit(curve[fraction], field, k)
+                if d is not None:
+                    events.append((fraction, d))
+    return events
+
+
+def calibrate(studies: Mapping[str, StudyCurves], *, k: int = 3,
+              arrivals: int = ARRIVALS) -> Calibration:
+    """The comeback envelope over the ``studies``' eventual top-k candidates."""
+    events = [e for study in studies.values() for e in comeback_events(
+        study, k=k, min_field=MIN_FIELD_PER_K * k, arrivals=arrivals)]
+    fractions = sorted({f for f, _ in events})
+    comeback = [max(0.0, max(d for f, d in events if f >= g - 1e-9)) for g in fractions]
+    return Calibration(k=k, fractions=tuple(fractions), comeback=tuple(comeback),
+                       sources=tuple(studies), events=len(events))
+
+
+class ComebackStopping(WaitingFirst, FIFOScheduler):
+    """Stop a candidate whose deficit is beyond the comeback (module docstring).
+
+    ``grace_period``, ``max_t`` and steps are in the unit of ``time_attr``; ``z`` is the
+    floor of the margin in sds of the seed difference; ``learn`` lets finished candidates
+    widen the calibration (never narrow it)."""
+
+    def __init__(self, *, calibration: Calibration, time_attr: str = "step",
+                 metric: str | None = None, mode: str | None = None, max_t: int,
+                 grace_period: int = 1, top_k: int = 3, z: float = 2.0,
+                 learn: bool = True) -> None:
+        super().__init__()
+        if max_t < 1 or grace_period < 1 or top_k < 1 or not z >= 0:
+            raise ValueError(f"ComebackStopping: got max_t={max_t}, grace_period="
+                             f"{grace_period}, top_k={top_k}, z={z}; expected whole numbers "
+                             ">= 1 and z >= 0")
+        self._time_attr, self._metric, self._mode = time_attr, metric, mode
+        self.calibration, self.max_t, self.grace_period = calibration, max_t, grace_period
+        self.top_k, self.z, self.learn = top_k, z, learn
+        self.min_field = MIN_FIELD_PER_K * top_k
+        self._curves: dict[str, dict[int, float]] = {}
+        """Trial id -> step -> value, sign-adjusted so that lower is better."""
+        self._at: dict[int, dict[str, float]] = {}
+        """Step -> candidate id -> value (the field at that step)."""
+        self._baseline: dict[str, bool] = {}
+        self._finished: list[str] = []
+        self._top: tuple[str, ...] = ()
+        self.observed: dict[int, float] = {}
+        """Step -> the largest deficit this sweep's finished top k showed there."""
+        self.stopped: dict[str, int] = {}
+
+    def set_search_properties(self, metric: str | None, mode: str | None,
+                              **spec: Any) -> bool:
+        if self._metric and metric and self._metric != metric:
+            return False
+        self._metric = self._metric or metric
+        self._mode = self._mode or mode
+        return True
+
+    def _record(self, trial: Any, result: dict[str, Any]) -> int | None:
+        if self._metric not in result or self._time_attr not in result:
+            return None
+        step, value = int(result[self._time_attr]), float(result[self._metric])
+        if not math.isfinite(value):
+            return None
+        value = -value if self._mode == "max" else value
+        tid = trial.trial_id
+        base = self._baseline.setdefault(tid, is_baseline(trial))
+        self._curves.setdefault(tid, {})[step] = value
+        if not base:
+            self._at.setdefault(step, {})[tid] = value
+        return step
+
+    def on_trial_result(self, tune_controller: Any, trial: Any, result: dict[str, Any]) -> str:
+        step = self._record(trial, result)
+        if step is None or self._baseline.get(trial.trial_id) or not (
+                self.grace_period <= step < self.max_t):
+            return str(TrialScheduler.CONTINUE)
+        if self.beyond_reach(trial.trial_id, step):
+            self.stopped[trial.trial_id] = step
+            return str(TrialScheduler.STOP)
+        return str(TrialScheduler.CONTINUE)
+
+    def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict[str, Any]) -> None:
+        if result:
+            self._record(trial, result)
+        tid = trial.trial_id
+        curve = self._curves.get(tid, {})
+        if not curve or max(curve) < self.max_t or tid in self.stopped or tid in self._finished:
+            return
+        self._finished.append(tid)
+        if self.learn and not self._baseline.get(tid):
+            self._learn()
+
+    # -- the rule ------------------------------------------------------------------------
+    def _learn(self) -> None:
+        """Recompute :attr:`observed` when the finished candidates' top k changed."""
+        done = [t for t in self._finished if not self._baseline.get(t)]
+        top = tuple(sorted(done, key=lambda t: self._curves[t][max(self._curves[t])])[:self.top_k])
+        if top == self._top:
+            return
+        self._top, self.observed = top, {}
+        for tid in top:
+            for step, value in self._curves[tid].items():
+                field = self._at.get(step, {})
+                if step >= self.max_t or len(field) < self.min_field:
+                    continue
+                d = deficit(value, np.fromiter(field.values(), float, len(field)), self.top_k)
+                if d is not None and d > self.observed.get(step, -math.inf):
+                    self.observed[step] = d
+
+    def comeback(self, step: int) -> float:
+        """The comeback allowed at ``step``: the calibration's, or this sweep's own where
+        its finished top k came back from further (at ``step`` or later)."""
+        own = max((d for s, d in self.observed.items() if s >= step), default=-math.inf)
+        return max(self.calibration.at(step / self.max_t), own)
+
+    def seed_sigma(self) -> float | None:
+        """sqrt 2 x the sd of the finished baseline seeds' final values (None: < 2)."""
+        seeds = [c[max(c)] for c in (self._curves[t] for t in self._finished
+                                     if self._baseline.get(t))]
+        return math.sqrt(2) * statistics.stdev(seeds) if len(seeds) >= 2 else None
+
+    def beyond_reach(self, trial_id: str, step: int) -> bool:
+        """Whether the candidate trails the top k at ``step`` by more than the margin."""
+        field = self._at.get(step, {})
+        sigma = self.seed_sigma()
+        if len(field) < self.min_field or sigma is None:
+            return False
+        values = np.fromiter(field.values(), float, len(field))
+        value = self._curves[trial_id][step]
+        d = deficit(value, values, self.top_k)
+        if d is None:
+            return False
+        kth = float(np.partition(values, self.top_k - 1)[self.top_k - 1])
+        return d > SAFETY * self.comeback(step) and value - kth > self.z * sigma
+
+    def debug_string(self) -> str:
+        return (f"ComebackStopping: {len(self.stopped)} stopped, {len(self._finished)} "
+                f"finished, calibrated on {', '.join(self.calibration.sources)}")
