@@ -30,16 +30,20 @@ table) runs out:
 Reported per table and searcher: median, IQR (25th-75th percentile) of the evaluations
 to the top 5 (ties with the 5th included) and to the top 1, runs that never got there
 (counted at budget + 1), and each median as a ratio to random's. Target (issue 28): the
-prior's top-5 median <= 0.5x random's on every table.
+prior's top-5 median <= 0.5x random's on every table. ``--reverse-prior`` negates every
+fitted prior (it then ranks the orders it believed best last): how a searcher fares when
+its prior is wrong and each result contradicts it (issue 37).
 
     .venv/bin/python benchmarks/searcher_oracle.py --seeds 100
     .venv/bin/python benchmarks/searcher_oracle.py --seeds 100 --json
+    .venv/bin/python benchmarks/searcher_oracle.py --seeds 100 --reverse-prior
     .venv/bin/python benchmarks/searcher_oracle.py --table reports/x/tables/trials.csv
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -107,14 +111,17 @@ def _stats(counts: list[int], random_median: float | None) -> dict[str, float | 
 
 
 def judge(judged: PriorTable, pool: Sequence[PriorTable], *, seeds: int,
-          searchers: Sequence[str] = tuple(SEARCHERS)) -> dict[str, Any]:
-    """Every searcher over one table; the prior from ``pool`` minus the judged study."""
+          searchers: Sequence[str] = tuple(SEARCHERS), reverse: bool = False) -> dict[str, Any]:
+    """Every searcher over one table; the prior from ``pool`` minus the judged study
+    (``reverse``: negated, a prior the results contradict)."""
     table = OrderTable.from_rows(judged.records, mode="max" if judged.mode == "max" else "min",
                                  metric="value")
     top5, top1 = table.top(5), table.top(1)
     budget = 2 * len(table.values)
     sources = [t for t in pool if not same_study(t, judged)]
     prior = fit_prior(sources) if sources else None
+    if prior is not None and reverse:
+        prior = dataclasses.replace(prior, coef=tuple(-c for c in prior.coef))
     out: dict[str, Any] = {
         "table": judged.table, "orders": len(table.values), "top5": len(top5), "budget": budget,
         "seeds": seeds, "prior": prior.describe() if prior else None,
@@ -183,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="judge only --table/--export (built-ins stay in the prior pool)")
     ap.add_argument("--searchers", default=",".join(SEARCHERS),
                     help=f"comma-separated subset of {','.join(SEARCHERS)}")
+    ap.add_argument("--reverse-prior", action="store_true",
+                    help="negate every fitted prior (a prior that points at the worst orders)")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     args = ap.parse_args(argv)
     names = [s for s in args.searchers.split(",") if s]
@@ -196,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--table/--export/--prior: got {exc.value!r}, expected {exc.expected}")
     except (OSError, ValueError) as exc:
         ap.error(str(exc))
-    results = [judge(t, pool, seeds=args.seeds, searchers=names) for t in judged]
+    results = [judge(t, pool, seeds=args.seeds, searchers=names, reverse=args.reverse_prior)
+               for t in judged]
     if args.json:
         print(json.dumps(results, indent=2))
         return 0

@@ -26,8 +26,9 @@ each suggestion is the untried candidate with the largest expected improvement o
 best result so far (ties broken at random). With a prior from earlier studies
 (``search.prior``, :mod:`.prior`) there is no random start: the first suggestion is the
 candidate the prior ranks best, and from then on the GP models the results (as
-standardised ranks, the prior's scale) minus the prior mean, so the evidence of this
-sweep corrects the prior as it comes in. Each candidate is proposed once per seed of
+standardised ranks, the prior's scale) minus ``beta`` times the prior mean, ``beta``
+estimated from this sweep's results (:mod:`.prior_trust`): a prior they confirm keeps
+steering, one they contradict stops (or is read backwards). Each candidate is proposed once per seed of
 ``seeds`` (the next seed for a replicate), so no (order, seed) is trained twice.
 """
 
@@ -46,6 +47,7 @@ from sublayer_search.search.plan.variant import Identity, plain_identity, varian
 from sublayer_search.search.searchers.base import Stateful, score
 from sublayer_search.search.searchers.observation import Observation
 from sublayer_search.search.searchers.prior import OrderPrior
+from sublayer_search.search.searchers.prior_trust import trust
 from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.features import feature_matrix
 
@@ -225,8 +227,11 @@ class SurrogateSearcher(Stateful):
             y = (ranks - ranks.mean()) / (ranks.std() if ranks.std() > 0 else 1.0)
             floor = max(0.1, 1.0 - self.prior.weight**2)  # what the prior leaves unexplained
             assert len(self.seen_prior) == len(self.seen)
-            mean, sd = gp_predict(x, y - np.array(self.seen_prior), self.x[open_], min_var=floor)
-            score_ = -expected_improvement(mean + prior, sd, float(y.min()))
+            seen_prior = np.array(self.seen_prior)
+            got = trust(seen_prior, y, weight=self.prior.weight)  # the prior's scale, so far
+            mean, sd = gp_predict(x, y - got.mean(seen_prior), self.x[open_], min_var=floor)
+            sd = np.sqrt(sd**2 + got.sd(prior, float(seen_prior.mean())) ** 2)
+            score_ = -expected_improvement(mean + got.mean(prior), sd, float(y.min()))
         low = float(score_.min())
         best = [i for i, v in zip(open_, score_, strict=True)
                 if v <= low + 1e-12 * max(1.0, abs(low))]
