@@ -26,7 +26,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from sublayer_search.search.plan.queue import prior_queue
-from sublayer_search.search.replay.engine import Curve, ReplayError
+from sublayer_search.search.replay.curves import Curve
+from sublayer_search.search.replay.settings import ReplayError
 from sublayer_search.search.searchers.prior import OrderPrior, PriorTable
 from sublayer_search.spaces.order import parse_order
 

@@ -40,6 +40,7 @@ from ray.tune.schedulers import (
     TrialScheduler,
 )
 
+from sublayer_search.search.replay.curves import Curve, Point, together
 from sublayer_search.search.replay.report import ReplayReport, TrialOutcome
 from sublayer_search.search.replay.settings import (
     ARRIVALS,
@@ -55,66 +56,6 @@ from sublayer_search.spaces.records import Direction
 __all__ = ["ARRIVALS", "SCHEDULERS", "together", "Curve", "Point", "ReplayError", "ReplayReport", "SchedulerSettings",
            "TrialOutcome", "make_scheduler", "replay", "replay_grid"]
 TIME_ATTR = "step"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Point:
-    """One recorded evaluation of a trial."""
-
-    step: int
-    """Optimizer steps trained when it was evaluated (the scheduler's time attribute)."""
-    value: float
-    """The scheduler's metric at that step."""
-    time: float
-    """When the result arrived (MLflow timestamp, ms)."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Curve:
-    """A trial's recorded learning curve and how the recorded sweep ended it."""
-
-    name: str
-    order: str
-    points: tuple[Point, ...]
-    """Evaluations in step order (strictly increasing steps)."""
-    final: float
-    """Last recorded value of the ranking metric (nan when it has none)."""
-    baseline: bool = False
-    complete: bool = True
-    """Trained every planned step in the recorded sweep (not stopped, not failed)."""
-    failed: bool = False
-    """The trial raised (the scheduler hears ``on_trial_error`` when its recording ends)."""
-    start: float | None = None
-    """When the trial started (ms; default: its first result)."""
-    end: float | None = None
-    """When it ended (ms; default: its last result)."""
-
-    def __post_init__(self) -> None:
-        if not self.name:
-            raise ReplayError("curve.name", self.name, "a trial name")
-        if not self.points:
-            raise ReplayError(f"curve {self.name}", "no evaluations", "at least one evaluation")
-        steps = [p.step for p in self.points]
-        if any(b <= a for a, b in zip(steps, steps[1:], strict=False)):
-            raise ReplayError(f"curve {self.name}.steps", steps, "strictly increasing steps")
-
-    @property
-    def started(self) -> float:
-        return self.points[0].time if self.start is None else min(self.start, self.points[0].time)
-
-    @property
-    def ended(self) -> float:
-        return self.points[-1].time if self.end is None else max(self.end, self.points[-1].time)
-
-
-def together(curves: Sequence[Curve]) -> list[Curve]:
-    """The curves as if every trial had started at time 0 (recorded durations kept)."""
-    out = []
-    for c in curves:
-        t0 = c.started
-        out.append(replace(c, start=0.0, end=None if c.end is None else c.end - t0,
-                           points=tuple(replace(p, time=p.time - t0) for p in c.points)))
-    return out
 
 
 def make_scheduler(settings: SchedulerSettings) -> TrialScheduler:

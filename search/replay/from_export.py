@@ -18,8 +18,8 @@ import pandas as pd
 from sublayer_search.analysis.errors import AnalysisError
 from sublayer_search.analysis.store.study_export import StudyExport, builtin_export
 from sublayer_search.analysis.store.study_export import open_export as find_export
-from sublayer_search.search.replay.engine import Curve, Point, ReplayError
-from sublayer_search.search.replay.store import RecordedSweep
+from sublayer_search.search.replay.curves import Curve, Point, RecordedSweep
+from sublayer_search.search.replay.settings import ReplayError
 from sublayer_search.spaces.records import FAILED_STATUSES, TrialStatus, final
 
 __all__ = ["ExportUnreadable", "open_export", "sweep_from_export"]

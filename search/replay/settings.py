@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from sublayer_search.spaces.records import Direction
-
-if TYPE_CHECKING:
-    from sublayer_search.search.run.comeback_stopping import Calibration
 
 __all__ = ["ARRIVALS", "DEFAULT_RULE", "RULES", "SCHEDULERS", "ReplayError", "SchedulerName", "SchedulerSettings"]
 
@@ -61,8 +58,9 @@ class SchedulerSettings:
     """Curve: the best candidates the rule must keep."""
     rule: Literal["comeback", "margin"] = "margin"
     """Curve: which rule (:data:`RULES`); ``margin`` is what a sweep's ``type: curve`` runs."""
-    calibration: Calibration | None = None
-    """Curve with ``comeback``: its calibration (required there)."""
+    calibration: Any = None
+    """Curve with ``comeback``: its :class:`~.calibration.Calibration` (required there; typed
+    ``Any`` because the calibration module imports this one)."""
     metric: str = "val_loss"
     mode: Direction = "min"
 

@@ -9,38 +9,17 @@ the history of the sweep's main metric its final value, and the timestamp of
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from mlflow.tracking import MlflowClient
 
 from sublayer_search.analysis.store.histories import read_histories
 from sublayer_search.analysis.store.runs import search_all
-from sublayer_search.search.replay.engine import Curve, Point, ReplayError
+from sublayer_search.search.replay.curves import Curve, Point, RecordedSweep
+from sublayer_search.search.replay.settings import ReplayError
 from sublayer_search.spaces.records import FAILED_STATUSES, Role, Tag, TrialStatus, final
 
 __all__ = ["RecordedSweep", "load_sweep"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class RecordedSweep:
-    """The curves of one recorded sweep and the settings replays need from it."""
-
-    experiment: str
-    parent_run_id: str
-    metric: str
-    """The sweep's main metric (ranks trials by their final value)."""
-    scheduler_metric: str
-    """The metric in the curves' points."""
-    curves: tuple[Curve, ...]
-    steps: int
-    """Steps a trial trains (``train.steps``)."""
-    eval_every: int
-    """Steps between evaluations (``train.eval_every``)."""
-    recorded_scheduler: str
-    """The sweep's scheduler (``fifo`` or ``asha``)."""
-    stopped: dict[str, int]
-    """Trials the recorded sweep's scheduler stopped -> their last step."""
 
 
 def _int_param(runs: list[Any], key: str) -> int:

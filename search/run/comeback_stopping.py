@@ -5,7 +5,7 @@ The margin of :class:`.curve_stopping.CurveStopping` (z baseline seed sds plus s
 credit) says how far seed noise alone can move a curve. It does not say how far the
 orders of a sweep cross each other on the way to their final values, so it has to be
 wide everywhere. This rule measures that crossing on recorded curves of *other* studies
-(a calibration, :class:`Calibration`, in the spirit of LC-PFN's and freeze-thaw's
+(a calibration, :class:`...replay.calibration.Calibration`, in the spirit of LC-PFN's and freeze-thaw's
 learning-curve priors learnt from earlier curves, reduced to the one number a stopping
 rule needs):
 
@@ -16,7 +16,7 @@ rule needs):
 - **the comeback** at a fraction f of training: the largest deficit that any eventual
   top-k candidate of a calibration study showed at f or later, as seen online (the
   field = the candidates that had reached that step before it), over the study's
-  recorded arrival order and :data:`ARRIVALS` seeded random ones;
+  recorded arrival order and 50 seeded random ones (:mod:`...replay.calibration`);
 - **the rule**: stop a candidate at step t when its deficit exceeds :data:`SAFETY` times
   the comeback at t / max_t, and its lag exceeds ``z`` sds of the seed difference
   (sqrt 2 x the sd of the finished baseline seeds' final values: how far two runs of one
@@ -36,112 +36,21 @@ per judged study (docs/search.md).
 from __future__ import annotations
 
 import math
-import random
 import statistics
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
+from sublayer_search.search.replay.calibration import (
+    MIN_FIELD_PER_K,
+    SAFETY,
+    Calibration,
+    deficit,
+)
 from sublayer_search.search.run.schedulers import WaitingFirst, is_baseline
 
-__all__ = ["ARRIVALS", "MIN_FIELD_PER_K", "SAFETY", "Calibration", "ComebackStopping",
-           "calibrate", "comeback_events", "deficit"]
-
-SAFETY = 1.5
-"""The margin over the largest comeback the calibration saw (fixed before any judging)."""
-MIN_FIELD_PER_K = 2
-"""Candidates that must have reached a step, per k, before a decision at that step."""
-ARRIVALS = 50
-"""Seeded random arrival orders per calibration study, besides its recorded one."""
-
-StudyCurves = Sequence[tuple[Mapping[float, float], float]]
-"""One study's candidates: (training fraction -> value, final value), lower better."""
-
-
-def deficit(value: float, field: np.ndarray, k: int) -> float | None:
-    """``value`` minus the k-th best of ``field`` over the field's interquartile range
-    (None: fewer than k values, or no spread)."""
-    if len(field) < k:
-        return None
-    kth = float(np.partition(field, k - 1)[k - 1])
-    q1, q3 = np.percentile(field, [25, 75])
-    spread = float(q3 - q1)
-    return (value - kth) / spread if spread > 0 else None
-
-
-@dataclass(frozen=True, kw_only=True)
-class Calibration:
-    """The largest comeback of an eventual top-k candidate, from a fraction of training on."""
-
-    k: int
-    fractions: tuple[float, ...]
-    """Training fractions of the calibration's evaluations, ascending."""
-    comeback: tuple[float, ...]
-    """At each fraction: the largest deficit from there on (non-increasing)."""
-    sources: tuple[str, ...]
-    events: int = 0
-
-    def at(self, fraction: float) -> float:
-        """The comeback at ``fraction`` of training (before the first calibrated fraction:
-        the first one's, the largest)."""
-        if not self.fractions:
-            return math.inf
-        i = max([j for j, f in enumerate(self.fractions) if f <= fraction + 1e-9], default=0)
-        return self.comeback[i]
-
-    def describe(self) -> str:
-        """One line: what the rule is calibrated on and what it allows."""
-        shown = ", ".join(f"{c:.2f} at {f:.0%}" for f, c in zip(self.fractions,
-                                                                  self.comeback, strict=True))
-        return (f"stopping calibrated on {', '.join(self.sources) or 'nothing'} "
-                f"({self.events} deficits of eventual top-{self.k} candidates): they came back "
-                f"from at most {shown or '-'} (IQRs behind the {self.k}th best, by fraction "
-                f"of training); a candidate stops beyond {SAFETY:g}x that")
-
-
-def comeback_events(study: StudyCurves, *, k: int, min_field: int, arrivals: int = ARRIVALS,
-                    seed: int = 0) -> list[tuple[float, float]]:
-    """(fraction, deficit) of every eventual top-k candidate of ``study`` at each of its
-    evaluations before the end, seen online: the field is the candidates before it in the
-    arrival order (the given one, then ``arrivals`` seeded shuffles) and itself."""
-    finals = sorted(range(len(study)), key=lambda i: (study[i][1], i))
-    top = set(finals[:k])
-    rng = random.Random(seed)
-    orders = [list(range(len(study)))]
-    for _ in range(arrivals):
-        order = list(range(len(study)))
-        rng.shuffle(order)
-        orders.append(order)
-    events = []
-    for order in orders:
-        for pos, i in enumerate(order):
-            if i not in top or pos + 1 < min_field:
-                continue
-            curve = study[i][0]
-            for fraction in sorted(curve)[:-1]:
-                field = np.array([study[j][0][fraction] for j in order[:pos + 1]
-                                  if fraction in study[j][0]])
-                if len(field) < min_field:
-                    continue
-                d = deficit(curve[fraction], field, k)
-                if d is not None:
-                    events.append((fraction, d))
-    return events
-
-
-def calibrate(studies: Mapping[str, StudyCurves], *, k: int = 3,
-              arrivals: int = ARRIVALS) -> Calibration:
-    """The comeback envelope over the ``studies``' eventual top-k candidates."""
-    events = [e for study in studies.values() for e in comeback_events(
-        study, k=k, min_field=MIN_FIELD_PER_K * k, arrivals=arrivals)]
-    fractions = sorted({f for f, _ in events})
-    comeback = [max(0.0, max(d for f, d in events if f >= g - 1e-9)) for g in fractions]
-    return Calibration(k=k, fractions=tuple(fractions), comeback=tuple(comeback),
-                       sources=tuple(studies), events=len(events))
-
+__all__ = ["MIN_FIELD_PER_K", "SAFETY", "Calibration", "ComebackStopping", "deficit"]
 
 class ComebackStopping(WaitingFirst, FIFOScheduler):
     """Stop a candidate whose deficit is beyond the comeback (module docstring).

@@ -11,17 +11,18 @@ import pytest
 
 from sublayer_search.search.cli.main import main
 from sublayer_search.search.replay.arrival import judged_table
-from sublayer_search.search.replay.calibration import calibration_for, calibration_line
-from sublayer_search.search.replay.engine import Curve, Point, SchedulerSettings, replay
-from sublayer_search.search.replay.from_export import open_export, sweep_from_export
-from sublayer_search.search.run.comeback_stopping import (
+from sublayer_search.search.replay.calibration import (
     SAFETY,
     Calibration,
-    ComebackStopping,
     calibrate,
+    calibration_for,
+    calibration_line,
     comeback_events,
     deficit,
 )
+from sublayer_search.search.replay.engine import Curve, Point, SchedulerSettings, replay
+from sublayer_search.search.replay.from_export import open_export, sweep_from_export
+from sublayer_search.search.run.comeback_stopping import ComebackStopping
 
 EVERY, STEPS = 100, 800
 
