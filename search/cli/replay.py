@@ -5,6 +5,9 @@ Reads the sweep's learning curves from MLflow (:mod:`.replay_store`) or from an 
 through the scheduler (:mod:`.replay`) and prints the compute it used against the full
 sweep, which of the top-k orders survived and the regret of its pick. ``--grid`` replays
 a small grid of grace periods and reduction factors; ``--figure`` draws it.
+``--arrival prior`` re-times the sweep into the prior's queue order (``--prior``, the
+replayed study left out), ``--rule comeback`` replays comeback stopping (its calibration
+leaves the replayed study out): docs/search.md.
 """
 
 from __future__ import annotations
@@ -192,6 +195,10 @@ def run_replay(args: argparse.Namespace) -> int:
               f"scheduler {sweep.recorded_scheduler}, main metric {sweep.metric}; replay: "
               f"{args.scheduler} on {metric} ({settings.mode}), max_t {max_t} steps, "
               f"one evaluation every {every} steps, arrival {arrival}")
+        if arrival_line:
+            print(arrival_line)
+        if calibration is not None:
+            print(f"rule: comeback; {calibration.describe()}")
         if args.grid:
             graces = [g * every for g in GRID_GRACE if g * every <= max_t]
             rows = replay_grid(curves, settings, grace_periods=graces,
@@ -202,10 +209,6 @@ def run_replay(args: argparse.Namespace) -> int:
         return bad(f"--prior: got {exc.value!r}, expected {exc.expected}")
     except ReplayError as exc:
         return bad(str(exc))
-    if arrival_line:
-        print(arrival_line)
-    if calibration is not None:
-        print(f"rule: comeback; {calibration.describe()}")
     _print_report(report, sweep.metric, curves, metric)
     return ExitCode.OK
 
