@@ -1,8 +1,9 @@
 """One trial on two data-parallel workers (``resources.workers: 2``): Ray Train inside a
 real Tune sweep, gloo on the CPU, tracked as one MLflow run.
 
-* the same trial on 2 workers and on 1, same seed and global batch: the losses agree to
-  float tolerance, and the 2-worker trial is one run with one curve;
+* the same trial on 2 workers (DDP, then FSDP) and in one process, same seed and global
+  batch: the losses agree to float tolerance, and the 2-worker trial is one run with one
+  curve;
 * a worker SIGKILLed mid-trial: the worker group restarts from the last checkpoint and
   the trial finishes with every evaluation logged once;
 * planning refuses what cannot run, naming the field, before Ray starts (among it
@@ -51,60 +52,51 @@ def _curve(client: MlflowClient, run_id: str, key: str) -> dict[int, float]:
     return {p.step: p.value for p in points}
 
 
-@pytest.mark.slow
-def test_two_workers_train_one_trial_like_one_worker(tmp_path: Path) -> None:
-    curves = {}
-    with scratch("sublayer-home") as home:
-        env = subprocess_env(home)
-        for workers in (1, 2):
-            uri = f"sqlite:///{tmp_path / f'w{workers}.db'}"
-            folder = tmp_path / f"w{workers}"
-            folder.mkdir()
-            exp_file = write_experiment(folder, f"workers{workers}", orders=["sfsf"],
-                                        tracking_uri=uri, train=TRAIN,
-                                        resources={"cpu": 1, "workers": workers},
-                                        model={"preset": "debug", "dropout": 0.0})
-            log = folder / "sweep.log"
-            done = run_cli(["sweep", str(exp_file)], env=env, log=log, timeout=300)
-            assert done.returncode == 0, tail(log)
-            client, run = _trial_run(uri, f"workers{workers}")
-            assert run.info.status == "FINISHED"
-            curves[workers] = {key: _curve(client, run.info.run_id, key)
-                               for key in ("train_loss", "val_loss")}
-    for key in ("train_loss", "val_loss"):
-        one, two = curves[1][key], curves[2][key]
-        assert sorted(one) == sorted(two) == [2, 4, 6], (one, two)
-        for step in one:
-            assert math.isclose(one[step], two[step], rel_tol=1e-4), (key, step, one, two)
+@pytest.fixture(scope="module")
+def one_process() -> dict[int, dict[str, float]]:
+    """step -> metrics of the trial trained in this process, on one worker: the reference
+    both 2-worker trials (DDP, FSDP) must reproduce."""
+    rows: list[dict[str, float]] = []
+    spec = TrialSpec(model=model_preset("debug", order="sfsf", dropout=0.0),
+                     data=DataConfig(name="tinyshakespeare"), train=TrainConfig(**TRAIN))
+    fit(spec, lambda m, checkpoint=None: rows.append(m))
+    return {int(r["step"]): r for r in rows}
 
 
-@pytest.mark.slow
-def test_two_fsdp_workers_train_one_trial_like_one_worker(tmp_path: Path) -> None:
-    """``train.parallel: fsdp``: the trial's model is sharded over the two Ray Train workers;
-    its curve is the one of the same trial trained in one process."""
+def _two_workers_like_one(tmp_path: Path, name: str, one: dict[int, dict[str, float]],
+                          **train: object) -> None:
+    """The trial on 2 workers in a real sweep: one finished run whose curves are ``one``'s."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    exp_file = write_experiment(tmp_path, "fsdp2", orders=["sfsf"], tracking_uri=uri,
-                                train={**TRAIN, "parallel": "fsdp"},
-                                resources={"cpu": 1, "workers": 2},
+    exp_file = write_experiment(tmp_path, name, orders=["sfsf"], tracking_uri=uri,
+                                train={**TRAIN, **train}, resources={"cpu": 1, "workers": 2},
                                 model={"preset": "debug", "dropout": 0.0})
     with scratch("sublayer-home") as home:
         log = tmp_path / "sweep.log"
         done = run_cli(["sweep", str(exp_file)], env=subprocess_env(home), log=log, timeout=300)
     assert done.returncode == 0, tail(log)
-    client, run = _trial_run(uri, "fsdp2")
+    client, run = _trial_run(uri, name)
     assert run.info.status == "FINISHED"
-    assert run.data.params["train.parallel"] == "fsdp"
-    assert run.data.params["seed"] == "0"
-    rows: list[dict[str, float]] = []
-    spec = TrialSpec(model=model_preset("debug", order="sfsf", dropout=0.0),
-                     data=DataConfig(name="tinyshakespeare"), train=TrainConfig(**TRAIN))
-    fit(spec, lambda m, checkpoint=None: rows.append(m))  # the trial, in this process
-    one = {int(r["step"]): r for r in rows}
+    assert run.data.params["train.parallel"] == train.get("parallel", "ddp")
+    assert run.data.params["seed"] == "0"  # the seed the reference trained with
     for key in ("train_loss", "val_loss"):
         curve = _curve(client, run.info.run_id, key)
         assert sorted(curve) == sorted(one) == [2, 4, 6], (curve, one)
         for step, value in curve.items():
             assert math.isclose(value, one[step][key], rel_tol=1e-4), (key, step, value, one)
+
+
+@pytest.mark.slow
+def test_two_workers_train_one_trial_like_one_worker(tmp_path: Path, one_process) -> None:
+    """``train.parallel: ddp`` (the default): each worker trains half of every batch; the
+    curve is the one of the same trial trained in one process."""
+    _two_workers_like_one(tmp_path, "workers2", one_process)
+
+
+@pytest.mark.slow
+def test_two_fsdp_workers_train_one_trial_like_one_worker(tmp_path: Path, one_process) -> None:
+    """``train.parallel: fsdp``: the trial's model is sharded over the two Ray Train workers;
+    its curve is the one of the same trial trained in one process."""
+    _two_workers_like_one(tmp_path, "fsdp2", one_process, parallel="fsdp")
 
 
 @pytest.mark.slow
