@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 import pydantic
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from sublayer_search.models.train_config import TrainConfig
@@ -128,7 +128,7 @@ STATIC_OBJECTIVES = ("params", "flops_per_token")
 
 
 class SearchSpec(_Strict):
-    algorithm: Annotated[str, AfterValidator(known_searcher)] = "grid"
+    algorithm: Annotated[str, BeforeValidator(known_searcher)] = "grid"
     """A registered searcher (:mod:`search.searchers.registry`): ``surrogate``, a GP over order
     features; ``oneshot``, a weight-sharing supernet ranks every order, the ``top_k`` train."""
     num_samples: int | None = Field(None, ge=1)

@@ -16,12 +16,14 @@ import importlib
 import math
 import pkgutil
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic_core import PydanticCustomError
 
 from sublayer_search.search.plan.problems import Problem
-from sublayer_search.search.plan.variant import VariantCandidate
+
+if TYPE_CHECKING:
+    from sublayer_search.search.plan.variant import VariantCandidate
 
 __all__ = ["SearchAlgorithm", "known_searcher", "listed", "register_searcher",
            "search_algorithm", "searcher_names", "unregister_searcher"]
@@ -137,10 +139,11 @@ def listed(names: Sequence[str], quote: Callable[[str], str] = str) -> str:
     return " or ".join([", ".join(words[:-1]), words[-1]] if len(words) > 1 else words)
 
 
-def known_searcher(value: str) -> str:
-    """``search.algorithm``, checked against the registry (pydantic's error for a literal)."""
+def known_searcher(value: Any) -> Any:
+    """``search.algorithm``, checked against the registry before its type (pydantic's error
+    for a literal, also for a value that is no string)."""
     names = searcher_names()
-    if value not in names:
+    if not isinstance(value, str) or value not in names:
         raise PydanticCustomError("literal_error", "Input should be {expected}",
                                   {"expected": listed(names, repr)})
     return value

@@ -80,6 +80,16 @@ def test_the_builtin_searchers_and_what_they_declare() -> None:
     assert search_algorithm("evolution").guided_candidates is False
 
 
+@pytest.mark.parametrize("value", [3, True, None, ["grid"], "Grid"])
+def test_an_unknown_algorithm_gets_the_literal_error_of_before(value: object) -> None:
+    raw = {"name": "x", "space": {"type": "sandwich", "n": 2}, "data": {"name": "tinyshakespeare"},
+           "search": {"algorithm": value}}
+    with pytest.raises(ExperimentError) as err:
+        parse_experiment(raw)
+    assert f"search.algorithm: got {value!r}, expected one of 'grid', 'optuna', 'surrogate', " \
+           "'evolution' or 'oneshot'" in str(err.value)
+
+
 def test_a_registered_searcher_is_an_allowed_algorithm_with_its_capabilities() -> None:
     raw = {"name": "x", "space": {"type": "sandwich", "n": 2}, "data": {"name": "tinyshakespeare"},
            "search": {"algorithm": "probe-searcher"}}
