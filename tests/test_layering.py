@@ -1,8 +1,11 @@
-"""The one-way dependencies of the layout: search -> models -> spaces, analysis -> spaces."""
+"""The one-way dependencies of the layout, as the README states them (``search → models →
+spaces`` and ``search → analysis → spaces``), and the rooms: no circles, no private names
+across modules, small folders, torch in models only."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -10,12 +13,37 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 NAMESPACE = "sublayer_search"
 PACKAGES = ("spaces", "models", "search", "analysis")
+RULE = "Dependencies point one way:"
+"""The sentence of README.md (and CONTRIBUTING.md) that states the layering."""
 
-FORBIDDEN = {
-    "spaces": {"torch", "ray", "mlflow", "models", "search", "analysis", "optuna"},
-    "models": {"ray", "mlflow", "search", "analysis", "optuna"},
-    "analysis": {"torch", "ray", "models", "search"},
+LIBRARIES_FORBIDDEN = {
+    "spaces": {"torch", "ray", "mlflow", "optuna"},
+    "models": {"ray", "mlflow", "optuna"},
+    "analysis": {"torch", "ray"},
 }
+
+
+def stated_layering(doc: Path) -> set[tuple[str, str]]:
+    """(importer, imported) pairs the document's rule allows: every package of a chain
+    ``a → b → c`` may import those after it."""
+    text = doc.read_text()
+    start = text.index(RULE)
+    sentence = text[start:text.find("\n\n", start)]
+    allowed = set()
+    for chain in re.findall(r"`([a-z]+(?: → [a-z]+)+)`", sentence):
+        parts = chain.split(" → ")
+        allowed |= {(a, b) for i, a in enumerate(parts) for b in parts[i + 1:]}
+    return allowed
+
+
+ALLOWED = stated_layering(REPO / "README.md")
+
+
+def test_the_docs_state_one_layering() -> None:
+    """README and CONTRIBUTING say the same; pinned, so that changing it is deliberate."""
+    assert stated_layering(REPO / "CONTRIBUTING.md") == ALLOWED
+    assert ALLOWED == {("search", "models"), ("search", "spaces"), ("models", "spaces"),
+                       ("search", "analysis"), ("analysis", "spaces")}
 
 
 def _top(module: str) -> str:
@@ -48,14 +76,23 @@ def _raw_imports(path: Path) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+@pytest.mark.parametrize("package", PACKAGES)
 def test_package_imports_point_one_way(package):
+    """Of this project's packages, each imports only those the stated rule allows it."""
+    allowed = {b for a, b in ALLOWED if a == package} | {package}
+    forbidden = (set(PACKAGES) - allowed) | LIBRARIES_FORBIDDEN.get(package, set())
     offenders = {}
     for path in sorted((REPO / package).rglob("*.py")):
-        bad = _imports(path) & FORBIDDEN[package]
+        bad = _imports(path) & forbidden
         if bad:
             offenders[str(path.relative_to(REPO))] = sorted(bad)
-    assert not offenders, f"{package}/ must not import {sorted(FORBIDDEN[package])}: {offenders}"
+    assert not offenders, f"{package}/ must not import {sorted(forbidden)}: {offenders}"
+
+
+def test_the_rule_reads_chains_transitively(tmp_path):
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"{RULE} `a → b → c` and `d → c`.\n\n`x → y` is another paragraph.\n")
+    assert stated_layering(doc) == {("a", "b"), ("a", "c"), ("b", "c"), ("d", "c")}
 
 
 def test_layering_sees_namespaced_imports():

@@ -15,6 +15,7 @@ from sublayer_search.models.supernet.config import SupernetConfig
 from sublayer_search.search.plan.experiment import Experiment
 from sublayer_search.search.plan.problems import Problem, problems_from
 from sublayer_search.search.plan.variant import variant_of
+from sublayer_search.search.searchers.registry import listed, search_algorithm, searcher_names
 from sublayer_search.spaces.candidate import Candidate
 
 __all__ = ["DEFAULT_TOP_K", "oneshot_problems", "supernet_config", "supernet_orders", "top_k"]
@@ -39,14 +40,16 @@ def supernet_orders(candidates: Sequence[Candidate]) -> list[str]:
 
 def oneshot_problems(exp: Experiment, pool: Sequence[Candidate]) -> list[Problem]:
     """Every problem of a one-shot search section (none for other algorithms that leave
-    ``supernet`` and ``top_k`` out)."""
+    ``supernet`` and ``top_k`` out; planning refuses ``warm_start`` by the declaration's
+    capabilities, :mod:`~sublayer_search.search.searchers.algorithms.oneshot`)."""
     spec = exp.search
-    if spec.algorithm != "oneshot":
+    if not search_algorithm(spec.algorithm).supernet_stage:
+        staged = listed(searcher_names(supernet_stage=True))
         return [
             Problem(
                 f"search.{name}",
                 value,
-                "no " + name + f" unless search.algorithm is oneshot (it is {spec.algorithm})",
+                "no " + name + f" unless search.algorithm is {staged} (it is {spec.algorithm})",
             )
             for name, value in (("supernet", spec.supernet), ("top_k", spec.top_k))
             if value is not None
@@ -57,9 +60,8 @@ def oneshot_problems(exp: Experiment, pool: Sequence[Candidate]) -> list[Problem
             Problem(
                 "search.algorithm",
                 "oneshot",
-                f"grid, optuna, surrogate or "
-                f"evolution for task {exp.task} (a supernet ranks language-model "
-                "orders: task lm)",
+                f"{listed(searcher_names(supernet_stage=False))} for task {exp.task} (a "
+                "supernet ranks language-model orders: task lm)",
             )
         )
     if spec.num_samples is not None:
@@ -71,10 +73,6 @@ def oneshot_problems(exp: Experiment, pool: Sequence[Candidate]) -> list[Problem
                 "search.algorithm oneshot (search.top_k sets how many of the "
                 "ranked orders train)",
             )
-        )
-    if spec.warm_start is not False:
-        problems.append(
-            Problem("search.warm_start", spec.warm_start, "false for search.algorithm oneshot")
         )
     raw = spec.supernet or {}
     known = {f.name for f in dataclasses.fields(SupernetConfig)}

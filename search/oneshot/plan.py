@@ -22,6 +22,7 @@ from sublayer_search.search.oneshot.checks import supernet_config, supernet_orde
 from sublayer_search.search.plan.sweep_plan import SweepPlan
 from sublayer_search.search.plan.trial import Trial
 from sublayer_search.search.searchers.prior import OrderPrior
+from sublayer_search.search.searchers.registry import search_algorithm
 from sublayer_search.spaces.records import direction
 
 __all__ = [
@@ -168,9 +169,10 @@ def dry_run_footer(plan: SweepPlan) -> str:
         named = ", ".join(f"{o} ({direction(o)})" for o in exp.search.objectives)
         goal = f"objectives {named}: a Pareto front ({exp.search.sampler} sampler)"
     tail = f"; {goal}; nothing was run"
-    if algo == "grid":
+    searcher = search_algorithm(algo)
+    if searcher.plans_every_trial:
         return f"{n} trial(s){tail}"
-    if algo != "oneshot":
+    if not searcher.supernet_stage:
         return (
             f"{n} trial(s) + up to {exp.search.num_samples} proposed by {algo} from "
             f"{len(plan.candidates)} candidates{tail}"

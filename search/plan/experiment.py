@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 import pydantic
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from sublayer_search.models.train_config import TrainConfig
@@ -29,6 +29,7 @@ from sublayer_search.search.plan.problems import (
 )
 from sublayer_search.search.plan.scalars import magnitude_problems, strict_scalars
 from sublayer_search.search.plan.storage import Storage
+from sublayer_search.search.searchers.registry import known_searcher
 
 __all__ = [
     "Experiment", "SpaceSpec", "BaselineSpec", "Resources", "SchedulerSpec", "SearchSpec",
@@ -127,9 +128,9 @@ STATIC_OBJECTIVES = ("params", "flops_per_token")
 
 
 class SearchSpec(_Strict):
-    algorithm: Literal["grid", "optuna", "surrogate", "evolution", "oneshot"] = "grid"
-    """``surrogate``: order-aware, a GP over order features (:mod:`search.searchers.surrogate`);
-    ``oneshot``: a weight-sharing supernet ranks every order, the ``top_k`` train alone."""
+    algorithm: Annotated[str, BeforeValidator(known_searcher)] = "grid"
+    """A registered searcher (:mod:`search.searchers.registry`): ``surrogate``, a GP over order
+    features; ``oneshot``, a weight-sharing supernet ranks every order, the ``top_k`` train."""
     num_samples: int | None = Field(None, ge=1)
     """Trial budget of ``optuna``/``surrogate``/``evolution`` (not counting the baseline seeds)."""
     seed: int = 0

@@ -10,11 +10,17 @@ recorded one (``sublayer replay --arrival prior``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from sublayer_search.search.searchers.prior import OrderPrior
+from sublayer_search.search.plan.problems import Problem
+from sublayer_search.search.searchers.prior import OrderPrior, PriorError, prior_for
+from sublayer_search.search.searchers.registry import search_algorithm
 
-__all__ = ["prior_queue", "prior_scores", "queue_lines"]
+if TYPE_CHECKING:
+    from sublayer_search.search.plan.experiment import Experiment
+    from sublayer_search.search.plan.trial import Trial
+
+__all__ = ["prior_queue", "prior_scores", "queue_lines", "search_prior", "trial_orders"]
 
 T = TypeVar("T")
 
@@ -53,9 +59,27 @@ def queue_lines(plan: Any) -> list[str]:
     if prior is None:
         return []
     lines = [f"search.prior: {prior.describe()}"]
-    if plan.experiment.search.algorithm == "grid":
+    if search_algorithm(plan.experiment.search.algorithm).plans_every_trial:
         how = ("baseline seeds first, then the candidates best-predicted first (the table's "
                "order)" if prior.weight > 0 else
                "baseline seeds first, then the space's order (the prior has no evidence)")
         lines.append(f"queue: {how}; --resume keeps it")
     return lines
+
+
+def trial_orders(trial: Trial[Any]) -> tuple[str, ...]:
+    """The orders a trial trains: an IOT subset's, or its one order."""
+    subset = trial.variant.subset
+    return subset.orders if subset is not None and subset.orders else (trial.order,)
+
+
+def search_prior(exp: Experiment, tracking_uri: str | None,
+                 problems: list[Problem]) -> OrderPrior | None:
+    """``search.prior``'s studies, read and fitted once, before anything runs (a name that
+    is no study, or a prior the searcher cannot take, is a problem)."""
+    try:
+        return prior_for(exp.search.prior, algorithm=exp.search.algorithm,
+                         tracking_uri=tracking_uri or exp.tracking.uri)
+    except PriorError as exc:
+        problems.append(Problem(exc.field, exc.value, exc.expected))
+        return None

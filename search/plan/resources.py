@@ -12,6 +12,7 @@ from pathlib import Path
 from sublayer_search.search.plan.experiment import Experiment
 from sublayer_search.search.plan.guidance_axis import guidance_settings
 from sublayer_search.search.plan.problems import Problem
+from sublayer_search.search.searchers.registry import search_algorithm
 
 __all__ = ["GPU_PER_WORKER", "check_resources", "local_gpus", "parallel_problems",
            "resource_problems", "torch_cuda", "worker_problems"]
@@ -50,9 +51,9 @@ def parallel_problems(exp: Experiment) -> list[Problem]:
     if exp.task != "lm":
         why = (f"ddp for task {exp.task}: FSDP shards language models only (task: lm); "
                "IOT routes each input through some layers only")
-    elif exp.search.algorithm == "oneshot":
-        why = ("ddp for search.algorithm oneshot: the supernet's paths share weights and "
-               "train on some blocks only")
+    elif search_algorithm(exp.search.algorithm).supernet_stage:
+        why = (f"ddp for search.algorithm {exp.search.algorithm}: the supernet's paths share "
+               "weights and train on some blocks only")
     elif any(setting.mode != "none"
              for _, setting in guidance_settings(exp.model.get("guidance"), []).values()):
         why = ("ddp with model.guidance: a guidance pair reads (soft) or shares (hard) the "

@@ -30,12 +30,13 @@ from sublayer_search.search.plan.preflight import (
     tracking_problems,
 )
 from sublayer_search.search.plan.problems import ExperimentError, Problem, from_exception
-from sublayer_search.search.plan.queue import prior_queue
+from sublayer_search.search.plan.queue import prior_queue, search_prior, trial_orders
 from sublayer_search.search.plan.resources import resource_problems, worker_problems
 from sublayer_search.search.plan.trial import Trial
 from sublayer_search.search.plan.variant import Variant, VariantCandidate
 from sublayer_search.search.searchers.observation import Observation
-from sublayer_search.search.searchers.prior import OrderPrior, PriorError, prior_for
+from sublayer_search.search.searchers.prior import OrderPrior
+from sublayer_search.search.searchers.registry import listed, search_algorithm, searcher_names
 from sublayer_search.search.tasks import Task, task_for
 from sublayer_search.search.tasks.base import DataT, ExtraT, ModelT, SpecT
 from sublayer_search.spaces.candidate import Candidate
@@ -135,7 +136,7 @@ class SweepPlan(Generic[ModelT, DataT, ExtraT, SpecT]):
         the trials, and the candidates an adaptive searcher may propose."""
         models = [("baseline trial" if t.baseline else "trial", t.variant, self.model_for(t))
                   for t in self.trials]
-        if self.experiment.search.algorithm != "grid":
+        if not search_algorithm(self.experiment.search.algorithm).plans_every_trial:
             models += [("candidate", c.variant, _build(self.task, self.model, c.variant))
                        for c in self.candidates]
         return self.task.describe_models(models)
@@ -182,9 +183,10 @@ def _expand_spaces(exp: Experiment, task: AnyTask, problems: list[Problem],
     many = isinstance(exp.space, list)
     for i, space in enumerate(exp.spaces):
         prefix = f"space[{i}]" if many else "space"
-        if space.seeds is not None and exp.search.algorithm != "grid":
+        if space.seeds is not None and not search_algorithm(exp.search.algorithm).plans_every_trial:
+            only = listed(searcher_names(plans_every_trial=True))
             problems.append(Problem(f"{prefix}.seeds", space.seeds, "no seeds per space with "
-                                    f"search.algorithm {exp.search.algorithm} (grid only; "
+                                    f"search.algorithm {exp.search.algorithm} ({only} only; "
                                     "set the sweep's seeds)"))
         unfit = task.space_problem(space.type)
         if unfit is not None:
@@ -224,20 +226,16 @@ def _baseline(exp: Experiment, task: AnyTask, pool: Sequence[Candidate], templat
 def _check_search(exp: Experiment, task: AnyTask, pool: Sequence[VariantCandidate],
                   problems: list[Problem]) -> None:
     algo = exp.search.algorithm
+    searcher = search_algorithm(algo)
     unfit = task.search_problem(algo)
     if unfit is not None:
         problems.append(Problem("search.algorithm", algo, unfit))
-    if algo not in ("grid", "oneshot") and exp.search.num_samples is None:
+    if searcher.needs_budget and exp.search.num_samples is None:
         problems.append(Problem("search.num_samples", None,
                                 f"a trial budget (a positive integer) for search.algorithm {algo}"))
-    if algo == "evolution" and any(c.variant.subset is not None for c in pool):
-        problems.append(Problem("search.algorithm", algo, "grid, optuna or surrogate for "
-                                "iot_subsets (an IOT model is a set of orders, not one to mutate)"))
+    problems += searcher.pool_problems(pool)  # guided candidates, IOT subsets
     _check_objectives(exp, problems)
     problems += oneshot_problems(exp, pool)  # supernet and top_k: oneshot only
-    if algo == "evolution" and any(c.variant.guided for c in pool):
-        problems.append(Problem("search.algorithm", algo,
-                                "grid or optuna with model.guidance (mutations keep no guidance)"))
     if exp.scheduler.type in ("asha", "curve") and exp.scheduler.metric not in ("val_loss", "train_loss"):
         problems.append(Problem("scheduler.metric", exp.scheduler.metric,
                                 "val_loss or train_loss (reported at every evaluation)"))
@@ -250,20 +248,21 @@ def _check_search(exp: Experiment, task: AnyTask, pool: Sequence[VariantCandidat
 
 
 def _check_objectives(exp: Experiment, problems: list[Problem]) -> None:
-    spec = exp.search
-    if spec.warm_start is not False and spec.algorithm == "grid":
-        problems.append(Problem("search.warm_start", spec.warm_start, "false for search.algorithm "
-                                "grid (reuse: true takes finished trials of a grid)"))
-    if spec.replicates is not None and spec.algorithm != "optuna":
+    spec, searcher = exp.search, search_algorithm(exp.search.algorithm)
+    if spec.warm_start is not False and not searcher.takes_warm_start:
+        problems.append(Problem("search.warm_start", spec.warm_start, searcher.refusal(
+            "takes_warm_start", f"false for search.algorithm {spec.algorithm}")))
+    if spec.replicates is not None and not searcher.takes_replicates:
         problems.append(Problem("search.replicates", spec.replicates, "no replicates for "
                                 f"search.algorithm {spec.algorithm} (they cap one candidate's "
-                                "seeds under optuna)"))
+                                f"seeds under {listed(searcher_names(takes_replicates=True))})"))
     if spec.objectives is None:
         return
-    if spec.algorithm != "optuna":
+    if not searcher.several_objectives:
         problems.append(Problem("search.objectives", spec.objectives,
                                 f"no objectives for search.algorithm {spec.algorithm} "
-                                "(multi-objective search needs optuna)"))
+                                "(multi-objective search needs "
+                                f"{listed(searcher_names(several_objectives=True))})"))
     if len(spec.objectives) < 2:
         problems.append(Problem("search.objectives", spec.objectives, "two or more objectives "
                                 "(for one, set search.metric)"))
@@ -325,7 +324,7 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
         problems += home_problems(data, local_ray=local)  # Ray's token, the corpus cache
     problems += worker_problems(exp)
     _check_search(exp, task, pool, problems)
-    prior = _prior(exp, tracking_uri, problems)
+    prior = search_prior(exp, tracking_uri, problems)
     if template is not None and data is not None and not problems:
         template = task.resolve(template, data, base, problems, notes)
     models: dict[str, Any] = {}
@@ -342,32 +341,15 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
         raise ExperimentError(source, _objective_problems(exp, task, data))
     specs = {name: task.spec(model, data, exp.train, extra) for name, model in models.items()}
     trials = _trials(exp, task, pool, base, seeds_of, specs)
-    if exp.search.algorithm == "grid":  # with a prior: best-predicted first
+    if search_algorithm(exp.search.algorithm).plans_every_trial:  # a prior: best-predicted first
         f_units, c_units = task.unit_costs(template)
-        trials = prior_queue(trials, orders=_orders, baseline=lambda t: t.baseline, prior=prior,
+        trials = prior_queue(trials, orders=trial_orders, baseline=lambda t: t.baseline, prior=prior,
                              f_units=f_units, c_units=c_units)
     if notes is not None:
         notes += [d.note() for d in duplicates]
     return SweepPlan(experiment=exp, source=source, model=template, data=data, extra=extra,
                      candidates=pool, baseline=base, trials=trials, specs=specs, metric=metric,
                      task=task, duplicates=tuple(duplicates), prior=prior)
-
-
-def _orders(trial: Trial[Any]) -> tuple[str, ...]:
-    """The orders a trial trains: an IOT subset's, or its one order."""
-    subset = trial.variant.subset
-    return subset.orders if subset is not None and subset.orders else (trial.order,)
-
-
-def _prior(exp: Experiment, tracking_uri: str | None,
-           problems: list[Problem]) -> OrderPrior | None:
-    """``search.prior``'s studies, read and fitted before anything runs."""
-    try:
-        return prior_for(exp.search.prior, algorithm=exp.search.algorithm,
-                         tracking_uri=tracking_uri or exp.tracking.uri)
-    except PriorError as exc:
-        problems.append(Problem(exc.field, exc.value, exc.expected))
-        return None
 
 
 def _models(task: AnyTask, template: Any, pool: Sequence[VariantCandidate],
@@ -417,7 +399,7 @@ def _trials(exp: Experiment, task: AnyTask, pool: Sequence[VariantCandidate],
     if base is not None:
         for seed in exp.baseline_seeds:
             add(base, seed, True)
-    if exp.search.algorithm == "grid":
+    if search_algorithm(exp.search.algorithm).plans_every_trial:
         for cand in pool:
             # a guided copy has its space's seeds (its stem is the space's name)
             for seed in seeds_of.get((cand.space, cand.stem), exp.seed_list):

@@ -37,6 +37,7 @@ from sublayer_search.search.run.tuning import (
     restored_tuner,
     result_rows,
 )
+from sublayer_search.search.searchers.registry import search_algorithm
 from sublayer_search.search.searchers.warm_start import with_warm_start
 from sublayer_search.search.tracking.buffer import TrackingOutage, ride_out, short_http_retries
 from sublayer_search.search.tracking.callback import MlflowTracking
@@ -283,7 +284,7 @@ class SweepRun:
 
     def _plan_trials(self) -> type[MlflowTracking]:
         exp, tracker = self.plan.experiment, MlflowTracking
-        if exp.search.algorithm == "oneshot":  # stage 1: a supernet ranks the space's orders
+        if search_algorithm(exp.search.algorithm).supernet_stage:  # stage 1 ranks the orders
             from sublayer_search.search.oneshot.stage_one import OneShotTracking, run_stage_one
 
             self.plan = run_stage_one(self.plan, self.client, self.exp_id, self.parent_id,
@@ -331,7 +332,8 @@ class SweepRun:
         with SigintWatch() as sigint:
             if self.resume and not self.restart:
                 results = restored_tuner(self.plan, self.storage, self.ray_run, callback).fit()
-            elif self.plan.trials or self.plan.experiment.search.algorithm != "grid":
+            elif self.plan.trials or not search_algorithm(
+                    self.plan.experiment.search.algorithm).plans_every_trial:
                 results = make_tuner(self.plan, self.ray_run, callback).fit()
             else:
                 return results, False

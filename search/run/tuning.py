@@ -20,6 +20,7 @@ from sublayer_search.search.run.retention import CheckpointRetention
 from sublayer_search.search.run.schedulers import CandidateASHA, Fifo
 from sublayer_search.search.run.trainable import train_trial
 from sublayer_search.search.run.workers import TRIAL_RESOURCES, WholeTrials
+from sublayer_search.search.searchers.registry import search_algorithm
 from sublayer_search.search.searchers.tune import make_searcher
 from sublayer_search.search.tracking.callback import MlflowTracking
 from sublayer_search.spaces.records import ended_status
@@ -60,10 +61,9 @@ def make_tuner(plan: SweepPlan, ray_run: str, callback: MlflowTracking) -> tune.
                                limit=exp.max_concurrent)
     elif exp.max_concurrent:
         searcher = ConcurrencyLimiter(searcher, max_concurrent=exp.max_concurrent)
-    if exp.search.algorithm == "grid":
-        num_samples = len(plan.trials)
-    else:
-        num_samples = len(plan.trials) + int(exp.search.num_samples or 0)
+    num_samples = len(plan.trials)  # and an adaptive searcher's budget beyond them
+    if search_algorithm(exp.search.algorithm).needs_budget:
+        num_samples += int(exp.search.num_samples or 0)
     return tune.Tuner(
         _trainable(plan),
         tune_config=tune.TuneConfig(search_alg=searcher, scheduler=_scheduler(plan),
@@ -125,8 +125,9 @@ def result_rows(results: Any, plan: SweepPlan) -> list[dict[str, Any]]:
 def incomplete(results: Any, plan: SweepPlan) -> bool:
     """Some trial neither finished nor failed, or a grid trial never started."""
     ended = results.num_terminated + results.num_errors
-    return ended < len(results) or (plan.experiment.search.algorithm == "grid"
-                                    and len(results) < len(plan.trials))
+    return ended < len(results) or (
+        search_algorithm(plan.experiment.search.algorithm).plans_every_trial
+        and len(results) < len(plan.trials))
 
 
 class SigintWatch:

@@ -1,20 +1,35 @@
-"""What every searcher shares: pickled state for ``--resume`` and scores."""
+"""What every searcher shares: pickled state for ``--resume``, the hooks and scores.
+
+What a searcher can do is declared apart, light enough for planning
+(:mod:`~sublayer_search.search.searchers.registry`); this is how one runs under Ray Tune.
+"""
 
 from __future__ import annotations
 
 import math
 import pickle
+from collections.abc import Sequence
 from typing import Any
 
 from ray.tune.search import Searcher
+
+from sublayer_search.search.searchers.observation import Observation
 
 __all__ = ["Stateful", "score"]
 
 
 class Stateful(Searcher):
-    """Pickle-based save/restore so ``sublayer sweep --resume`` restores the searcher."""
+    """A Ray Tune searcher whose state pickles (``sublayer sweep --resume`` restores it),
+    with the hooks of an adaptive searcher (no-ops unless a searcher overrides them)."""
 
     _transient: tuple[str, ...] = ()
+
+    def warm_start(self, observations: Sequence[Observation]) -> None:
+        """Finished trials of earlier sweeps (``search.warm_start``), told before the first
+        suggestion: never train them again."""
+
+    def mark_taken(self, order: str, seed: int) -> None:
+        """Another searcher trains (``order``, ``seed``) (the baseline): never propose it."""
 
     def save(self, checkpoint_path: str) -> None:
         state = {k: v for k, v in self.__dict__.items() if k not in self._transient}

@@ -40,20 +40,17 @@ from pathlib import Path
 
 import numpy as np
 
+from sublayer_search.search.searchers.registry import search_algorithm
 from sublayer_search.spaces.cost import f_units_for, unit_weights
 from sublayer_search.spaces.features import order_features
 from sublayer_search.spaces.order import parse_order
 from sublayer_search.spaces.records import Tag, TrialStatus, direction, final
 
-__all__ = ["BUILTIN_PRIORS", "PRIOR_ALGORITHMS", "OrderPrior", "PriorError", "PriorTable",
+__all__ = ["BUILTIN_PRIORS", "OrderPrior", "PriorError", "PriorTable",
            "builtin_tables", "fit_prior", "load_tables", "prior_features", "prior_for", "resolve_prior", "same_study"]
 
 BUILTIN_PRIORS = ("press2020", "mini_press2020", "replay40")
 """Studies shipped with the product (``analysis/data``)."""
-PRIOR_ALGORITHMS = ("grid", "surrogate", "evolution", "oneshot")
-"""Searches a prior shapes: a grid's queue (best-predicted first), the surrogate's prior
-mean, evolution's first population, the orders a one-shot search's stage 2 adds to the
-supernet's top k."""
 RIDGE = 1.0
 """Ridge strength on standardised features (fixed a priori, never tuned per table)."""
 ONE_TABLE_SHRINK = 20.0
@@ -354,10 +351,12 @@ def resolve_prior(names: str | Sequence[str], *, tracking_uri: str | None = None
 def prior_for(names: str | Sequence[str] | None, *, algorithm: str,
               tracking_uri: str | None = None) -> OrderPrior | None:
     """The prior ``search.prior`` asks for (``None`` without one); :class:`PriorError` for a
-    name that is no study, or a prior on a searcher it cannot shape."""
+    name that is no study, or a prior on a searcher it cannot shape (one that does not
+    declare ``takes_prior``: a grid's queue, the surrogate's prior mean, evolution's first population, the
+    orders a one-shot search's stage 2 adds to the supernet's top k)."""
     if not names:
         return None
-    if algorithm not in PRIOR_ALGORITHMS:
+    if not search_algorithm(algorithm).takes_prior:
         raise PriorError(names, f"no prior for search.algorithm {algorithm} (a prior orders "
                          "a grid's queue, shapes the order-aware surrogate and evolution, and "
                          "adds its best orders to a one-shot search's stage 2)")

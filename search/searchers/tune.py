@@ -15,8 +15,10 @@ never suggests the same (order, seed) twice; the shared contract test in
 - :class:`WithBaseline`: runs the baseline seeds first, then defers to another searcher;
   it gives each suggested trial its planned spec.
 
-Adaptive searchers take ``warm_start(observations)``: finished trials of earlier sweeps
-(``search.warm_start``), told before the first suggestion and never trained again.
+Adaptive searchers override the hooks of :class:`~.base.Stateful`: ``warm_start``
+(finished trials of earlier sweeps, ``search.warm_start``, told before the first
+suggestion and never trained again) and ``mark_taken``. Which searcher a sweep gets, and
+what each can do, is declared in :mod:`.registry` (one module each in :mod:`.algorithms`).
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from typing import Any
 import numpy as np
 from ray.tune.search import Searcher
 
-from sublayer_search.search.plan.experiment import STATIC_OBJECTIVES
 from sublayer_search.search.plan.sweep_plan import SweepPlan
 from sublayer_search.search.plan.trial import SpecSource, Trial, reseeded
 from sublayer_search.search.plan.variant import (
@@ -49,15 +50,15 @@ from sublayer_search.search.searchers.optuna_study import (
     objective_mode,
     optuna_searcher,
 )
-from sublayer_search.search.searchers.prior import OrderPrior, prior_for
-from sublayer_search.search.searchers.surrogate import SurrogateSearcher
+from sublayer_search.search.searchers.prior import OrderPrior
+from sublayer_search.search.searchers.registry import search_algorithm
 from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.cost import units
 from sublayer_search.spaces.features import feature_matrix
 from sublayer_search.spaces.mutations import moves
 
 __all__ = ["GridSearcher", "EvolutionSearcher", "WithBaseline", "OptunaTrials", "optuna_searcher",
-           "make_searcher", "objective_mode"]
+           "baseline_first", "make_searcher", "objective_mode"]
 
 class GridSearcher(_Stateful):
     """Suggest each planned trial once, then ``FINISHED``."""
@@ -83,16 +84,14 @@ class WithBaseline(_Stateful):
 
     _transient = ("_specs",)  # the plan's: a restored searcher keeps the live plan's
 
-    def __init__(self, inner: Searcher, baseline: Sequence[Trial], *,
+    def __init__(self, inner: _Stateful, baseline: Sequence[Trial], *,
                  identity: Identity = plain_identity, specs: SpecSource | None = None) -> None:
         super().__init__(metric=inner.metric, mode=inner.mode)
         self.inner = inner
         self._specs = specs
         self._baseline = deque(baseline)
-        mark = getattr(inner, "mark_taken", None)
         for t in baseline:  # the baseline model may lie in the space: never train it twice
-            if mark is not None:
-                mark(variant_key(t.order, identity(t.variant)), t.seed)
+            inner.mark_taken(variant_key(t.order, identity(t.variant)), t.seed)
         self._mine: set[str] = set()
 
     def set_search_properties(self, metric: str | None, mode: str | None, config: dict,
@@ -258,53 +257,15 @@ class EvolutionSearcher(_Stateful):
             self.population.append((trial.order, loss, trial.candidate, trial.variant))
 
 
-def _statics(plan: SweepPlan, objectives: Sequence[str]) -> dict[str, dict[str, float]]:
-    """Static objectives of every candidate, keyed by variant (:mod:`.variant`: order and
-    identity; a hard-guided model has fewer parameters than its order unguided)."""
-    wanted = [o for o in objectives if o in STATIC_OBJECTIVES]
-    if not wanted:
-        return {}
-    out = {}
-    for cand in plan.candidates:
-        row = plan.row(Trial.of(cand, 0))
-        key = variant_key(cand.order, plan.task.identity(cand.variant))
-        out[key] = {k: float(row[k]) for k in wanted if row.get(k) is not None}
-    return out
-
-
-def make_searcher(plan: SweepPlan) -> Searcher:
-    """The searcher an experiment asks for (baseline seeds first for adaptive ones),
-    warm-started with ``plan.warm`` (finished trials of earlier sweeps)."""
-    exp = plan.experiment
-    algo = exp.search.algorithm
-    if algo == "grid":
-        return GridSearcher(plan.trials, metric=plan.metric, mode=plan.mode)
-    seeds = exp.seed_list
-    num_samples = exp.search.num_samples or 0  # planning requires it for every algorithm but grid
-    f_units, c_units = plan.task.unit_costs(plan.model)
-    inner: OptunaTrials | SurrogateSearcher | EvolutionSearcher
-    if algo == "optuna":
-        objectives = exp.search.objectives or [plan.metric]
-        inner = OptunaTrials(plan.candidates, num_samples=num_samples,
-                             seeds=seeds, metric=plan.metric, mode=plan.mode,
-                             seed=exp.search.seed, objectives=objectives,
-                             statics=_statics(plan, objectives), sampler=exp.search.sampler,
-                             identity=plan.task.identity, replicates=exp.search.replicates)
-    elif algo == "surrogate":
-        inner = SurrogateSearcher(plan.candidates, num_samples=num_samples,
-                                  seeds=seeds, metric=plan.metric, mode=plan.mode,
-                                  seed=exp.search.seed, f_units=f_units, c_units=c_units,
-                                  identity=plan.task.identity,
-                                  prior=prior_for(exp.search.prior, algorithm=algo,
-                                                  tracking_uri=exp.tracking.uri))
-    else:
-        inner = EvolutionSearcher(plan.candidates, num_samples=num_samples,
-                                  population=exp.search.population,
-                                  sample_size=exp.search.sample_size, seed=exp.search.seed,
-                                  trial_seed=seeds[0], metric=plan.metric, mode=plan.mode,
-                                  f_units=f_units, c_units=c_units,
-                                  prior=prior_for(exp.search.prior, algorithm=algo,
-                                                  tracking_uri=exp.tracking.uri))
+def baseline_first(plan: SweepPlan, inner: _Stateful) -> WithBaseline:
+    """An adaptive searcher of ``plan``: warm-started with ``plan.warm`` (finished trials of
+    earlier sweeps), the baseline trials first, each trial with its planned spec."""
     if plan.warm:
         inner.warm_start(plan.warm)
     return WithBaseline(inner, plan.trials, identity=plan.task.identity, specs=plan.spec_source)
+
+
+def make_searcher(plan: SweepPlan) -> Searcher:
+    """The searcher an experiment asks for: its registered declaration builds it
+    (:mod:`~sublayer_search.search.searchers.registry`)."""
+    return search_algorithm(plan.experiment.search.algorithm).make(plan)

@@ -1,10 +1,10 @@
-"""One contract every searcher must pass, driven in-process (no Ray cluster, no training).
+"""One contract every registered searcher must pass, driven in-process (no Ray cluster, no
+training; the driver: ``searcher_contract.py``).
 
-Each factory builds a searcher from a real sweep plan (``plan_sweep`` on an in-memory
-experiment) or from space candidates. The driver plays Ray Tune's part: it calls
-``set_search_properties``, then ``suggest(trial_id)`` with a few trials in flight, and
-completes them with a synthetic, deterministic objective computed from the order (a
-unit test of the searcher protocol, not of training), sometimes as an error or NaN.
+``CASES`` holds one or more cases per registered searcher (``search.algorithm``): each
+factory builds a searcher from a real sweep plan (``plan_sweep`` on an in-memory
+experiment) or from space candidates. The parametrisation comes from the registry: a
+registered searcher without a case is a failing test.
 """
 
 from __future__ import annotations
@@ -13,18 +13,25 @@ import math
 import random
 import statistics
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import ray
-from ray.tune.search import Searcher
+from searcher_contract import FINISHED, METRIC, Case, Driver, objective
 
+from sublayer_search.search.oneshot.plan import stage_two
 from sublayer_search.search.plan.experiment import parse_experiment
 from sublayer_search.search.plan.sweep_plan import SweepPlan, plan_sweep
 from sublayer_search.search.plan.trial import Trial
+from sublayer_search.search.searchers.base import Stateful
+from sublayer_search.search.searchers.registry import (
+    SearchAlgorithm,
+    register_searcher,
+    search_algorithm,
+    searcher_names,
+    unregister_searcher,
+)
 from sublayer_search.search.searchers.surrogate import SurrogateSearcher
 from sublayer_search.search.searchers.tune import (
     EvolutionSearcher,
@@ -36,16 +43,6 @@ from sublayer_search.search.searchers.tune import (
 from sublayer_search.spaces.cost import units
 from sublayer_search.spaces.order import interleaved, parse_order, sandwich_order
 from sublayer_search.spaces.registry import expand
-
-METRIC = "val_bpc"
-FINISHED = Searcher.FINISHED
-
-
-def objective(order: str) -> float:
-    """A synthetic 'val_bpc': position-weighted count of ``s`` in the top half (lower is better)."""
-    n = len(order)
-    top = sum((i + 1) / n for i, ch in enumerate(order) if ch == "s" and i >= n / 2)
-    return 1.0 + top / n
 
 
 def _plan(space: Any, *, algorithm: str = "grid", num_samples: int | None = None,
@@ -60,20 +57,6 @@ def _plan(space: Any, *, algorithm: str = "grid", num_samples: int | None = None
     if baseline is not None:
         raw["baseline"] = baseline
     return plan_sweep(parse_experiment(raw))
-
-
-@dataclass(frozen=True)
-class Case:
-    """A searcher factory and what the contract expects of it."""
-
-    name: str
-    make: Callable[[], Searcher]
-    budget: int
-    """Suggestions before FINISHED (planned trials, or baseline + num_samples)."""
-    exhaustible: bool = False
-    """The space may run out before the budget (evolution: every neighbour tried)."""
-    baseline_first: int = 0
-    """Leading suggestions that must be baseline trials."""
 
 
 SANDWICH = {"type": "sandwich", "n": 4, "k": [0, 1, 2, 3]}
@@ -96,111 +79,125 @@ def _optuna_direct() -> OptunaTrials:
     return OptunaTrials(cands, num_samples=9, seeds=[0, 1], metric=METRIC, seed=7)
 
 
-CASES = [
-    Case("grid", lambda: make_searcher(_grid_plan()), budget=len(_grid_plan().trials)),
-    Case("grid-direct", lambda: GridSearcher(_grid_plan().trials, metric=METRIC),
-         budget=len(_grid_plan().trials)),
-    Case("optuna-direct", _optuna_direct, budget=9),
-    Case("optuna-plan", lambda: make_searcher(
-        _plan({**SANDWICH, "k": [1, 2, 3]}, algorithm="optuna", num_samples=8, seeds=[0, 1],
-              seed=2)),
-        budget=3 + 8, baseline_first=3),
-    Case("optuna-nsga2-objectives", lambda: make_searcher(  # one seed per order: runs out
-        _plan([SANDWICH, {"type": "explicit", "orders": ["ssf", "sff", "sssff"]}],
-              algorithm="optuna", num_samples=8, seed=4, sampler="nsga2",
-              objectives=[METRIC, "flops_per_token"], baseline={"seeds": 2, "order": "sfsfsfsf"})),
-        budget=2 + 8, exhaustible=True, baseline_first=2),
-    Case("surrogate-direct", lambda: SurrogateSearcher(
-        expand("permutations", {"n_s": 4, "n_f": 4, "count": 12, "seed": 3}), num_samples=10,
-        seeds=[0], metric=METRIC, seed=4), budget=10),
-    Case("surrogate-plan", lambda: make_searcher(
-        _plan([SANDWICH, PERMS], algorithm="surrogate", num_samples=9, seeds=[0, 1], seed=3,
-              baseline={"seeds": 2})),
-        budget=2 + 9, baseline_first=2),
-    Case("surrogate-prior-plan", lambda: make_searcher(
-        _plan([SANDWICH, PERMS], algorithm="surrogate", num_samples=9, seeds=[0, 1], seed=3,
-              baseline={"seeds": 2}, prior=["press2020", "mini_press2020"])),
-        budget=2 + 9, baseline_first=2),
-    Case("evolution-direct", _evolution_direct, budget=20, exhaustible=True),
-    Case("evolution-two-spaces", lambda: make_searcher(
-        _plan([SANDWICH, PERMS], algorithm="evolution", num_samples=14, population=3,
-              sample_size=2, seed=2, baseline={"seeds": 1})),
-        budget=1 + 14, exhaustible=True, baseline_first=1),
-    Case("evolution-plan", lambda: make_searcher(
-        _plan(PERMS, algorithm="evolution", num_samples=15, population=4, sample_size=2,
-              seed=1, seeds=[5], baseline={"seeds": 2})),
-        budget=2 + 15, exhaustible=True, baseline_first=2),
-    Case("evolution-prior-plan", lambda: make_searcher(
-        _plan(PERMS, algorithm="evolution", num_samples=15, population=4, sample_size=2,
-              seed=1, seeds=[5], baseline={"seeds": 2}, prior="mini_press2020")),
-        budget=2 + 15, exhaustible=True, baseline_first=2),
-    Case("baseline+grid", lambda: WithBaseline(
-        GridSearcher([t for t in _grid_plan().trials if not t.baseline], metric=METRIC),
-        [t for t in _grid_plan().trials if t.baseline]),
-        budget=len(_grid_plan().trials), baseline_first=3),
-]
+def _oneshot_stage_two() -> SweepPlan:
+    """A one-shot plan after stage 1: a synthetic supernet ranking (the objective below)."""
+    plan = _plan(PERMS, algorithm="oneshot", top_k=3, seeds=[0, 1], baseline={"seeds": 2})
+    orders = sorted({c.order for c in plan.candidates}, key=objective)
+    ranking = [{"order": o, "mean": objective(o), "sem": 0.01, "n_batches": 4, "rank": i + 1}
+               for i, o in enumerate(orders)]
+    return stage_two(plan, ranking)
 
 
-@pytest.fixture(params=CASES, ids=[c.name for c in CASES])
+CASES: dict[str, list[Case]] = {  # by registered searcher: every one needs a case
+    "grid": [
+        Case("grid", lambda: make_searcher(_grid_plan()), budget=len(_grid_plan().trials)),
+        Case("grid-direct", lambda: GridSearcher(_grid_plan().trials, metric=METRIC),
+             budget=len(_grid_plan().trials)),
+        Case("baseline+grid", lambda: WithBaseline(
+            GridSearcher([t for t in _grid_plan().trials if not t.baseline], metric=METRIC),
+            [t for t in _grid_plan().trials if t.baseline]),
+            budget=len(_grid_plan().trials), baseline_first=3),
+    ],
+    "optuna": [
+        Case("optuna-direct", _optuna_direct, budget=9),
+        Case("optuna-plan", lambda: make_searcher(
+            _plan({**SANDWICH, "k": [1, 2, 3]}, algorithm="optuna", num_samples=8, seeds=[0, 1],
+                  seed=2)),
+            budget=3 + 8, baseline_first=3),
+        Case("optuna-nsga2-objectives", lambda: make_searcher(  # one seed per order: runs out
+            _plan([SANDWICH, {"type": "explicit", "orders": ["ssf", "sff", "sssff"]}],
+                  algorithm="optuna", num_samples=8, seed=4, sampler="nsga2",
+                  objectives=[METRIC, "flops_per_token"],
+                  baseline={"seeds": 2, "order": "sfsfsfsf"})),
+            budget=2 + 8, exhaustible=True, baseline_first=2),
+    ],
+    "surrogate": [
+        Case("surrogate-direct", lambda: SurrogateSearcher(
+            expand("permutations", {"n_s": 4, "n_f": 4, "count": 12, "seed": 3}),
+            num_samples=10, seeds=[0], metric=METRIC, seed=4), budget=10),
+        Case("surrogate-plan", lambda: make_searcher(
+            _plan([SANDWICH, PERMS], algorithm="surrogate", num_samples=9, seeds=[0, 1], seed=3,
+                  baseline={"seeds": 2})),
+            budget=2 + 9, baseline_first=2),
+        Case("surrogate-prior-plan", lambda: make_searcher(
+            _plan([SANDWICH, PERMS], algorithm="surrogate", num_samples=9, seeds=[0, 1], seed=3,
+                  baseline={"seeds": 2}, prior=["press2020", "mini_press2020"])),
+            budget=2 + 9, baseline_first=2),
+    ],
+    "evolution": [
+        Case("evolution-direct", _evolution_direct, budget=20, exhaustible=True),
+        Case("evolution-two-spaces", lambda: make_searcher(
+            _plan([SANDWICH, PERMS], algorithm="evolution", num_samples=14, population=3,
+                  sample_size=2, seed=2, baseline={"seeds": 1})),
+            budget=1 + 14, exhaustible=True, baseline_first=1),
+        Case("evolution-plan", lambda: make_searcher(
+            _plan(PERMS, algorithm="evolution", num_samples=15, population=4, sample_size=2,
+                  seed=1, seeds=[5], baseline={"seeds": 2})),
+            budget=2 + 15, exhaustible=True, baseline_first=2),
+        Case("evolution-prior-plan", lambda: make_searcher(
+            _plan(PERMS, algorithm="evolution", num_samples=15, population=4, sample_size=2,
+                  seed=1, seeds=[5], baseline={"seeds": 2}, prior="mini_press2020")),
+            budget=2 + 15, exhaustible=True, baseline_first=2),
+    ],
+    "oneshot": [  # stage 2 (stage 1 trains a supernet: tests/search/test_oneshot.py)
+        Case("oneshot-stage-two", lambda: search_algorithm("oneshot").make(_oneshot_stage_two()),
+             budget=len(_oneshot_stage_two().trials), baseline_first=2),
+    ],
+}
+
+
+def registered_cases(cases: dict[str, list[Case]], **capabilities: Any) -> list[Any]:
+    """Every case of every registered searcher (with ``capabilities``, of those declaring
+    them); a registered searcher without a case is a case that fails."""
+    out = []
+    for name in searcher_names(**capabilities):
+        out += [pytest.param((name, c), id=c.name) for c in cases.get(name, [])] or [
+            pytest.param((name, None), id=f"{name}-has-no-case")]
+    return out
+
+
+def _found(name: str, case: Case | None) -> Case:
+    if case is None:
+        pytest.fail(f"searcher {name!r} is registered but has no Case in CASES: give it one")
+    return case
+
+
+@pytest.fixture(params=registered_cases(CASES))
 def case(request: pytest.FixtureRequest) -> Case:
-    return request.param
+    return _found(*request.param)
 
 
-class Driver:
-    """Plays Ray Tune: trials in flight, results, errors and NaNs, in a fixed pattern."""
+@pytest.fixture(params=registered_cases(CASES, resumable=True))
+def resumable_case(request: pytest.FixtureRequest) -> Case:
+    return _found(*request.param)
 
-    def __init__(self, searcher: Searcher, *, concurrency: int = 2) -> None:
-        self.searcher = searcher
-        self.concurrency = concurrency
-        self.live: deque[tuple[str, dict[str, Any]]] = deque()
-        self.suggested: list[dict[str, Any]] = []
-        self.finished = False
-        self.calls = 0
-        searcher.set_search_properties(METRIC, "min", {})
 
-    def _complete(self) -> None:
-        trial_id, cfg = self.live.popleft()
-        n = int(trial_id[1:])
-        value = objective(cfg["trial"].order)
-        if n % 7 == 3:  # a crashed trial
-            self.searcher.on_trial_complete(trial_id, result=None, error=True)
-        elif n % 7 == 5:  # a diverged one
-            self.searcher.on_trial_result(trial_id, {METRIC: 9.0, "training_iteration": 1})
-            self.searcher.on_trial_complete(trial_id, result={METRIC: math.nan})
-        else:
-            self.searcher.on_trial_result(trial_id, {METRIC: value + 0.5,
-                                                     "training_iteration": 1})
-            self.searcher.on_trial_complete(trial_id, result={METRIC: value,
-                                                              "training_iteration": 2})
+@pytest.mark.parametrize("entry", registered_cases(CASES))
+def test_a_searcher_has_the_warm_start_hook_it_declares(entry: tuple[str, Case | None]) -> None:
+    name = entry[0]
+    searcher = _found(*entry).make()
+    inner = searcher.inner if isinstance(searcher, WithBaseline) else searcher
+    assert isinstance(inner, Stateful)  # save/restore for --resume, the hooks
+    told = type(inner).warm_start is not Stateful.warm_start
+    assert told == search_algorithm(name).takes_warm_start, (name, type(inner))
 
-    def step(self) -> dict[str, Any] | None:
-        """One suggestion (completing trials as needed); None once FINISHED."""
-        while not self.finished:
-            self.calls += 1
-            assert self.calls < 1000, "the searcher never finishes"
-            trial_id = f"t{self.calls:04d}"
-            got = self.searcher.suggest(trial_id)
-            if got == FINISHED:
-                self.finished = True
-                while self.live:
-                    self._complete()
-                return None
-            if got is None:  # waiting for results
-                assert self.live, "searcher waits for results but no trial is running"
-                self._complete()
-                continue
-            assert isinstance(got, dict), got
-            self.suggested.append(got)
-            self.live.append((trial_id, got))
-            if len(self.live) >= self.concurrency:
-                self._complete()
-            return got
-        return None
 
-    def run(self) -> list[dict[str, Any]]:
-        while self.step() is not None:
-            pass
-        return self.suggested
+def test_every_case_is_of_a_registered_searcher() -> None:
+    assert set(CASES) <= set(searcher_names()), sorted(set(CASES) - set(searcher_names()))
+
+
+def test_a_registered_searcher_without_a_case_gets_a_failing_one() -> None:
+    @register_searcher("contract-probe")
+    class Probe(SearchAlgorithm):
+        pass
+
+    try:
+        params = registered_cases(CASES)
+        assert [p.values for p in params if p.id == "contract-probe-has-no-case"] == [
+            (("contract-probe", None),)]
+    finally:
+        unregister_searcher("contract-probe")
+    assert "contract-probe" not in searcher_names()
 
 
 def test_contract(case: Case) -> None:
@@ -236,7 +233,9 @@ def test_grid_suggests_exactly_the_plan() -> None:
 
 
 @pytest.mark.parametrize("split", [0, 3, 7])
-def test_save_restore_continues_identically(case: Case, split: int, tmp_path: Path) -> None:
+def test_save_restore_continues_identically(resumable_case: Case, split: int,
+                                            tmp_path: Path) -> None:
+    case = resumable_case
     original = Driver(case.make())
     for _ in range(split):
         original.step()

@@ -1,0 +1,112 @@
+"""Planning asks the searcher registry, never the name: no code outside
+``search/searchers/registry.py`` compares ``search.algorithm`` with a searcher's name."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from sublayer_search.search.plan.experiment import parse_experiment
+from sublayer_search.search.plan.problems import ExperimentError
+from sublayer_search.search.searchers.registry import (
+    SearchAlgorithm,
+    register_searcher,
+    search_algorithm,
+    searcher_names,
+    unregister_searcher,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+REGISTRY = REPO / "search" / "searchers" / "registry.py"
+ALGORITHM_NAMES = {"algorithm", "algo"}
+
+
+def _names_a_searcher(node: ast.expr, names: set[str]) -> bool:
+    """``x.algorithm``, a variable ``algorithm``/``algo``, a searcher's name, or a
+    tuple/list/set holding one."""
+    if isinstance(node, ast.Attribute):
+        return node.attr in ALGORITHM_NAMES
+    if isinstance(node, ast.Name):
+        return node.id in ALGORITHM_NAMES
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str) and node.value in names
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return any(_names_a_searcher(e, names) for e in node.elts)
+    return False
+
+
+def name_comparisons(source: str, names: set[str]) -> list[int]:
+    """Lines of ``source`` that compare an algorithm name (==, !=, in, not in, is)."""
+    return sorted(node.lineno for node in ast.walk(ast.parse(source))
+                  if isinstance(node, ast.Compare)
+                  and any(_names_a_searcher(n, names) for n in [node.left, *node.comparators]))
+
+
+def test_no_code_compares_the_algorithm_name_outside_the_registry() -> None:
+    names = set(searcher_names())
+    found = {str(p.relative_to(REPO)): lines
+             for folder in ("spaces", "models", "search", "analysis")
+             for p in sorted((REPO / folder).rglob("*.py"))
+             if p != REGISTRY and (lines := name_comparisons(p.read_text(), names))}
+    assert not found, f"ask the registry (search_algorithm(name).<capability>): {found}"
+
+
+@pytest.mark.parametrize("source", [
+    'if exp.search.algorithm == "grid": pass',
+    'if algo not in ("grid", "oneshot"): pass',
+    'ok = spec.algorithm != other',
+    'if "evolution" == kind: pass',
+    'if algorithm in PRIOR_ALGORITHMS: pass',
+])
+def test_the_scan_finds_a_comparison(source: str) -> None:
+    assert name_comparisons(source, set(searcher_names())) == [1]
+
+
+def test_the_scan_leaves_other_comparisons_alone() -> None:
+    source = 'if spec.sampler == "tpe" and task == "lm" and searcher.needs_budget: pass'
+    assert name_comparisons(source, set(searcher_names())) == []
+
+
+def test_the_builtin_searchers_and_what_they_declare() -> None:
+    assert searcher_names() == ("grid", "optuna", "surrogate", "evolution", "oneshot")
+    assert searcher_names(needs_budget=True) == ("optuna", "surrogate", "evolution")
+    assert searcher_names(takes_prior=True) == ("grid", "surrogate", "evolution", "oneshot")
+    assert searcher_names(several_objectives=True) == ("optuna",)
+    assert searcher_names(plans_every_trial=True) == ("grid",)
+    assert searcher_names(supernet_stage=True) == ("oneshot",)
+    assert searcher_names(resumable=False) == ()
+    assert search_algorithm("evolution").guided_candidates is False
+
+
+@pytest.mark.parametrize("value", [3, True, None, ["grid"], "Grid"])
+def test_an_unknown_algorithm_gets_the_literal_error_of_before(value: object) -> None:
+    raw = {"name": "x", "space": {"type": "sandwich", "n": 2}, "data": {"name": "tinyshakespeare"},
+           "search": {"algorithm": value}}
+    with pytest.raises(ExperimentError) as err:
+        parse_experiment(raw)
+    assert f"search.algorithm: got {value!r}, expected one of 'grid', 'optuna', 'surrogate', " \
+           "'evolution' or 'oneshot'" in str(err.value)
+
+
+def test_a_registered_searcher_is_an_allowed_algorithm_with_its_capabilities() -> None:
+    raw = {"name": "x", "space": {"type": "sandwich", "n": 2}, "data": {"name": "tinyshakespeare"},
+           "search": {"algorithm": "probe-searcher"}}
+    with pytest.raises(ExperimentError, match="expected one of 'grid', 'optuna', 'surrogate', "
+                                              "'evolution' or 'oneshot'"):
+        parse_experiment(raw)
+
+    @register_searcher("probe-searcher")
+    class Probe(SearchAlgorithm):
+        needs_budget = False
+
+    try:
+        assert parse_experiment(raw).search.algorithm == "probe-searcher"
+        assert search_algorithm("probe-searcher") is Probe
+        assert searcher_names()[-1] == "probe-searcher"  # unranked: after the built-ins
+        assert "probe-searcher" not in searcher_names(needs_budget=True)
+    finally:
+        unregister_searcher("probe-searcher")
+    with pytest.raises(ExperimentError):
+        parse_experiment(raw)
