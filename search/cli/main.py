@@ -85,38 +85,32 @@ def _scheduler_line(exp: Any) -> str:
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from sublayer_search.search.plan.experiment import Experiment, load_experiment
     from sublayer_search.search.plan.preflight import plan_size_problems
-    from sublayer_search.search.plan.problems import ExperimentError
+    from sublayer_search.search.plan.problems import ExperimentError, Problem
     from sublayer_search.search.plan.resources import resource_problems
     from sublayer_search.search.plan.sweep_plan import SweepPlan, plan_sweep, trial_table
 
     notes: list[str] | None = [] if args.dry_run else None
+    found: list[Problem] = []  # the file's problems, reported with the plan's
 
     def planned(exp: Experiment) -> SweepPlan:
         too_big = plan_size_problems(exp)  # refused before a single order is drawn
         if too_big:
-            raise ExperimentError(args.file, too_big)
+            raise ExperimentError(args.file, found + too_big)
         return plan_sweep(exp, args.file, address=args.address, check_resources=not args.dry_run,
-                          notes=notes, tracking_uri=args.tracking_uri)
+                          notes=notes, tracking_uri=args.tracking_uri, found=found)
 
     try:
-        exp = load_experiment(args.file)
+        exp = load_experiment(args.file, found=found)
         plan = planned(exp)
     except ExperimentError as exc:
-        problems = list(exc.problems)
-        if exc.partial is not None:  # only unknown top-level keys: check the rest too
-            try:
-                planned(exc.partial)
-            except ExperimentError as more:
-                problems += more.problems
-        return _bad(str(ExperimentError(exc.source, problems)))
-    from sublayer_search.search.plan.problems import Problem
+        return _bad(str(exc))
     from sublayer_search.search.searchers.prior import PriorError, prior_for
 
     try:  # search.prior: its studies are read and fitted before anything runs
         prior = prior_for(exp.search.prior, algorithm=exp.search.algorithm,
                           tracking_uri=args.tracking_uri or exp.tracking.uri)
     except PriorError as exc:
-        return _bad(str(ExperimentError(args.file, [Problem(exc.field, exc.value, exc.expected)])))
+        return _bad(str(ExperimentError(args.file, exc.problems)))
     rows = trial_table(plan)
     if len(rows) > MAX_TRIALS and not args.yes and not args.dry_run:
         return _bad(f"{args.file}: the plan has {len(rows):,} trials (more than {MAX_TRIALS:,}); "

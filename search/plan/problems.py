@@ -16,19 +16,19 @@ from sublayer_search.spaces.problems import NO_VALUE, Problem, ProblemError, sho
 
 _FIELD_MESSAGE = re.compile(r"^([A-Za-z_][\w.\[\]-]*): (got .*)$", re.S)
 
-__all__ = ["Problem", "ExperimentError", "NO_VALUE", "path_str", "from_validation_error", "from_exception",
-           "problems_from", "short_repr"]
+__all__ = ["Problem", "ExperimentError", "NO_VALUE", "UNKNOWN_KEY", "path_str",
+           "from_validation_error", "from_exception", "problems_from", "short_repr"]
+
+UNKNOWN_KEY = "unknown key (remove it or check its spelling)"
 
 
 class ExperimentError(ProblemError):
     """An experiment file with one or more problems (the CLI exits with status 2)."""
 
-    def __init__(self, source: str, problems: Sequence[Problem], *,
-                 partial: Any = None) -> None:
+    def __init__(self, source: str, problems: Sequence[Problem]) -> None:
         super().__init__(problems)
         self.args = (source, list(problems))
         self.source = source
-        self.partial = partial
 
     def __str__(self) -> str:
         lines = [f"{self.source}: {len(self.problems)} problem(s)"]
@@ -137,7 +137,7 @@ def from_validation_error(err: pydantic.ValidationError, prefix: str = "",
         value = item.get("input", NO_VALUE)
         cause = (item.get("ctx") or {}).get("error")
         if kind in ("extra_forbidden", "unexpected_keyword_argument"):
-            problems.append(Problem(path, NO_VALUE, "unknown key (remove it or check its spelling)"))
+            problems.append(Problem(path, NO_VALUE, UNKNOWN_KEY))
         elif kind in ("missing", "missing_keyword_argument", "missing_argument"):
             problems.append(Problem(path, NO_VALUE, "a value for this required key"))
         elif isinstance(cause, ProblemError):

@@ -10,7 +10,6 @@ import os
 from pathlib import Path
 
 from sublayer_search.search.plan.experiment import Experiment
-from sublayer_search.search.plan.guidance_axis import guidance_settings
 from sublayer_search.search.plan.problems import Problem
 
 __all__ = ["GPU_PER_WORKER", "check_resources", "local_gpus", "parallel_problems",
@@ -53,8 +52,8 @@ def parallel_problems(exp: Experiment) -> list[Problem]:
     elif exp.search.algorithm == "oneshot":
         why = ("ddp for search.algorithm oneshot: the supernet's paths share weights and "
                "train on some blocks only")
-    elif any(setting.mode != "none"
-             for _, setting in guidance_settings(exp.model.get("guidance"), []).values()):
+    elif exp.model is not None and any(setting.mode != "none"
+                                       for _, setting in exp.model.guidance.values()):
         why = ("ddp with model.guidance: a guidance pair reads (soft) or shares (hard) the "
                "weights of two sublayers, which FSDP keeps in separate shards")
     return [] if why is None else [Problem("train.parallel", "fsdp", why)]
