@@ -129,7 +129,8 @@ def config_from_dict(cls: Any, data: Mapping[str, Any]) -> Any:
         try:
             config = cls(**known)
         except ConfigError as exc:
-            found = [e for e in getattr(exc, "errors", [exc]) if str(e) not in map(str, errors)]
+            found = [e for e in (exc.errors if isinstance(exc, ConfigErrors) else [exc])
+                     if str(e) not in map(str, errors)]
             errors += found
             keys = {e.field.removeprefix("model.").split(".")[0].split("[")[0] for e in found}
             dropped = keys & (set(known) - required)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from sublayer_search.spaces.problems import Problem, ProblemError
+
 __all__ = ["Checks", "ConfigError", "ConfigErrors", "check", "is_int", "is_number", "is_positive_int"]
 
 
-class ConfigError(ValueError):
+class ConfigError(ProblemError):
     """An invalid configuration value.
 
     ``str(err)`` reads ``"model.d_model: got 30, expected a multiple of n_heads (4)"``.
@@ -17,10 +19,8 @@ class ConfigError(ValueError):
     """
 
     def __init__(self, field: str, value: Any, expected: str) -> None:
-        self.field = field
-        self.value = value
-        self.expected = expected
-        super().__init__(f"{field}: got {value!r}, expected {expected}")
+        super().__init__([Problem(field, value, expected)])
+        self.args = (self.problems[0].plain(),)
 
     def __reduce__(self) -> tuple[Any, ...]:  # picklable across processes (Ray workers)
         return (type(self), (self.field, self.value, self.expected))
@@ -34,8 +34,7 @@ class ConfigErrors(ConfigError):
     """
 
     def __init__(self, errors: list[ConfigError]) -> None:
-        first = errors[0]
-        super().__init__(first.field, first.value, first.expected)
+        ProblemError.__init__(self, [p for e in errors for p in e.problems])
         self.errors = list(errors)
         self.args = ("; ".join(str(e) for e in errors),)
 

@@ -1,6 +1,7 @@
 """Errors raised by the ``spaces`` package.
 
-Both subclass :class:`ValueError` (the CLI maps them to exit status 2) and keep their
+Both subclass :class:`ValueError` (``SpaceError`` is a
+:class:`~sublayer_search.spaces.problems.ProblemError`) (the CLI maps them to exit status 2) and keep their
 constructor arguments in ``args``, so they survive pickling (Ray ships them between
 processes).
 """
@@ -8,6 +9,8 @@ processes).
 from __future__ import annotations
 
 from typing import Any
+
+from sublayer_search.spaces.problems import Problem, ProblemError
 
 __all__ = ["OrderError", "SpaceError"]
 
@@ -33,7 +36,7 @@ class OrderError(ValueError):
         return f"invalid order {self.text!r}: position {self.position}: {self.problem}"
 
 
-class SpaceError(ValueError):
+class SpaceError(ProblemError):
     """A bad argument to a space.
 
     ``field`` is a dotted path relative to the space (``"k[3]"``, ``"budget_units"``);
@@ -45,13 +48,11 @@ class SpaceError(ValueError):
     """
 
     def __init__(self, field: str, value: Any, expected: str) -> None:
-        super().__init__(field, value, expected)
-        self.field = field
-        self.value = value
-        self.expected = expected
+        super().__init__([Problem(field, value, expected)])
+        self.args = (field, value, expected)
 
     def __str__(self) -> str:
-        return f"{self.field}: got {self.value!r}, expected {self.expected}"
+        return self.problems[0].plain()
 
     def prefixed(self, prefix: str) -> SpaceError:
         """The same error with ``prefix`` (e.g. ``"space"``) put before the field."""

@@ -9,27 +9,23 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import shlex
 import sys
-from collections import Counter
 from collections.abc import Sequence
-from typing import Any
 
 from sublayer_search.search.cli.output import bad as _bad
-from sublayer_search.search.cli.output import print_table as _print_table
-from sublayer_search.search.cli.output import print_trials as _print_trials
 from sublayer_search.search.cli.spaces import cmd_spaces_sample as _cmd_spaces_sample
-from sublayer_search.search.cli.spaces import shown_order as _shown_order
 from sublayer_search.search.cli.spaces import spaces_epilog as _spaces_epilog
+from sublayer_search.search.cli.sweep import (
+    MAX_TRIALS,
+    plan_file,
+    print_dry_run,
+    run_planned,
+    too_many_trials,
+)
 from sublayer_search.spaces.exit_codes import ExitCode, exit_code_help
-from sublayer_search.spaces.records import FAILED_STATUSES
 
-__all__ = ["main"]
+__all__ = ["MAX_TRIALS", "main"]
 
-MAX_TRIALS = 10_000
-"""A larger plan runs only with ``--yes`` (a typo in a space can ask for millions)."""
-ESTIMATED = ("params", "flops_per_token")
-"""The dry run's columns that depend on the vocabulary (marked ``~`` while it is estimated)."""
 QUIET_LOGGERS = ("mlflow.store.db.utils", "alembic")
 """Their INFO lines ("Creating initial MLflow database tables", migrations) are noise here."""
 
@@ -69,126 +65,23 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 # -- sublayer sweep -------------------------------------------------------------------------
-def _scheduler_line(exp: Any) -> str:
-    """What early stopping the sweep does, for the dry run."""
-    spec, every = exp.scheduler, exp.train.eval_every
-    if spec.type == "fifo":
-        return "fifo (no early stopping: every trial trains all its steps)"
-    grace = f"grace {spec.grace_period} evaluation(s) ({spec.grace_period * every} steps)"
-    if spec.type == "asha":
-        rule = f"asha, {grace}, reduction factor {spec.reduction_factor:g}"
-    else:
-        rule = f"curve, {grace}, z {spec.z:g}, keeps the top {spec.top_k}"
-    return f"{rule}, on {spec.metric} ({spec.mode}); baseline seeds are never stopped"
-
-
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from sublayer_search.search.plan.experiment import Experiment, load_experiment
-    from sublayer_search.search.plan.preflight import plan_size_problems
     from sublayer_search.search.plan.problems import ExperimentError
-    from sublayer_search.search.plan.resources import resource_problems
-    from sublayer_search.search.plan.sweep_plan import SweepPlan, plan_sweep, trial_table
+    from sublayer_search.search.plan.sweep_plan import trial_table
 
-    notes: list[str] | None = [] if args.dry_run else None
-
-    def planned(exp: Experiment) -> SweepPlan:
-        too_big = plan_size_problems(exp)  # refused before a single order is drawn
-        if too_big:
-            raise ExperimentError(args.file, too_big)
-        return plan_sweep(exp, args.file, address=args.address, check_resources=not args.dry_run,
-                          notes=notes, tracking_uri=args.tracking_uri)
-
+    notes: list[str] | None = [] if args.dry_run else None  # --dry-run: estimates are notes
     try:
-        exp = load_experiment(args.file)
-        plan = planned(exp)
-    except ExperimentError as exc:
-        problems = list(exc.problems)
-        if exc.partial is not None:  # only unknown top-level keys: check the rest too
-            try:
-                planned(exc.partial)
-            except ExperimentError as more:
-                problems += more.problems
-        return _bad(str(ExperimentError(exc.source, problems)))
-    rows = trial_table(plan)
-    if len(rows) > MAX_TRIALS and not args.yes and not args.dry_run:
-        return _bad(f"{args.file}: the plan has {len(rows):,} trials (more than {MAX_TRIALS:,}); "
-                    "check it with --dry-run, then run it with --yes")
-    if args.dry_run:
-        for note in notes or []:
-            print(f"sublayer: note: {note}", file=sys.stderr)
-        for problem in resource_problems(exp, args.address):
-            print(f"sublayer: warning: {problem} (a cluster must provide this; give --address "
-                  "to check it there)", file=sys.stderr)
-        estimate = plan.task.estimate  # counts resting on a vocabulary not built yet: ~
-        shown = [{**r, "order": _shown_order(r["order"], t.variant.params()),
-                  **({c: f"~{r[c]}" for c in ESTIMATED if c in r} if estimate else {})}
-                 for r, t in zip(rows, plan.trials, strict=True)]
-        half = [c for c in ("n_h", "guidance", "stacks") if any(c in r for r in rows)]
-        _print_table(shown, ["name", "family", "seed", "n_s", "n_f", *half, "units", "params",
-                             "flops_per_token", "order"])
-        if estimate:
-            print(f"~ {' and '.join(ESTIMATED)} assume {estimate}")
-        from sublayer_search.search.oneshot.plan import (
-            dry_run_footer,  # a searcher's budget, a one-shot's stages
-        )
-        from sublayer_search.search.plan.queue import queue_lines
-
-        for line in plan.describe_models():  # a translation sweep: IOT and baseline depths
-            print(line)
-        print(dry_run_footer(plan))
-        print(f"scheduler: {_scheduler_line(exp)}")
-        for line in queue_lines(plan):
-            print(line)
-        return ExitCode.OK
-    # Ray auth: a local sweep keeps token auth on, on 127.0.0.1 (local_ray); --address: the cluster's
-    from sublayer_search.search.oneshot.stage_one import OneShotError
-    from sublayer_search.search.run.progress import starting_line
-    from sublayer_search.search.run.sweep import TrackingOutage, run_sweep
-
-    print(starting_line(len(rows), plan.metric), file=sys.stderr, flush=True)
-    from sublayer_search.search.tracking.links import closing_lines, program
-
-    try:
-        outcome = run_sweep(plan, resume=args.resume, address=args.address,
-                            tracking_uri=args.tracking_uri)
+        plan = plan_file(args, notes)  # every problem of the file at once
     except ExperimentError as exc:
         return _bad(str(exc))
-    except OneShotError as exc:  # the supernet failed: like failed trials
-        print(f"sublayer: {exc}", file=sys.stderr)
-        return ExitCode.FAILED
-    except TrackingOutage as exc:  # EX_TEMPFAIL: try again later
-        print(f"sublayer: {exc}; once MLflow is back: {program()} sweep {args.file} --resume",
-              file=sys.stderr)
-        return ExitCode.TRACKING_OUTAGE
-    _print_trials(outcome.trials, ["name", "family", "seed", "status", "steps", plan.metric,
-                                   f"best_{plan.metric}"], metric=plan.metric, mode=plan.mode)
-    from sublayer_search.analysis.store.mlflow_store import redact_uri
-
-    uri = redact_uri(args.tracking_uri or exp.tracking.uri)  # shown: no password
-    if outcome.reused:
-        print(f"{outcome.reused} trial(s) reused from earlier runs (reuse: true)")
-    print(f"{len(outcome.trials)} trial(s) tracked in MLflow experiment "
-          f"{exp.experiment_name!r} (parent run {outcome.parent_run_id}) at {uri}")
-    for line in closing_lines(uri=uri, experiment=exp.experiment_name,
-                              experiment_id=outcome.experiment_id, metric=plan.metric,
-                              mode=plan.mode):
-        print(line)
-    if outcome.interrupted:
-        print(f"sublayer: sweep interrupted; its runs are KILLED in MLflow. Continue it with: "
-              f"{program()} sweep {shlex.quote(args.file)} --resume", file=sys.stderr)
-        return ExitCode.INTERRUPTED
-    bad = Counter(str(r["status"]) for r in outcome.trials if r["status"] in FAILED_STATUSES)
-    if bad:
-        words = ", ".join(f"{n} {status}" for status, n in sorted(bad.items()))
-        if exp.failure.tolerate:
-            print(f"sublayer: {words} (failure.tolerate: true, so the sweep still succeeds)",
-                  file=sys.stderr)
-            return ExitCode.OK
-        print(f"sublayer: {words} of {len(outcome.trials)} trial(s); their runs in MLflow say "
-              "why (tag sublayer.error). Exit status 1 (set failure.tolerate: true if failures "
-              "are expected)", file=sys.stderr)
-        return ExitCode.FAILED
-    return ExitCode.OK
+    rows = trial_table(plan)
+    refused = too_many_trials(args, rows)
+    if refused is not None:
+        return _bad(refused)
+    if args.dry_run:
+        print_dry_run(args, plan, rows, notes)
+        return ExitCode.OK
+    return run_planned(args, plan, rows)
 
 
 # -- sublayer ui ----------------------------------------------------------------------------

@@ -8,12 +8,11 @@ cannot run that way, naming the field, the value and what is expected.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 
 from sublayer_search.models.supernet.config import SupernetConfig
 from sublayer_search.search.plan.experiment import Experiment
-from sublayer_search.search.plan.problems import Problem, problems_from
+from sublayer_search.search.plan.problems import Problem
 from sublayer_search.search.plan.variant import variant_of
 from sublayer_search.search.searchers.registry import listed, search_algorithm, searcher_names
 from sublayer_search.spaces.candidate import Candidate
@@ -25,8 +24,8 @@ DEFAULT_TOP_K = 5
 
 
 def supernet_config(exp: Experiment) -> SupernetConfig:
-    """The validated ``search.supernet`` section (defaults where it is left out)."""
-    return SupernetConfig.from_dict(exp.search.supernet or {})
+    """The ``search.supernet`` section (defaults where it is left out)."""
+    return exp.search.supernet or SupernetConfig()
 
 
 def top_k(exp: Experiment) -> int:
@@ -51,7 +50,8 @@ def oneshot_problems(exp: Experiment, pool: Sequence[Candidate]) -> list[Problem
                 value,
                 "no " + name + f" unless search.algorithm is {staged} (it is {spec.algorithm})",
             )
-            for name, value in (("supernet", spec.supernet), ("top_k", spec.top_k))
+            for name, value in (("supernet", spec.supernet and spec.supernet.to_dict()),
+                                ("top_k", spec.top_k))
             if value is not None
         ]
     problems: list[Problem] = []
@@ -74,20 +74,6 @@ def oneshot_problems(exp: Experiment, pool: Sequence[Candidate]) -> list[Problem
                 "ranked orders train)",
             )
         )
-    raw = spec.supernet or {}
-    known = {f.name for f in dataclasses.fields(SupernetConfig)}
-    for key in (k for k in raw if k not in known):  # every unknown key, then every bad value
-        problems.append(
-            Problem(
-                f"search.supernet.{key}",
-                raw[key],
-                "one of the supernet settings: " + ", ".join(sorted(known)),
-            )
-        )
-    try:
-        SupernetConfig.from_dict({k: v for k, v in raw.items() if k in known})
-    except ValueError as exc:
-        problems += problems_from(exc, "search.supernet", value=raw)
     guided = sorted({variant_of(c).label for c in pool if variant_of(c).guided})
     if guided:
         problems.append(

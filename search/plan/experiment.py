@@ -8,6 +8,8 @@ starts Ray or touches MLflow.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import hashlib
 import json
 import os
@@ -15,26 +17,43 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import pydantic
-import yaml
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    PrivateAttr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
+from sublayer_search.models.supernet.config import SupernetConfig
 from sublayer_search.models.train_config import TrainConfig
 from sublayer_search.search.plan.places import RaySpec, TrackingSpec
 from sublayer_search.search.plan.problems import (
     NO_VALUE,
+    UNKNOWN_KEY,
     ExperimentError,
     Problem,
     from_validation_error,
 )
-from sublayer_search.search.plan.scalars import magnitude_problems, strict_scalars
+from sublayer_search.search.plan.scalars import OWN_CHECKS, magnitude_problems, strict_scalars
 from sublayer_search.search.plan.storage import Storage
+from sublayer_search.search.plan.yaml_input import read_yaml
 from sublayer_search.search.searchers.registry import known_searcher
+from sublayer_search.search.tasks.base import ModelSection, Task
+from sublayer_search.search.tasks.sections import one_of, read_section, read_supernet
+from sublayer_search.spaces.registry import ALL_SPACES
 
 __all__ = [
     "Experiment", "SpaceSpec", "BaselineSpec", "Resources", "SchedulerSpec", "SearchSpec",
     "FailureSpec", "load_experiment", "parse_experiment",
-    "config_hash",
+    "config_hash", "read_yaml",
 ]
 
 
@@ -54,10 +73,8 @@ MAX_NAME = 100
 """Longest sweep name: it names folders and files (``<name>-<timestamp>``, ``<name>.latest``)."""
 MAX_DESCRIPTION = 8000
 """Longest description: MLflow's limit for a run tag (the sweep run's note carries it whole)."""
-MAX_DEPTH = 32
 TRAIN_FILE_SECTIONS = frozenset({"model", "data", "train"})
 """The sections of a ``sublayer train --config`` file (configs/train/): no name, no space."""
-"""Deepest nesting of an experiment file (mappings and lists)."""
 DATA_PATHS = ("path", "train_path", "valid_path", "test_path", "data_dir", "cache_dir",
               "train_src", "train_tgt", "valid_src", "valid_tgt", "test_src", "test_tgt")
 """``data`` settings that name files or folders: relative ones are relative to the file."""
@@ -71,11 +88,16 @@ class SpaceSpec(BaseModel):
     """``{type: sandwich, n: 16, k: [0, 6]}``: a space name and its arguments."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
-    type: Literal["permutations", "budgeted", "sandwich", "explicit", "iot_subsets", "par",
-                  "macaron"]
+    type: str
+    """A space of the registry (:data:`~sublayer_search.spaces.registry.ALL_SPACES`)."""
     seeds: Seeds | None = None
     """This space's seeds (grid search), replacing the sweep's ``seeds`` for its orders:
     e.g. three seeds for the sandwich family, one per random permutation."""
+
+    @field_validator("type", mode="before")
+    @classmethod
+    def _known_space(cls, value: Any) -> Any:
+        return one_of(value, tuple(ALL_SPACES)) if isinstance(value, str) else value
 
     @property
     def seed_list(self) -> list[int] | None:
@@ -156,9 +178,8 @@ class SearchSpec(_Strict):
     prior: str | Annotated[list[str], Field(min_length=1)] | None = None
     """``surrogate``: studies that shape it before its first trial (``press2020``, an export,
     a trials CSV, an MLflow experiment; :mod:`~sublayer_search.search.searchers.prior`)."""
-    supernet: dict[str, Any] | None = None
-    """``oneshot``: the supernet's settings (``steps``, ``sharing``, ``eval_batches``, ``seed``;
-    checked by :class:`~sublayer_search.search.oneshot.plan.SupernetSpec`)."""
+    supernet: Annotated[SupernetConfig | None, PlainValidator(read_supernet), OWN_CHECKS] = None
+    """``oneshot``: the supernet's settings (``steps``, ``sharing``, ``eval_batches``, ``seed``, …)."""
     top_k: int | None = Field(None, ge=1)
     """``oneshot``: how many of the best-ranked orders train stand-alone (default 5)."""
 
@@ -169,6 +190,10 @@ class FailureSpec(_Strict):
     tolerate: bool = False
     """Exit 0 even when trials failed or diverged (for sweeps where some are expected to);
     by default such a sweep exits with status 1."""
+
+
+def _asdict(value: Any) -> Any:
+    return dataclasses.asdict(value) if isinstance(value, ModelSection) else value
 
 
 class Experiment(_Strict):
@@ -182,13 +207,17 @@ class Experiment(_Strict):
     space: SpaceSpec | Annotated[list[SpaceSpec], Field(min_length=1)]
     seeds: Seeds = 1
     baseline: BaselineSpec = Field(default_factory=BaselineSpec)
-    model: dict[str, Any] = Field(default_factory=dict)
-    """ModelConfig fields (without ``order``) and an optional ``preset``."""
-    data: dict[str, Any]
-    """DataConfig fields (``ParallelDataConfig`` for translation); checked by the task."""
+    model: Annotated[ModelSection[Any] | None, OWN_CHECKS, PlainSerializer(_asdict)] = Field(
+        default_factory=dict, validate_default=True)
+    """The task's model config (written: its fields without ``order``, an optional
+    ``preset``) and ``model.guidance``. Sections are None only where
+    :func:`parse_experiment` was given a ``found`` list for their problems."""
+    data: Annotated[Any, OWN_CHECKS]
+    """The task's data config (``DataConfig``; ``ParallelDataConfig`` for translation)."""
     train: TrainConfig = Field(default_factory=TrainConfig)
-    translation: dict[str, Any] = Field(default_factory=dict)
-    """TranslationConfig fields (beam, max_len, label_smoothing, …) for task: translation."""
+    translation: Annotated[Any, OWN_CHECKS] = Field(default_factory=dict, validate_default=True)
+    """The task's own config (``TranslationConfig``: beam, max_len, … for task: translation);
+    None for a task without one."""
     resources: Resources = Field(default_factory=Resources)
     max_concurrent: int | None = Field(None, ge=1)
     scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
@@ -213,18 +242,32 @@ class Experiment(_Strict):
                              "in a file beside the experiment)")
         return value
 
+    _task: Any = PrivateAttr(default=None)
+
     @field_validator("task")
     @classmethod
     def _known_task(cls, value: str) -> str:
         from sublayer_search.search.tasks import task_names
 
-        names = task_names()
-        if value not in names:
-            quoted = [repr(n) for n in names]
-            listed = " or ".join([", ".join(quoted[:-1]), quoted[-1]] if len(quoted) > 1 else quoted)
-            raise PydanticCustomError("literal_error", "Input should be {expected}",
-                                      {"expected": listed})
-        return value
+        return one_of(value, task_names())
+
+    @field_validator("model", "data", "translation", mode="plain")
+    @classmethod
+    def _task_section(cls, value: Any, info: ValidationInfo) -> Any:
+        return read_section(value, info)
+
+    @model_validator(mode="after")
+    def _keep_task(self, info: ValidationInfo) -> Experiment:
+        context = info.context if isinstance(info.context, dict) else {}
+        self._task = context.get("task")
+        return self
+
+    def new_task(self) -> Task[Any, Any, Any, Any]:
+        """A copy of the task that read this experiment's sections (a plan's own: what
+        planning adds to it stays with that plan)."""
+        from sublayer_search.search.tasks import task_for
+
+        return copy.deepcopy(self._task) if self._task is not None else task_for(self.task)
 
     @property
     def spaces(self) -> list[SpaceSpec]:
@@ -263,12 +306,15 @@ def config_hash(settings: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def parse_experiment(raw: Any, source: str = "<experiment>") -> Experiment:
-    """Shape- and type-check a parsed YAML document (no cross-field checks yet).
+def parse_experiment(raw: Any, source: str = "<experiment>", *,
+                     found: list[Problem] | None = None) -> Experiment:
+    """Validate a parsed YAML document in one pass: shapes and types, and the sections its
+    task reads (cross-field checks: :func:`~.sweep_plan.plan_sweep`).
 
-    Raises :class:`ExperimentError` with every problem found. When the only problems are
-    unknown top-level keys, the error's ``partial`` is the experiment without them, so
-    the caller can go on to find the problems of the rest (spaces, model, data …).
+    Raises :class:`ExperimentError` with every problem found. With a ``found`` list, the
+    problems that leave the rest checkable (unknown top-level keys, a quoted number, a
+    section the task refuses: that section is None) go there instead, for
+    :func:`~.sweep_plan.plan_sweep` to report with its own.
     """
     if not isinstance(raw, dict):
         raise ExperimentError(source, [Problem("", type(raw).__name__, "a YAML mapping at the top level")])
@@ -284,98 +330,22 @@ def parse_experiment(raw: Any, source: str = "<experiment>") -> Experiment:
         if too_big:
             bad = {p.path.split(".")[1].split("[")[0] for p in too_big}
             raw = {**raw, "model": {k: v for k, v in raw["model"].items() if str(k) not in bad}}
+    unknown = [k for k in raw if isinstance(k, str) and k not in Experiment.model_fields]
+    raw = {k: v for k, v in raw.items() if k not in unknown}
+    context: dict[str, Any] = {"found": []}
+    exp: Experiment | None = None
     try:
-        exp = Experiment.model_validate(raw)
+        exp = Experiment.model_validate(raw, context=context)
     except pydantic.ValidationError as err:
-        found = from_validation_error(err)
-        problems += found
-        unknown = {str(e["loc"][0]) for e in err.errors()
-                   if e["type"] == "extra_forbidden" and len(e["loc"]) == 1}
-        partial = None
-        if unknown and len(unknown) == len(found):
-            try:
-                partial = Experiment.model_validate({k: v for k, v in raw.items()
-                                                     if k not in unknown})
-            except pydantic.ValidationError:
-                partial = None
-        raise ExperimentError(source, problems, partial=partial) from None
+        problems += from_validation_error(err)
     except RecursionError:
-        raise ExperimentError(source, problems + [Problem("", "a document nested too deeply",
-                                                          "a flatter YAML document")]) from None
-    if problems:
-        raise ExperimentError(source, problems, partial=exp)
+        problems.append(Problem("", "a document nested too deeply", "a flatter YAML document"))
+    problems += [Problem(k, NO_VALUE, UNKNOWN_KEY) for k in unknown] + context["found"]
+    if exp is None or (problems and found is None):
+        raise ExperimentError(source, problems) from None
+    if found is not None:
+        found += problems
     return exp
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """``yaml.safe_load``'s loader that refuses a key given twice in one mapping."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[Any, yaml.Mark] = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
-            try:
-                first = seen.get(key)
-            except TypeError:  # an unhashable key: the base class reports it
-                break
-            if first is not None:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r} (first at line {first.line + 1})",
-                    key_node.start_mark)
-            seen[key] = key_node.start_mark
-        return super().construct_mapping(node, deep=deep)
-
-
-def _depth(value: Any) -> int:
-    """Nesting depth of mappings and lists, without recursion."""
-    deepest, stack = 0, [(value, 1)]
-    seen: dict[int, int] = {}  # YAML aliases share objects: visit each at its deepest once
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, dict | list):
-            if seen.get(id(item), 0) >= level:
-                continue
-            seen[id(item)] = level
-            deepest = max(deepest, level)
-            if level > MAX_DEPTH:
-                break
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, level + 1) for child in children)
-    return deepest
-
-
-def read_yaml(path: str | os.PathLike[str]) -> Any:
-    """The YAML document of ``path``: UTF-8, no duplicate keys, at most ``MAX_DEPTH`` deep."""
-    p = Path(path)
-    if not p.is_file():
-        raise ExperimentError(str(path), [Problem("", str(path), "an existing experiment YAML file")])
-    data = p.read_bytes()
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        hint = " (it looks like UTF-16)" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
-        raise ExperimentError(str(path), [Problem("", f"a byte 0x{data[err.start]:02x} at offset "
-                                                      f"{err.start} that is not UTF-8{hint}",
-                                                  "a UTF-8 text file")]) from None
-    if "\x00" in text:
-        raise ExperimentError(str(path), [Problem("", "a NUL byte", "a UTF-8 text file")])
-    try:
-        doc = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506  # a SafeLoader
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
-        problem = getattr(err, "problem", None)
-        what = f"invalid YAML at {where}" + (f": {problem}" if problem else "")
-        raise ExperimentError(str(path), [Problem("", what, "well-formed YAML")]) from None
-    except RecursionError:
-        doc = None
-        depth = MAX_DEPTH + 1
-    else:
-        depth = _depth(doc)
-    if depth > MAX_DEPTH:
-        raise ExperimentError(str(path), [Problem("", f"a document nested more than {MAX_DEPTH} "
-                                                      "levels deep", "a flatter YAML document")])
-    return doc
 
 
 def _relative_to(folder: Path, raw: Any) -> Any:
@@ -391,10 +361,13 @@ def _relative_to(folder: Path, raw: Any) -> Any:
     return {**raw, "data": data}
 
 
-def load_experiment(path: str | os.PathLike[str]) -> Experiment:
-    """Read and shape-check an experiment file; see :func:`search.plan.sweep_plan.plan_sweep` for the rest.
+def load_experiment(path: str | os.PathLike[str], *,
+                    found: list[Problem] | None = None) -> Experiment:
+    """Read and check an experiment file (:func:`parse_experiment`, ``found`` included); see
+    :func:`search.plan.sweep_plan.plan_sweep` for the rest.
 
     Relative ``data`` paths are resolved against the file's folder, once, here.
     """
     raw = read_yaml(path)
-    return parse_experiment(_relative_to(Path(path).resolve().parent, raw), str(path))
+    return parse_experiment(_relative_to(Path(path).resolve().parent, raw), str(path),
+                            found=found)

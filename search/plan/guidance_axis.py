@@ -21,6 +21,7 @@ from typing import Any
 from sublayer_search.models.guidance.config import GuidanceConfig
 from sublayer_search.search.plan.problems import Problem
 from sublayer_search.search.plan.variant import VariantCandidate
+from sublayer_search.spaces.problems import ProblemError
 
 __all__ = ["Settings", "check_guided", "cross", "guidance_settings"]
 
@@ -33,6 +34,14 @@ _SPACE_FACTS = ("family", "k")
 
 def _rebase(field: str, prefix: str) -> str:
     return prefix + field[len("model.guidance"):] if field.startswith("model.guidance") else prefix
+
+
+def _at(exc: ValueError, prefix: str, value: Any, why: str = "") -> Problem:
+    """The error's (first) problem at the setting's YAML path ``prefix``."""
+    if isinstance(exc, ProblemError):
+        first = exc.problems[0]
+        return Problem(_rebase(first.path, prefix), first.value, first.expected + why)
+    return Problem(prefix, value, str(exc) + why)
 
 
 def guidance_settings(raw: Any, problems: list[Problem]) -> Settings:
@@ -49,9 +58,7 @@ def guidance_settings(raw: Any, problems: list[Problem]) -> Settings:
         try:
             setting = GuidanceConfig.from_dict(item)
         except ValueError as exc:
-            field = str(getattr(exc, "field", "model.guidance"))
-            problems.append(Problem(_rebase(field, prefix), getattr(exc, "value", item),
-                                    str(getattr(exc, "expected", exc))))
+            problems.append(_at(exc, prefix, item))
             continue
         if setting.label in out:
             problems.append(Problem(prefix, item, f"distinct guidance settings ({setting.label} "
@@ -88,7 +95,4 @@ def check_guided(pool: Sequence[VariantCandidate], settings: Settings,
             build(cand)
         except ValueError as exc:
             failed.add(label)
-            prefix = settings[label][0]
-            field = str(getattr(exc, "field", "model.guidance"))
-            problems.append(Problem(_rebase(field, prefix), getattr(exc, "value", label),
-                                    f"{getattr(exc, 'expected', exc)} (candidate {cand.name})"))
+            problems.append(_at(exc, settings[label][0], label, f" (candidate {cand.name})"))

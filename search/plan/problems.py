@@ -1,67 +1,34 @@
-"""Validation problems with YAML paths, collected from pydantic and our own checks."""
+"""Validation problems with YAML paths, collected from pydantic and our own checks.
+
+:class:`Problem` (``path``, ``value``, ``expected``) is the one problem type of every layer
+(:mod:`sublayer_search.spaces.problems`); here: the experiment file's error and pydantic's
+errors in its words."""
 
 from __future__ import annotations
 
 import re
-import reprlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pydantic
 
+from sublayer_search.spaces.problems import NO_VALUE, Problem, ProblemError, short_repr
+
 _FIELD_MESSAGE = re.compile(r"^([A-Za-z_][\w.\[\]-]*): (got .*)$", re.S)
 
-__all__ = ["Problem", "ExperimentError", "NO_VALUE", "path_str", "from_validation_error", "from_exception",
-           "problems_from", "short_repr"]
+__all__ = ["Problem", "ExperimentError", "NO_VALUE", "UNKNOWN_KEY", "path_str",
+           "from_validation_error", "from_exception", "problems_from", "short_repr"]
 
-_REPR = reprlib.Repr()  # Python 3.11 takes no keyword arguments here
-_REPR.maxlevel, _REPR.maxdict, _REPR.maxlist, _REPR.maxtuple, _REPR.maxset = 3, 6, 8, 8, 8
-_REPR.maxstring, _REPR.maxother, _REPR.maxlong = 80, 80, 40
+UNKNOWN_KEY = "unknown key (remove it or check its spelling)"
 
 
-def short_repr(value: Any) -> str:
-    """``repr(value)``, bounded: a huge or deeply nested value (YAML anchors can expand a
-    1 KB file into megabytes) is cut with ``...``."""
-    text = _REPR.repr(value)
-    return text if len(text) <= 300 else text[:297] + "..."
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with an experiment file: where, what was there, what was expected."""
-
-    path: str
-    value: Any
-    expected: str
-
-    def __str__(self) -> str:
-        where = self.path or "<file>"
-        if self.value is _MISSING:
-            return f"{where}: {self.expected}"  # a complete phrase ("got …, expected …")
-        return f"{where}: got {short_repr(self.value)}, expected {self.expected}"
-
-
-class _Missing:
-    def __repr__(self) -> str:
-        return "<missing>"
-
-
-_MISSING: Any = _Missing()
-NO_VALUE: Any = _MISSING
-"""A :class:`Problem`'s value when its ``expected`` is a complete phrase of its own."""
-
-
-class ExperimentError(ValueError):
+class ExperimentError(ProblemError):
     """An experiment file with one or more problems (the CLI exits with status 2)."""
 
-    def __init__(self, source: str, problems: Sequence[Problem], *,
-                 partial: Any = None) -> None:
-        super().__init__(source, list(problems))
+    def __init__(self, source: str, problems: Sequence[Problem]) -> None:
+        super().__init__(problems)
+        self.args = (source, list(problems))
         self.source = source
-        self.problems = list(problems)
-        self.partial = partial
-        """What could be read despite the problems (an ``Experiment``), to check further."""
 
     def __str__(self) -> str:
         lines = [f"{self.source}: {len(self.problems)} problem(s)"]
@@ -80,33 +47,17 @@ def path_str(loc: Iterable[str | int]) -> str:
     return out
 
 
-def _join(prefix: str, field: str) -> str:
-    if not prefix:
-        return field
-    if field.startswith("["):
-        return prefix + field
-    # errors of nested configs already name their section ("model.d_model")
-    head = prefix.split(".")[-1].split("[")[0]
-    if field == head or field.startswith(head + ".") or field.startswith(head + "["):
-        field = field[len(head):].lstrip(".")
-        return f"{prefix}.{field}" if field and not field.startswith("[") else prefix + field
-    return f"{prefix}.{field}"
+def problems_from(exc: BaseException, prefix: str = "", value: Any = NO_VALUE) -> list[Problem]:
+    """Every problem an error carries, under ``prefix`` (a config's ``ConfigErrors`` holds
+    several); another error is one problem at ``prefix`` with ``value``."""
+    if isinstance(exc, ProblemError):
+        return exc.under(prefix)
+    return [Problem(prefix, value, str(exc))]
 
 
-def problems_from(exc: BaseException, prefix: str = "", value: Any = _MISSING) -> list[Problem]:
-    """Every problem an error carries (a config's ``ConfigErrors`` holds several)."""
-    inner = getattr(exc, "errors", None)
-    if isinstance(inner, list) and inner and all(isinstance(e, BaseException) for e in inner):
-        return [from_exception(e, prefix, value) for e in inner]
-    return [from_exception(exc, prefix, value)]
-
-
-def from_exception(exc: BaseException, prefix: str = "", value: Any = _MISSING) -> Problem:
-    """A problem from one of our errors (``field``/``value``/``expected`` attributes)."""
-    field = getattr(exc, "field", None)
-    if field is not None and hasattr(exc, "expected"):
-        return Problem(_join(prefix, str(field)), getattr(exc, "value", _MISSING), str(exc.expected))
-    return Problem(prefix, value, str(exc))
+def from_exception(exc: BaseException, prefix: str = "", value: Any = NO_VALUE) -> Problem:
+    """The (first) problem of an error, under ``prefix``."""
+    return problems_from(exc, prefix, value)[0]
 
 
 _TYPE_WORDS = {
@@ -183,17 +134,17 @@ def from_validation_error(err: pydantic.ValidationError, prefix: str = "",
         loc = path_str(item["loc"][strip:])
         path = f"{prefix}.{loc}" if prefix and loc else (prefix or loc)
         kind = item["type"]
-        value = item.get("input", _MISSING)
+        value = item.get("input", NO_VALUE)
         cause = (item.get("ctx") or {}).get("error")
         if kind in ("extra_forbidden", "unexpected_keyword_argument"):
-            problems.append(Problem(path, _MISSING, "unknown key (remove it or check its spelling)"))
+            problems.append(Problem(path, NO_VALUE, UNKNOWN_KEY))
         elif kind in ("missing", "missing_keyword_argument", "missing_argument"):
-            problems.append(Problem(path, _MISSING, "a value for this required key"))
-        elif isinstance(cause, BaseException) and hasattr(cause, "expected"):
-            problems.extend(problems_from(cause, path))
+            problems.append(Problem(path, NO_VALUE, "a value for this required key"))
+        elif isinstance(cause, ProblemError):
+            problems.extend(cause.under(path))
         elif isinstance(cause, BaseException) and _FIELD_MESSAGE.match(str(cause)):
             field, rest = _FIELD_MESSAGE.match(str(cause)).groups()  # type: ignore[union-attr]
-            problems.append(Problem(_join(path, field), _MISSING, rest))
+            problems.append(Problem(field, NO_VALUE, rest).under(path))
         elif isinstance(cause, BaseException):
             problems.append(Problem(path, value, str(cause)))
         elif kind == "literal_error":

@@ -10,7 +10,6 @@ import os
 from pathlib import Path
 
 from sublayer_search.search.plan.experiment import Experiment
-from sublayer_search.search.plan.guidance_axis import guidance_settings
 from sublayer_search.search.plan.problems import Problem
 from sublayer_search.search.searchers.registry import search_algorithm
 
@@ -54,8 +53,8 @@ def parallel_problems(exp: Experiment) -> list[Problem]:
     elif search_algorithm(exp.search.algorithm).supernet_stage:
         why = (f"ddp for search.algorithm {exp.search.algorithm}: the supernet's paths share "
                "weights and train on some blocks only")
-    elif any(setting.mode != "none"
-             for _, setting in guidance_settings(exp.model.get("guidance"), []).values()):
+    elif exp.model is not None and any(setting.mode != "none"
+                                       for _, setting in exp.model.guidance.values()):
         why = ("ddp with model.guidance: a guidance pair reads (soft) or shares (hard) the "
                "weights of two sublayers, which FSDP keeps in separate shards")
     return [] if why is None else [Problem("train.parallel", "fsdp", why)]

@@ -21,7 +21,11 @@ import pydantic
 
 from sublayer_search.search.plan.problems import Problem
 
-__all__ = ["strict_scalars", "magnitude_problems", "MAX_COUNT", "MAX_INT"]
+__all__ = ["strict_scalars", "magnitude_problems", "MAX_COUNT", "MAX_INT", "OWN_CHECKS"]
+
+OWN_CHECKS = "own-checks"
+"""``Annotated`` mark of a section its own reader checks whole (the task's sections,
+``search.supernet``): :func:`strict_scalars` leaves it to that reader."""
 
 MAX_COUNT = 10**9
 """The largest step, batch or sample count a file may ask for."""
@@ -100,8 +104,9 @@ def _nested(annotation: Any) -> type | None:
 
 
 def _fields(cls: type) -> dict[str, Any]:
-    if isinstance(cls, type) and issubclass(cls, pydantic.BaseModel):
-        return {name: f.annotation for name, f in cls.model_fields.items()}
+    if isinstance(cls, type) and issubclass(cls, pydantic.BaseModel):  # own checks: left alone
+        return {name: f.annotation for name, f in cls.model_fields.items()
+                if OWN_CHECKS not in f.metadata}
     if dataclasses.is_dataclass(cls):
         return typing.get_type_hints(cls, include_extras=True)
     return {}

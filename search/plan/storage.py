@@ -26,6 +26,7 @@ from urllib.parse import urlparse
 
 from sublayer_search.search.plan.credentials import CredentialError, aws_source
 from sublayer_search.search.plan.problems import Problem
+from sublayer_search.spaces.problems import ProblemError
 
 __all__ = ["Storage", "OBJECT_SCHEMES", "ENDPOINT_ENV", "ARTIFACT_ENDPOINT_ENV",
            "is_object_store", "uri_problem", "storage_uri", "artifact_uri", "artifact_endpoint_env",
@@ -63,13 +64,16 @@ def uri_problem(value: str, *, local: bool = True) -> str | None:
     return None
 
 
-class LocationError(ValueError):
-    """A bad location, for pydantic: ``field``, the ``value`` as shown (credentials in a
-    URI masked), what was ``expected``."""
+class LocationError(ProblemError):
+    """A bad location, for pydantic: one problem with the ``value`` as shown (credentials in
+    a URI masked)."""
 
     def __init__(self, field: str, value: str, expected: str) -> None:
-        super().__init__(expected)
-        self.field, self.value, self.expected = field, shown(value), expected
+        super().__init__([Problem(field, shown(value), expected)])
+        self.args = (expected,)
+
+    def __str__(self) -> str:
+        return self.expected
 
 
 def shown(uri: str) -> str:

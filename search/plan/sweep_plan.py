@@ -30,14 +30,14 @@ from sublayer_search.search.plan.preflight import (
     tracking_problems,
 )
 from sublayer_search.search.plan.problems import ExperimentError, Problem, from_exception
-from sublayer_search.search.plan.queue import prior_queue, search_prior, trial_orders
 from sublayer_search.search.plan.resources import resource_problems, worker_problems
 from sublayer_search.search.plan.trial import Trial
 from sublayer_search.search.plan.variant import Variant, VariantCandidate
 from sublayer_search.search.searchers.observation import Observation
 from sublayer_search.search.searchers.prior import OrderPrior
+from sublayer_search.search.searchers.queue import prior_queue, search_prior, trial_orders
 from sublayer_search.search.searchers.registry import listed, search_algorithm, searcher_names
-from sublayer_search.search.tasks import Task, task_for
+from sublayer_search.search.tasks import Task
 from sublayer_search.search.tasks.base import DataT, ExtraT, ModelT, SpecT
 from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.errors import OrderError
@@ -79,7 +79,8 @@ class SweepPlan(Generic[ModelT, DataT, ExtraT, SpecT]):
     duplicates: tuple[Duplicate, ...] = ()
     """Candidates that were another's model (:mod:`.duplicates`): the dry run notes them."""
     prior: OrderPrior | None = None
-    """``search.prior``, fitted once at planning: it orders a grid's queue (:mod:`.queue`)."""
+    """``search.prior``, fitted once at planning: it orders a grid's queue
+    (:mod:`~sublayer_search.search.searchers.queue`)."""
 
     @property
     def mode(self) -> Direction:
@@ -291,21 +292,22 @@ def _objective_problems(exp: Experiment, task: AnyTask, data: Any) -> list[Probl
 
 def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | None = None,
                check_resources: bool = True, notes: list[str] | None = None,
-               tracking_uri: str | None = None) -> SweepPlan[Any, Any, Any, Any]:
+               tracking_uri: str | None = None,
+               found: Sequence[Problem] = ()) -> SweepPlan[Any, Any, Any, Any]:
     """Validate everything about ``exp`` and expand it; raise one error listing every problem.
 
     Resources are checked against this machine unless a cluster ``address`` is given
     (then :func:`search.run.sweep.check_cluster` checks them after connecting) or
     ``check_resources`` is false (``--dry-run`` only warns). A list given as ``notes``
     (``--dry-run``) collects what could only be estimated instead of failing on it.
+    ``found``: the file's problems :func:`~.experiment.parse_experiment` left to report
+    with these (its sections that failed are None).
     """
-    problems: list[Problem] = []
-    task = task_for(exp.task)
-    model_raw = dict(exp.model)
-    guidance = guidance_settings(model_raw.pop("guidance", None), problems)
-    template = task.template(model_raw, problems)
-    data = task.data(exp.data, problems)
-    extra = task.extra(exp.translation, problems)
+    problems: list[Problem] = list(found)
+    task = exp.new_task()  # the task that read the model, data and translation sections
+    template = exp.model.template if exp.model is not None else None
+    guidance = exp.model.guidance if exp.model is not None else guidance_settings(None, [])
+    data, extra = exp.data, exp.translation
     seeds_of: dict[tuple[str, str], list[int]] = {}
     pool = _expand_spaces(exp, task, problems, seeds_of)
     base = _baseline(exp, task, pool, template, problems)  # unguided, at the space's budget

@@ -1,7 +1,7 @@
 """Re-time a recorded sweep as if its trials had started in another order
 (``sublayer replay --arrival prior``).
 
-A sweep that starts its trials in the prior's order (:func:`...plan.queue.prior_queue`:
+A sweep that starts its trials in the prior's order (:func:`...searchers.queue.prior_queue`:
 baseline seeds first, then the candidates best-predicted first) with the recorded sweep's
 own concurrency and each trial's own recorded durations:
 
@@ -25,10 +25,10 @@ import heapq
 from collections.abc import Sequence
 from dataclasses import replace
 
-from sublayer_search.search.plan.queue import prior_queue
 from sublayer_search.search.replay.curves import Curve
 from sublayer_search.search.replay.settings import ReplayError
 from sublayer_search.search.searchers.prior import OrderPrior, PriorTable
+from sublayer_search.search.searchers.queue import prior_queue
 from sublayer_search.spaces.order import parse_order
 
 __all__ = ["concurrency", "in_prior_order", "judged_table", "retime"]

@@ -37,6 +37,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -44,6 +45,7 @@ from sublayer_search.search.searchers.registry import search_algorithm
 from sublayer_search.spaces.cost import f_units_for, unit_weights
 from sublayer_search.spaces.features import order_features
 from sublayer_search.spaces.order import parse_order
+from sublayer_search.spaces.problems import Problem, ProblemError
 from sublayer_search.spaces.records import Tag, TrialStatus, direction, final
 
 __all__ = ["BUILTIN_PRIORS", "OrderPrior", "PriorError", "PriorTable",
@@ -57,12 +59,15 @@ ONE_TABLE_SHRINK = 20.0
 """With a single source table its own correlation counts as ``n / (n + this)``."""
 
 
-class PriorError(ValueError):
-    """A ``search.prior`` entry that names no study: (field, value, expected)."""
+class PriorError(ProblemError):
+    """A ``search.prior`` entry that names no study: one problem at ``search.prior``."""
 
     def __init__(self, value: object, expected: str) -> None:
-        self.field, self.value, self.expected = "search.prior", value, expected
-        super().__init__(f"search.prior: got {value!r}, expected {expected}")
+        super().__init__([Problem("search.prior", value, expected)])
+        self.args = (self.problems[0].plain(),)
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable across processes
+        return (type(self), (self.value, self.expected))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 import pydantic
@@ -24,9 +25,10 @@ from sublayer_search.spaces.records import best
 if TYPE_CHECKING:
     from sublayer_search.models.training_loop import FitResult, Report
 
+from sublayer_search.search.plan.guidance_axis import Settings, guidance_settings
 from sublayer_search.search.plan.problems import Problem, from_validation_error, problems_from
 
-__all__ = ["Spec", "Task", "obtain_corpus", "validate_section"]
+__all__ = ["ModelSection", "Spec", "Task", "obtain_corpus", "validate_section"]
 
 ModelT = TypeVar("ModelT")
 DataT = TypeVar("DataT")
@@ -45,6 +47,16 @@ class Spec(Protocol):
 
 SpecT = TypeVar("SpecT", bound=Spec)
 SectionT = TypeVar("SectionT")
+
+
+@dataclass(frozen=True)
+class ModelSection(Generic[ModelT]):
+    """An experiment's ``model`` section as its task read it (:meth:`Task.read_model`)."""
+
+    template: ModelT
+    """The task's model config; its order stands in until planning puts the baseline's."""
+    guidance: Settings
+    """``model.guidance``: label → (YAML path, setting); ``none`` alone when unguided."""
 
 
 def validate_section(cls: type[SectionT], raw: Any, prefix: str,
@@ -117,6 +129,13 @@ class Task(ABC, Generic[ModelT, DataT, ExtraT, SpecT]):
     sweep has not built yet). None when they are exact."""
 
     # -- the experiment's sections -------------------------------------------------------
+    def read_model(self, raw: dict[str, Any], problems: list[Problem]) -> ModelSection[ModelT] | None:
+        """The ``model`` section: its guidance settings and the rest as :meth:`template`."""
+        raw = dict(raw)
+        guidance = guidance_settings(raw.pop("guidance", None), problems)
+        template = self.template(raw, problems)
+        return None if template is None else ModelSection(template, guidance)
+
     @abstractmethod
     def template(self, raw: dict[str, Any], problems: list[Problem]) -> ModelT | None:
         """The model section as a config whose order the baseline fills in later."""
@@ -129,8 +148,8 @@ class Task(ABC, Generic[ModelT, DataT, ExtraT, SpecT]):
         """The task's own section (:attr:`section`); ``None`` when it has none (then the
         experiment's ``translation`` section must be empty)."""
         if raw:
-            problems.append(Problem("translation", raw, f"no translation section in an "
-                                    f"{self.name} experiment (set task: translation)"))
+            problems.append(Problem("translation", raw, f"no such section: task {self.name} "
+                                    "has no settings of its own"))
         return None
 
     def settings(self) -> dict[str, Any]:
@@ -152,9 +171,8 @@ class Task(ABC, Generic[ModelT, DataT, ExtraT, SpecT]):
 
     # -- spaces, search and baseline -----------------------------------------------------
     def space_problem(self, space_type: str) -> str | None:
-        """What is expected instead, when this task cannot sweep ``space_type``."""
-        if space_type == "iot_subsets":
-            return "a language-model space (iot_subsets needs task: translation)"
+        """What is expected instead, when this task cannot sweep ``space_type`` (a task
+        sweeps every space unless it says so here)."""
         return None
 
     def space_args(self, space: str,

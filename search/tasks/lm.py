@@ -66,8 +66,18 @@ class LMTask(Task[ModelConfig, DataConfig, None, TrialSpec]):
                 problems.append(Problem("data.name", data.name, f"an available corpus: {exc}"))
         return data
 
+    def extra(self, raw: dict[str, Any], problems: list[Problem]) -> None:
+        if raw:
+            problems.append(Problem("translation", raw, "no translation section in an lm "
+                                    "experiment (set task: translation)"))
+
     def metric(self, data: DataConfig) -> str:
         return main_metric(data.resolved_level)
+
+    def space_problem(self, space_type: str) -> str | None:
+        if space_type == "iot_subsets":
+            return "a language-model space (iot_subsets needs task: translation)"
+        return None
 
     def baseline(self, pool: Sequence[Candidate], template: ModelConfig | None,
                  problems: list[Problem]) -> VariantCandidate | None:

@@ -102,9 +102,6 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
         return (super().reports(name, data) or name in ("tau", "guidance_loss")
                 or route_share_code(name) is not None)
 
-    def space_problem(self, space_type: str) -> str | None:
-        return None
-
     def space_args(self, space: str,
                    args: dict[str, Any]) -> tuple[str, dict[str, Any], str | None]:
         args = dict(args)

@@ -124,11 +124,11 @@ def test_a_translation_sweep_passes_the_preset_to_the_model() -> None:
     from sublayer_search.search.plan.experiment import parse_experiment
     from sublayer_search.search.tasks.translation import TranslationTask
 
-    task = TranslationTask()
     exp = parse_experiment({"name": "x", "task": "translation",
                             "space": {"type": "iot_subsets", "codes": [1, 2]},
                             "model": {"preset": "debug", "routing": "authors",
                                       "predictor_dropout": 0.1},
                             "data": {"name": "multi30k"}})
-    assert task.template(exp.model, []) is not None
+    task = exp.new_task()  # the task that read the model section
+    assert isinstance(task, TranslationTask) and exp.model.template is not None
     assert task.iot_settings == {"routing": "authors", "predictor_dropout": 0.1}

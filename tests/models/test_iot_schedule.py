@@ -104,12 +104,12 @@ def test_model_trains_with_the_authors_settings() -> None:
 
 
 def _template_settings(model: dict[str, Any]) -> dict[str, Any]:
-    task = TranslationTask()
     exp = parse_experiment({"name": "x", "task": "translation",
                             "space": {"type": "iot_subsets", "codes": [1, 2]},
                             "model": {"preset": "debug", **model},
                             "data": {"name": "multi30k"}})
-    assert task.template(exp.model, []) is not None
+    task = exp.new_task()  # the task that read the model section
+    assert isinstance(task, TranslationTask) and exp.model.template is not None
     return task.iot_settings
 
 

@@ -210,7 +210,7 @@ def test_relative_data_paths_are_relative_to_the_experiment_file(
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     exp = load_experiment(folder / "exp.yaml")
-    assert exp.data["path"] == str(folder / "input.txt")
+    assert exp.data.path == str(folder / "input.txt")
     plan = plan_sweep(exp, check_resources=False)
     spec = plan.trials[0].planned_spec()
     assert spec.data.path == str(folder / "input.txt")

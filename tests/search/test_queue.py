@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from sublayer_search.search.plan.queue import prior_queue, prior_scores
 from sublayer_search.search.searchers.prior import OrderPrior, prior_features
+from sublayer_search.search.searchers.queue import prior_queue, prior_scores
 
 ITEMS = [("cand-a", ["ffffffssssss"], False), ("base-0", ["sfsfsfsfsfsf"], True),
          ("cand-b", ["ssssssffffff"], False), ("base-1", ["sfsfsfsfsfsf"], True),

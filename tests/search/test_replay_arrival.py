@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from sublayer_search.search.cli.main import main
-from sublayer_search.search.plan.queue import prior_queue
 from sublayer_search.search.replay.arrival import (
     concurrency,
     in_prior_order,
@@ -17,6 +16,7 @@ from sublayer_search.search.replay.arrival import (
 from sublayer_search.search.replay.engine import Curve, Point, ReplayError
 from sublayer_search.search.replay.from_export import open_export, sweep_from_export
 from sublayer_search.search.searchers.prior import OrderPrior, builtin_tables, same_study
+from sublayer_search.search.searchers.queue import prior_queue
 
 
 def _curve(name: str, start: float, offsets: list[float], *, end: float | None = None,

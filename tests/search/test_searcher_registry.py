@@ -92,7 +92,7 @@ def test_an_unknown_algorithm_gets_the_literal_error_of_before(value: object) ->
 
 def test_a_registered_searcher_is_an_allowed_algorithm_with_its_capabilities() -> None:
     raw = {"name": "x", "space": {"type": "sandwich", "n": 2}, "data": {"name": "tinyshakespeare"},
-           "search": {"algorithm": "probe-searcher"}}
+           "model": {"preset": "debug"}, "search": {"algorithm": "probe-searcher"}}
     with pytest.raises(ExperimentError, match="expected one of 'grid', 'optuna', 'surrogate', "
                                               "'evolution' or 'oneshot'"):
         parse_experiment(raw)

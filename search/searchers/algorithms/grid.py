@@ -19,7 +19,7 @@ class Grid(SearchAlgorithm):
     needs_budget = False
     plans_every_trial = True
     takes_prior = True
-    """The prior orders the queue (:mod:`~sublayer_search.search.plan.queue`)."""
+    """The prior orders the queue (:mod:`~sublayer_search.search.searchers.queue`)."""
     takes_warm_start = False
     expected_instead = {"takes_warm_start": "false for search.algorithm grid (reuse: true "
                                             "takes finished trials of a grid)"}

@@ -3,22 +3,18 @@ baseline seeds first, then the candidates the prior predicts best first.
 
 Started best-predicted first, fewer later trials can be "leaders" (trials a rule safe
 whatever comes next must train whole), so early stopping saves more (docs/search.md).
-Pure: the same function orders a live sweep's queue (:mod:`.sweep_plan`) and re-times a
+Pure: the same function orders a live sweep's queue (:mod:`...plan.sweep_plan`) and re-times a
 recorded one (``sublayer replay --arrival prior``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-from sublayer_search.search.plan.problems import Problem
 from sublayer_search.search.searchers.prior import OrderPrior, PriorError, prior_for
 from sublayer_search.search.searchers.registry import search_algorithm
-
-if TYPE_CHECKING:
-    from sublayer_search.search.plan.experiment import Experiment
-    from sublayer_search.search.plan.trial import Trial
+from sublayer_search.spaces.problems import Problem
 
 __all__ = ["prior_queue", "prior_scores", "queue_lines", "search_prior", "trial_orders"]
 
@@ -67,13 +63,13 @@ def queue_lines(plan: Any) -> list[str]:
     return lines
 
 
-def trial_orders(trial: Trial[Any]) -> tuple[str, ...]:
+def trial_orders(trial: Any) -> tuple[str, ...]:
     """The orders a trial trains: an IOT subset's, or its one order."""
     subset = trial.variant.subset
     return subset.orders if subset is not None and subset.orders else (trial.order,)
 
 
-def search_prior(exp: Experiment, tracking_uri: str | None,
+def search_prior(exp: Any, tracking_uri: str | None,
                  problems: list[Problem]) -> OrderPrior | None:
     """``search.prior``'s studies, read and fitted once, before anything runs (a name that
     is no study, or a prior the searcher cannot take, is a problem)."""
@@ -81,5 +77,5 @@ def search_prior(exp: Experiment, tracking_uri: str | None,
         return prior_for(exp.search.prior, algorithm=exp.search.algorithm,
                          tracking_uri=tracking_uri or exp.tracking.uri)
     except PriorError as exc:
-        problems.append(Problem(exc.field, exc.value, exc.expected))
+        problems.extend(exc.problems)
         return None
