@@ -55,8 +55,10 @@ def too_many_trials(args: argparse.Namespace, rows: list[dict[str, Any]]) -> str
 def scheduler_line(exp: Any) -> str:
     """What early stopping the sweep does, for the dry run."""
     spec, every = exp.scheduler, exp.train.eval_every
-    if spec.type == "fifo":
-        return "fifo (no early stopping: every trial trains all its steps)"
+    if spec.type == "fifo":  # the default: studies compare every trial's final value
+        return ("fifo (no early stopping: every trial trains all its steps, as studies of "
+                "every order need; to search, `scheduler: {type: curve}` stops the hopeless "
+                "and kept the true top 3 on every recorded study: docs/search.md)")
     grace = f"grace {spec.grace_period} evaluation(s) ({spec.grace_period * every} steps)"
     if spec.type == "asha":
         rule = f"asha, {grace}, reduction factor {spec.reduction_factor:g}"

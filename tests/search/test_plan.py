@@ -191,7 +191,8 @@ def test_dry_run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert lines[1].split()[:3] == ["interleaved4@seed0", "baseline", "0"]
     assert lines[-3].split()[0] == "sandwich4_3@seed0" and lines[-3].endswith("ssssffff")
     assert "10 trial(s)" in lines[-2] and "val_bpc" in lines[-2]
-    assert lines[-1] == "scheduler: fifo (no early stopping: every trial trains all its steps)"
+    assert lines[-1].startswith("scheduler: fifo (no early stopping: every trial trains all its "
+                                "steps") and "{type: curve}" in lines[-1]
     assert _snapshot(tmp_path) == set()  # no mlflow.db, no ray_results
     assert not ray.is_initialized()
 
