@@ -12,10 +12,13 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sublayer_search.search.cli.output import TRIALS_SHOWN, bad
 from sublayer_search.spaces.exit_codes import ExitCode
+
+if TYPE_CHECKING:
+    from sublayer_search.search.replay.engine import SchedulerSettings
 
 __all__ = ["GRID_GRACE", "GRID_FACTORS", "add_replay", "run_replay"]
 
@@ -116,20 +119,9 @@ def run_replay(args: argparse.Namespace) -> int:
     from sublayer_search.analysis.store.mlflow_store import StoreError, check_store
     from sublayer_search.spaces.records import direction
 
-    if args.figure is not None and not args.grid:
-        return bad(f"--figure: got {args.figure!r} without --grid, expected --grid with it")
-    if args.figure is not None and not os.path.isdir(os.path.dirname(os.path.abspath(args.figure))):
-        return bad(f"--figure: got {args.figure!r}, expected a path in an existing folder")
-    given = {k: v for k, v in (("EXPERIMENT", args.experiment), ("--export", args.export),
-                               ("--builtin", args.builtin)) if v is not None}
-    if not given:
-        return bad("EXPERIMENT: got none, expected an MLflow experiment, --export PATH or "
-                    "--builtin NAME")
-    if len(given) > 1:
-        return bad(f"{'/'.join(given)}: got {', '.join(map(repr, given.values()))}, expected "
-                    "only one of them")
-    if args.name is not None and args.export is None:
-        return bad(f"--name: got {args.name!r} without --export, expected --export with it")
+    problem = _argument_problem(args)
+    if problem is not None:
+        return bad(problem)
     uri = None
     if args.experiment is not None:
         uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlflow.db"
@@ -140,7 +132,6 @@ def run_replay(args: argparse.Namespace) -> int:
 
     from sublayer_search.search.replay.engine import (
         ReplayError,
-        SchedulerSettings,
         replay,
         replay_grid,
         together,
@@ -148,17 +139,9 @@ def run_replay(args: argparse.Namespace) -> int:
 
     try:
         sweep = _recorded(args, uri)
-        every = sweep.eval_every
-        max_t = sweep.steps if args.max_t is None else min(args.max_t * every, sweep.steps)
-        if args.grace_period * every > max_t:
-            raise ReplayError("--grace-period", args.grace_period,
-                              f"at most {max_t // every} evaluations (max_t: {max_t} steps, "
-                              f"one evaluation every {every} steps)")
-        metric = sweep.scheduler_metric
-        settings = SchedulerSettings(
-            name=args.scheduler, max_t=max_t, grace_period=args.grace_period * every,
-            reduction_factor=args.reduction_factor, min_samples=args.min_samples,
-            z=args.z, top_k=args.top_k, metric=metric, mode=args.mode or direction(metric))
+        every, metric = sweep.eval_every, sweep.scheduler_metric
+        settings = _settings(args, sweep)
+        max_t = settings.max_t
         arrival = args.arrival or ("together" if args.scheduler == "hyperband" else "recorded")
         curves = together(sweep.curves) if arrival == "together" else list(sweep.curves)
         rank = direction(sweep.metric)
@@ -176,6 +159,46 @@ def run_replay(args: argparse.Namespace) -> int:
         return bad(str(exc))
     _print_report(report, sweep.metric, curves, metric)
     return ExitCode.OK
+
+
+def _argument_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the command line's combination of arguments, if anything."""
+    import os
+
+    if args.figure is not None and not args.grid:
+        return f"--figure: got {args.figure!r} without --grid, expected --grid with it"
+    if args.figure is not None and not os.path.isdir(os.path.dirname(os.path.abspath(args.figure))):
+        return f"--figure: got {args.figure!r}, expected a path in an existing folder"
+    given = {k: v for k, v in (("EXPERIMENT", args.experiment), ("--export", args.export),
+                               ("--builtin", args.builtin)) if v is not None}
+    if not given:
+        return ("EXPERIMENT: got none, expected an MLflow experiment, --export PATH or "
+                "--builtin NAME")
+    if len(given) > 1:
+        return (f"{'/'.join(given)}: got {', '.join(map(repr, given.values()))}, expected "
+                "only one of them")
+    if args.name is not None and args.export is None:
+        return f"--name: got {args.name!r} without --export, expected --export with it"
+    return None
+
+
+def _settings(args: argparse.Namespace, sweep: Any) -> SchedulerSettings:
+    """The scheduler settings of the replay (steps of the recorded sweep; ``max_t`` and
+    the grace period given in evaluations); ReplayError for a grace period past max_t."""
+    from sublayer_search.search.replay.engine import ReplayError, SchedulerSettings
+    from sublayer_search.spaces.records import direction
+
+    every = sweep.eval_every
+    max_t = sweep.steps if args.max_t is None else min(args.max_t * every, sweep.steps)
+    if args.grace_period * every > max_t:
+        raise ReplayError("--grace-period", args.grace_period,
+                          f"at most {max_t // every} evaluations (max_t: {max_t} steps, "
+                          f"one evaluation every {every} steps)")
+    metric = sweep.scheduler_metric
+    return SchedulerSettings(
+        name=args.scheduler, max_t=max_t, grace_period=args.grace_period * every,
+        reduction_factor=args.reduction_factor, min_samples=args.min_samples,
+        z=args.z, top_k=args.top_k, metric=metric, mode=args.mode or direction(metric))
 
 
 def _recorded(args: argparse.Namespace, uri: str | None) -> Any:
