@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sublayer_search.analysis.errors import AnalysisError
 from sublayer_search.analysis.paths import unusable_folder
@@ -18,6 +19,9 @@ from sublayer_search.analysis.studies.significance import (
     ADJUST,  # light: the parser is built on every ``sublayer`` call
 )
 from sublayer_search.spaces.cost import STRADDLE
+
+if TYPE_CHECKING:
+    from sublayer_search.analysis.report.writer import Report
 from sublayer_search.spaces.exit_codes import ExitCode
 
 __all__ = ["PAPERS", "add_arguments", "main", "run_analyze"]
@@ -73,15 +77,25 @@ def run_analyze(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from sublayer_search.analysis.report import build as report
-
     given = getattr(args, "experiment", None) or []
     experiments: list[str] = [given] if isinstance(given, str) else list(given)
-    experiment = experiments[0] if experiments else ""
-    adjust = getattr(args, "adjust", "holm")
     paper = getattr(args, "paper", None)
-    out = getattr(args, "out", None)
-    straddle = getattr(args, "straddle", "fractional")
+    study = getattr(args, "study", None)
+    out = _checked_out(experiments[0] if experiments else "", paper,
+                       getattr(args, "out", None), study)
+    if paper:
+        result = _paper_report(args, paper, out, study)
+    else:
+        result = _experiment_report(args, experiments, out, study)
+    print(f"wrote {result.html} ({len(result.figures)} figure files, "
+          f"{len(result.tables)} tables)")
+    return ExitCode.OK
+
+
+def _checked_out(experiment: str, paper: str | None, out: str | None,
+                 study: str | None) -> str:
+    """The report's folder; AnalysisError for a command line that asks for no report, for
+    two at once, or for one that cannot be written."""
     if not out:
         raise AnalysisError(f"--out: got {out!r}, expected a folder for the report")
     if bool(experiment) == bool(paper):
@@ -92,57 +106,68 @@ def _run(args: argparse.Namespace) -> int:
     why = unusable_folder(Path(out))
     if why:
         raise AnalysisError(f"--out: got {out!r}, expected a folder for the report ({why})")
-    study = getattr(args, "study", None)
     if paper and study and paper != "mini_press2020":
         raise AnalysisError(f"--study: got {study!r} with --paper {paper}, expected no --study: "
                             f"{paper} is published numbers with a report of its own; --study "
                             "applies to --experiment and --paper mini_press2020")
-    if paper:
-        if paper == "zhu2021":
-            result = report.iot_paper_report(out)
-        elif paper == "crossformer":
-            result = report.crossformer_paper_report(out)
-        elif paper == "mini_press2020":
-            result = report.builtin_study_report(paper, out, straddle=straddle, adjust=adjust,
-                                                 study=study or "replication")
-        else:
-            result = report.paper_report(out, straddle=straddle, adjust=adjust)
+    return out
+
+
+def _paper_report(args: argparse.Namespace, paper: str, out: str, study: str | None) -> Report:
+    """The report of a paper's published numbers (or of the built-in mini study)."""
+    from sublayer_search.analysis.report import build as report
+
+    adjust = getattr(args, "adjust", "holm")
+    straddle = getattr(args, "straddle", "fractional")
+    if paper == "zhu2021":
+        return report.iot_paper_report(out)
+    if paper == "crossformer":
+        return report.crossformer_paper_report(out)
+    if paper == "mini_press2020":
+        return report.builtin_study_report(paper, out, straddle=straddle, adjust=adjust,
+                                           study=study or "replication")
+    return report.paper_report(out, straddle=straddle, adjust=adjust)
+
+
+def _experiment_report(args: argparse.Namespace, experiments: list[str], out: str,
+                       study: str | None) -> Report:
+    """The report of sweeps in an MLflow store, attached to their parent runs."""
+    from sublayer_search.analysis.report import build as report
+    from sublayer_search.analysis.store.frame import with_stopped
+    from sublayer_search.analysis.store.iot_frame import is_translation
+    from sublayer_search.analysis.studies.pooling import load_pooled
+
+    adjust = getattr(args, "adjust", "holm")
+    straddle = getattr(args, "straddle", "fractional")
+    uri = _store(getattr(args, "tracking_uri", None), experiments)
+    replication = study == "replication"
+    trials, history, routing = load_pooled(
+        experiments, uri, history=getattr(args, "history", False) or replication)
+    loaded = trials
+    if getattr(args, "include_stopped", False):
+        trials = with_stopped(trials)
+    attention = None  # Table 7, from trained models: given by the caller (``search``)
+    attention_study = getattr(args, "attention_study", None)
+    if attention_study is not None and len(experiments) == 1 and not is_translation(trials):
+        attention = attention_study(experiments[0], uri, loaded)
+    if replication:
+        from sublayer_search.analysis.report.replication import replication_report
+
+        result = replication_report(trials, history, out, title=_title(experiments),
+                                    straddle=straddle, adjust=adjust)
     else:
-        from sublayer_search.analysis.store.frame import with_stopped
-        from sublayer_search.analysis.store.iot_frame import is_translation
-        from sublayer_search.analysis.studies.pooling import load_pooled
-
-        uri = _store(getattr(args, "tracking_uri", None), experiments)
-        replication = study == "replication"
-        trials, history, routing = load_pooled(
-            experiments, uri, history=getattr(args, "history", False) or replication)
-        loaded = trials
-        if getattr(args, "include_stopped", False):
-            trials = with_stopped(trials)
-        attention = None  # Table 7, from trained models: given by the caller (``search``)
-        study = getattr(args, "attention_study", None)
-        if study is not None and len(experiments) == 1 and not is_translation(trials):
-            attention = study(experiments[0], uri, loaded)
-        if replication:
-            from sublayer_search.analysis.report.replication import replication_report
-
-            result = replication_report(trials, history, out, title=_title(experiments),
-                                        straddle=straddle, adjust=adjust)
-        else:
-            result = report.experiment_report(
-                trials, out, title=_title(experiments), metric=getattr(args, "metric", None),
-                straddle=straddle, history=history, routing=routing, adjust=adjust,
-                attention=attention,
-            )
-        for name in [] if getattr(args, "no_attach", False) else experiments:
-            try:
-                run_id = report.attach_to_sweep(out, experiment=name, tracking_uri=uri)
-                print(f"attached the report to sweep run {run_id} ({name})")
-            except AnalysisError as exc:
-                print(f"sublayer analyze: warning: {exc}; report not attached", file=sys.stderr)
-    print(f"wrote {result.html} ({len(result.figures)} figure files, "
-          f"{len(result.tables)} tables)")
-    return ExitCode.OK
+        result = report.experiment_report(
+            trials, out, title=_title(experiments), metric=getattr(args, "metric", None),
+            straddle=straddle, history=history, routing=routing, adjust=adjust,
+            attention=attention,
+        )
+    for name in [] if getattr(args, "no_attach", False) else experiments:
+        try:
+            run_id = report.attach_to_sweep(out, experiment=name, tracking_uri=uri)
+            print(f"attached the report to sweep run {run_id} ({name})")
+        except AnalysisError as exc:
+            print(f"sublayer analyze: warning: {exc}; report not attached", file=sys.stderr)
+    return result
 
 
 def _title(experiments: list[str]) -> str:

@@ -1,6 +1,7 @@
 """Model configuration: one frozen, validated dataclass plus named presets.
 
-``ModelConfig.order`` is canonicalised with :func:`spaces.order.parse_order`, so
+``ModelConfig.order`` is canonicalised with :func:`spaces.order.parse_order` (a checked
+:class:`~spaces.order.Order` is trusted as it is), so
 ``"(sf)^2"``, ``"interleaved(2)"`` and ``"sfsf"`` give equal configs.
 """
 
@@ -21,7 +22,7 @@ from sublayer_search.models.errors import (
     is_positive_int,
 )
 from sublayer_search.models.guidance.config import GuidanceConfig, guidance_from
-from sublayer_search.spaces.order import counts, parse_order
+from sublayer_search.spaces.order import Order, counts
 
 __all__ = [
     "ACTIVATIONS",
@@ -180,7 +181,7 @@ class ModelConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.order, str):
             raise ConfigError("model.order", self.order, "an order string such as 'sfsf'")
-        object.__setattr__(self, "order", parse_order(self.order, kind="lm"))
+        object.__setattr__(self, "order", Order.of(self.order, kind="lm"))
         object.__setattr__(self, "guidance", guidance_from(self.guidance))
         self.guidance.check_chains(counts(self.order), f"the order {self.order!r}")
         check(not self.guidance.cross_attention, "model.guidance.cross_attention", True,

@@ -20,7 +20,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -134,7 +134,80 @@ def train(
     sets it up, else one worker); every worker calls ``report``, only rank 0 checkpoints.
     """
     report = report or _no_report
-    metric = family.metric
+    run = _setup(cfg, family, workers, resume_from)
+    if family.eval_at_start and run.step == 0:
+        family.before_step(run.model, 0, cfg.steps)
+        report({"step": 0, **run.evaluate(family, final=False), "lr": run.lr(),
+                STATUS_KEY: TrialStatus.RUNNING.value}, None)
+    ckpt_root = Path(checkpoint_dir) if checkpoint_dir is not None else None
+    last_ckpt, reported = resume_from, False
+    tokens, clock, train_losses = 0, time.perf_counter(), list[float]()
+    run.model.train()
+    while run.step < cfg.steps:
+        family.before_step(run.model, run.step, cfg.steps)
+        step_loss, n_tokens = _forward_backward(cfg, family, run)
+        tokens += n_tokens
+        if not math.isfinite(step_loss):
+            return _diverged(run, step_loss, report, last_ckpt)
+        lr = optimizer_step(run.model, run.optimizer, run.scheduler, cfg.clip_norm)
+        run.step += 1
+        train_losses.append(step_loss)
+        if on_step is not None and (run.step % cfg.log_every == 0 or run.step == cfg.steps):
+            on_step({"step": run.step, "train_loss": step_loss, "lr": lr})
+        if run.step % cfg.eval_every == 0 or run.step == cfg.steps:
+            run.metrics = _evaluation(run, family, train_losses, lr=lr, tokens=tokens,
+                                      elapsed=time.perf_counter() - clock)
+            saved = _save_checkpoint(run, ckpt_root)
+            last_ckpt = saved or last_ckpt
+            done = TrialStatus.RUNNING if run.step < cfg.steps else TrialStatus.FINISHED
+            report({**run.metrics, STATUS_KEY: done.value}, saved)
+            reported = True
+            train_losses.clear()
+            tokens, clock = 0, time.perf_counter()
+    if resume_from is not None and not reported and run.metrics:
+        # resumed from its final checkpoint, it trained nothing: report its end again
+        # (the driver may have died before recording it)
+        report({**run.metrics, STATUS_KEY: TrialStatus.FINISHED.value}, None)
+    return FitResult(status="finished", steps=run.step, metrics=run.metrics,
+                     checkpoint=last_ckpt)
+
+
+@dataclass(kw_only=True)
+class _Run:
+    """What the loop of :func:`train` works on: set up once by :func:`_setup`, then the
+    step, the best main metric so far and the last reported metrics move."""
+
+    cfg: TrainConfig
+    metric: str
+    model: torch.nn.Module
+    run_model: Any
+    """The model as the steps call it: wrapped for data parallelism, maybe compiled."""
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    generator: torch.Generator
+    workers: Workers
+    device: torch.device
+    ctx: StepContext
+    step: int = 0
+    best_value: float = math.nan
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def lr(self) -> float:
+        return float(self.scheduler.get_last_lr()[0])
+
+    def evaluate(self, family: Family, *, final: bool) -> Scores:
+        """The family's scores at this step; the best main metric follows them."""
+        scores = family.evaluate(self.model, self.ctx, step=self.step, final=final)
+        value = scores.get(self.metric)
+        if value is not None and is_better(self.metric, value, self.best_value):
+            self.best_value = float(value)
+        return scores
+
+
+def _setup(cfg: TrainConfig, family: Family, workers: Workers | None,
+           resume_from: str | None) -> _Run:
+    """Seed; build the model (sharded first for FSDP), its optimizer and schedule;
+    restore a checkpoint; wrap the model for the workers and compile it on CUDA."""
     workers = (workers or Workers.from_process_group()).using(cfg.parallel)
     workers.check_batch(cfg.batch_size)
     generator = seed_everything(cfg.seed)
@@ -144,9 +217,8 @@ def train(
         model = workers.shard(model, family.shard_blocks(model), bf16=bf16_for(cfg, device))
     optimizer = build_optimizer(cfg, model)
     scheduler = build_scheduler(cfg, optimizer)
-    step = 0
-    best_value = math.inf if direction(metric) == "min" else -math.inf
-    metrics: dict[str, Any] = {}
+    step, metrics = 0, dict[str, Any]()
+    best_value = math.inf if direction(family.metric) == "min" else -math.inf
     if resume_from is not None:
         step, best_value, metrics = restore_training(resume_from, model, optimizer, scheduler,
                                                      generator, load=workers.load_state)
@@ -156,77 +228,59 @@ def train(
     ctx = StepContext(device=device, autocast=autocast_for(cfg, device), generator=generator,
                       batch_size=cfg.batch_size,
                       eval_batch_size=cfg.eval_batch_size or cfg.batch_size, workers=workers)
+    return _Run(cfg=cfg, metric=family.metric, model=model, run_model=run_model,
+                optimizer=optimizer, scheduler=scheduler, generator=generator, workers=workers,
+                device=device, ctx=ctx, step=step, best_value=best_value, metrics=metrics)
 
-    def update_best(scores: Scores) -> None:
-        nonlocal best_value
-        value = scores.get(metric)
-        if value is not None and is_better(metric, value, best_value):
-            best_value = float(value)
 
-    if family.eval_at_start and step == 0:
-        family.before_step(model, 0, cfg.steps)
-        first = family.evaluate(model, ctx, step=0, final=False)
-        update_best(first)
-        report({"step": 0, **first, "lr": scheduler.get_last_lr()[0],
-                STATUS_KEY: TrialStatus.RUNNING.value}, None)
+def _forward_backward(cfg: TrainConfig, family: Family, run: _Run) -> tuple[float, int]:
+    """Gradients of one step over ``grad_accum`` micro-batches (one synchronisation
+    across workers); (the step's loss, the same on every worker; tokens seen here)."""
+    step_loss, tokens = 0.0, 0
+    for micro in range(cfg.grad_accum):
+        with run.workers.accumulating(run.run_model, last=micro == cfg.grad_accum - 1):
+            with run.ctx.autocast:
+                loss, n_tokens = family.loss(run.run_model, run.ctx)
+                loss = loss / cfg.grad_accum
+            loss.backward()
+        step_loss += float(loss.detach())
+        tokens += n_tokens
+    return run.workers.mean(step_loss, run.device), tokens
 
-    last_ckpt: str | None = resume_from
-    ckpt_root = Path(checkpoint_dir) if checkpoint_dir is not None else None
-    tokens, clock = 0, time.perf_counter()
-    train_losses: list[float] = []
-    status: Literal["finished", "diverged"] = "finished"
-    reported = False
-    model.train()
-    while step < cfg.steps:
-        family.before_step(model, step, cfg.steps)
-        step_loss = 0.0
-        for micro in range(cfg.grad_accum):  # one gradient synchronisation per step
-            with workers.accumulating(run_model, last=micro == cfg.grad_accum - 1):
-                with ctx.autocast:
-                    loss, n_tokens = family.loss(run_model, ctx)
-                    loss = loss / cfg.grad_accum
-                loss.backward()
-            step_loss += float(loss.detach())
-            tokens += n_tokens
-        step_loss = workers.mean(step_loss, device)  # the same value on every worker
-        if not math.isfinite(step_loss):
-            status = "diverged"
-            step += 1
-            metrics = {"step": step, "train_loss": step_loss, "val_loss": math.nan,
-                       metric: math.nan, "lr": scheduler.get_last_lr()[0]}
-            report({**metrics, STATUS_KEY: TrialStatus.DIVERGED.value}, None)
-            break
-        lr = optimizer_step(model, optimizer, scheduler, cfg.clip_norm)
-        step += 1
-        train_losses.append(step_loss)
-        if on_step is not None and (step % cfg.log_every == 0 or step == cfg.steps):
-            on_step({"step": step, "train_loss": step_loss, "lr": lr})
-        if step % cfg.eval_every == 0 or step == cfg.steps:
-            elapsed = time.perf_counter() - clock
-            tokens = workers.total(tokens, device)
-            scores = family.evaluate(model, ctx, step=step, final=step == cfg.steps)
-            update_best(scores)
-            metrics = {"step": step,
-                       "train_loss": float(np.mean(train_losses)) if train_losses else math.nan,
-                       **scores, best(metric): best_value, "lr": lr,
-                       "tokens_per_s": tokens / max(elapsed, 1e-9)}
-            train_losses.clear()
-            saved: str | None = None
-            if ckpt_root is not None and _checkpoint_due(cfg, step):
-                weights = workers.full_state(model, optimizer)  # every worker gathers (FSDP)
-                if weights is not None:  # rank 0 writes
-                    state = training_state(model, optimizer, scheduler, generator, step=step,
-                                           best=best_value, metrics=metrics, weights=weights)
-                    saved = last_ckpt = save_checkpoint(ckpt_root, state)
-            done = TrialStatus.RUNNING if step < cfg.steps else TrialStatus.FINISHED
-            report({**metrics, STATUS_KEY: done.value}, saved)
-            reported = True
-            tokens, clock = 0, time.perf_counter()
-    if resume_from is not None and not reported and metrics and status == "finished":
-        # resumed from its final checkpoint, it trained nothing: report its end again
-        # (the driver may have died before recording it)
-        report({**metrics, STATUS_KEY: TrialStatus.FINISHED.value}, None)
-    return FitResult(status=status, steps=step, metrics=metrics, checkpoint=last_ckpt)
+
+def _evaluation(run: _Run, family: Family, train_losses: list[float], *, lr: float,
+                tokens: int, elapsed: float) -> dict[str, Any]:
+    """The metrics of an evaluation: the mean training loss since the last one, the
+    family's scores, the best main metric so far, the learning rate, the throughput."""
+    tokens = run.workers.total(tokens, run.device)
+    scores = run.evaluate(family, final=run.step == run.cfg.steps)
+    mean_loss = float(np.mean(train_losses)) if train_losses else math.nan
+    return {"step": run.step, "train_loss": mean_loss, **scores,
+            best(run.metric): run.best_value, "lr": lr, "tokens_per_s": tokens / max(elapsed, 1e-9)}
+
+
+def _diverged(run: _Run, step_loss: float, report: Report, last_ckpt: str | None) -> FitResult:
+    """A NaN or infinite loss: report it (status ``diverged``) and stop."""
+    run.step += 1
+    run.metrics = {"step": run.step, "train_loss": step_loss, "val_loss": math.nan,
+                   run.metric: math.nan, "lr": run.lr()}
+    report({**run.metrics, STATUS_KEY: TrialStatus.DIVERGED.value}, None)
+    return FitResult(status="diverged", steps=run.step, metrics=run.metrics,
+                     checkpoint=last_ckpt)
+
+
+def _save_checkpoint(run: _Run, root: Path | None) -> str | None:
+    """Write a checkpoint at this evaluation when one is due (rank 0 writes; every
+    worker gathers FSDP shards); its path, else None."""
+    if root is None or not _checkpoint_due(run.cfg, run.step):
+        return None
+    weights = run.workers.full_state(run.model, run.optimizer)
+    if weights is None:
+        return None
+    state = training_state(run.model, run.optimizer, run.scheduler, run.generator,
+                           step=run.step, best=run.best_value, metrics=run.metrics,
+                           weights=weights)
+    return save_checkpoint(root, state)
 
 
 def _checkpoint_due(cfg: TrainConfig, step: int) -> bool:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sublayer_search.spaces.errors import SpaceError
-from sublayer_search.spaces.order import counts, parse_order
+from sublayer_search.spaces.order import Order, counts
 
 __all__ = ["Candidate"]
 
@@ -29,7 +29,7 @@ class Candidate:
     baseline: bool = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "order", parse_order(self.order, kind="decoder"))
+        object.__setattr__(self, "order", Order.of(self.order, kind="decoder"))
         for name in ("space", "name"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sublayer_search.spaces.errors import SpaceError
-from sublayer_search.spaces.order import interleaved, parse_order
+from sublayer_search.spaces.order import Order, interleaved
 
 __all__ = ["GUIDED_BLOCKS", "STRADDLE", "Halves", "deepest_interleaved", "f_units_for",
            "guided_units", "half_width", "halves", "order_params", "sublayer_costs",
@@ -15,8 +15,8 @@ STRADDLE = ("fractional", "bottom", "top", "drop")
 """Ways to count the sublayer that straddles the middle in :func:`halves`."""
 
 
-def _canonical(order: str) -> str:
-    return parse_order(order, kind="decoder")
+def _canonical(order: str) -> Order:
+    return Order.of(order, kind="decoder")
 
 
 def _positive_int(name: str, value: object) -> int:

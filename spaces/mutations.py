@@ -14,13 +14,13 @@ from __future__ import annotations
 import random
 
 from sublayer_search.spaces.errors import SpaceError
-from sublayer_search.spaces.order import MAX_LENGTH, parse_order
+from sublayer_search.spaces.order import MAX_LENGTH, Order
 
 __all__ = ["f_ss_moves", "moves", "mutate", "neighbour_swaps", "point_flips"]
 
 
-def _canonical(order: str) -> str:
-    return parse_order(order, kind="decoder")
+def _canonical(order: str) -> Order:
+    return Order.of(order, kind="decoder")
 
 
 def neighbour_swaps(order: str) -> list[str]:

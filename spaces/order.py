@@ -21,11 +21,17 @@ Grammar (a small recursive-descent parser; separators may appear between any tok
 
 Errors raise :class:`~spaces.errors.OrderError` with the **0-based** character
 position in the original text and what was expected there.
+
+An order is checked once: :func:`parse_order` returns an :class:`Order`, a ``str`` whose
+type says it is canonical and checked. Holders (candidates, variants, model configs,
+the cost functions) take one with :meth:`Order.of`, which trusts a checked order (a
+symbol test for the holder's kind, no parse) and parses anything else, as a user's text.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from sublayer_search.spaces.errors import OrderError, SpaceError
 
@@ -36,6 +42,7 @@ __all__ = [
     "KINDS",
     "MAX_LENGTH",
     "SYMBOLS",
+    "Order",
     "counts",
     "interleaved",
     "parse_order",
@@ -62,6 +69,51 @@ _WORD = re.compile(r"[A-Za-z_]+")
 _FAMILY_ARGS = {"sandwich": ("n", "k"), "interleaved": ("n",)}
 
 
+_TRUSTED = object()
+
+
+class Order(str):
+    """A checked order: canonical (a plain string over :data:`SYMBOLS`), non-empty, and
+    valid for the kind it was parsed for (and any kind whose alphabet holds its symbols).
+
+    Made by :func:`parse_order` (= :meth:`parse`) and by the named families
+    (:func:`interleaved`, :func:`sandwich_order`), never from unchecked text:
+    ``Order("sf")`` raises. It compares, hashes, prints and serialises as the plain
+    string; slicing or joining gives plain strings again (unchecked)."""
+
+    __slots__ = ()
+
+    def __new__(cls, text: str, _token: object = None) -> Order:
+        if _token is not _TRUSTED:
+            raise TypeError("an Order comes from parse_order() or Order.parse(), "
+                            "not from Order(text)")
+        return super().__new__(cls, text)
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:  # pickled (Ray) as the checked value
+        return _trusted, (str(self),)
+
+    @classmethod
+    def parse(cls, text: str, *, kind: str = "lm", max_length: int = MAX_LENGTH) -> Order:
+        """:func:`parse_order`: parse and check ``text`` (any notation)."""
+        return parse_order(text, kind=kind, max_length=max_length)
+
+    @classmethod
+    def of(cls, value: str, *, kind: str = "lm", max_length: int = MAX_LENGTH) -> Order:
+        """``value`` itself when it is a checked order that fits ``kind`` and
+        ``max_length`` (no parse), else :func:`parse_order` of it (a user's text)."""
+        if isinstance(value, Order) and value.fits(kind) and len(value) <= max_length:
+            return value
+        return parse_order(value, kind=kind, max_length=max_length)
+
+    def fits(self, kind: str) -> bool:
+        """Whether every sublayer is allowed for ``kind`` (``c`` only in decoders)."""
+        return not self.strip(alphabet_of(kind))
+
+
+def _trusted(text: str) -> Order:
+    return Order(text, _TRUSTED)
+
+
 def alphabet_of(kind: str) -> str:
     try:
         return ALPHABETS[kind]
@@ -83,15 +135,15 @@ def _check_length(max_length: int) -> None:
         raise SpaceError("max_length", max_length, "a positive integer")
 
 
-def interleaved(n: int, *, kind: str = "lm") -> str:
+def interleaved(n: int, *, kind: str = "lm") -> Order:
     """The interleaved baseline: ``(sf)^n``, or ``(scf)^n`` for decoders."""
     block = "scf" if _has_cross(kind) else "sf"
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise SpaceError("n", n, "a positive integer")
-    return block * n
+    return _trusted(block * n)
 
 
-def sandwich_order(n: int, k: int, *, kind: str = "lm") -> str:
+def sandwich_order(n: int, k: int, *, kind: str = "lm") -> Order:
     """The sandwich transformer ``s^k (sf)^(n-k) f^k`` (2n sublayers, n of each kind).
 
     ``k = 0`` is the interleaved baseline and ``k = n-1`` is ``s^n f^n``. For decoders
@@ -103,7 +155,7 @@ def sandwich_order(n: int, k: int, *, kind: str = "lm") -> str:
         raise SpaceError("n", n, "a positive integer")
     if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= n - 1:
         raise SpaceError("k", k, f"an integer in 0..{n - 1}")
-    return head * k + (head + "f") * (n - k) + "f" * k
+    return _trusted(head * k + (head + "f") * (n - k) + "f" * k)
 
 
 def sandwich_k(order: str, *, kind: str = "lm") -> int | None:
@@ -131,8 +183,8 @@ def counts(order: str) -> dict[str, int]:
     return result
 
 
-def parse_order(text: str, *, kind: str = "lm", max_length: int = MAX_LENGTH) -> str:
-    """Parse and validate ``text``; return the canonical plain order string.
+def parse_order(text: str, *, kind: str = "lm", max_length: int = MAX_LENGTH) -> Order:
+    """Parse and validate ``text``; return the canonical order, checked (:class:`Order`).
 
     ``kind`` ("lm", "encoder" or "decoder") selects the alphabet (``c`` only for
     decoders). Raises :class:`OrderError` (0-based ``position``) on any problem,
@@ -143,8 +195,8 @@ def parse_order(text: str, *, kind: str = "lm", max_length: int = MAX_LENGTH) ->
     if not isinstance(text, str):
         raise OrderError(repr(text), 0, f"not a string (expected text, got {type(text).__name__})")
     if text and len(text) <= max_length and not text.strip(alphabet):
-        return text  # already canonical
-    return _Parser(text, kind, alphabet, max_length).parse()
+        return text if isinstance(text, Order) else _trusted(text)  # already canonical
+    return _trusted(_Parser(text, kind, alphabet, max_length).parse())
 
 
 class _Parser:

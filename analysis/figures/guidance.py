@@ -6,6 +6,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from sublayer_search.analysis.figures.plots import metric_label
@@ -50,67 +51,81 @@ def plot_guidance(info: GuidanceInfo, *, title: str | None = None) -> Figure:
         sharey=True,
         squeeze=False,
     )
-    base = info.baseline
     modes = [m for m in ("none", "soft", "hard") if (table["guidance_mode"] == m).any()]
     for ax, cand in zip(axes[0], cands, strict=True):
-        sub = table[table["candidate"] == cand]
-        keys = [
-            (b, _qualifiers(g))
-            for b, g in zip(sub["guidance_blocks"], sub["guidance"], strict=True)
-        ]
-        blocks = sorted(dict.fromkeys(keys), key=lambda k: (blocks_key(k[0]), k[1]))
-        if np.isfinite(base.sd):
-            ax.axhspan(
-                -base.sd,
-                base.sd,
-                color="tab:red",
-                alpha=0.12,
-                label=f"baseline seeds ± sd ({base.sd:.2g})",
-            )
-        ax.axhline(
-            0.0,
-            color="tab:red",
-            linestyle="--",
-            linewidth=1.2,
-            label=f"average baseline ({base.mean:.4g}, n={base.n})",
-        )
-        for j, mode in enumerate(modes):
-            offset = (j - (len(modes) - 1) / 2) * 0.22
-            for r in sub[sub["guidance_mode"] == mode].itertuples():
-                x = blocks.index((r.guidance_blocks, _qualifiers(r.guidance))) + offset
-                seeds = info.trials.loc[info.trials["name"] == r.name, "value"] - base.mean
-                ax.scatter(
-                    np.full(len(seeds), x - 0.08),
-                    seeds,
-                    s=14,
-                    color=_MODE_COLORS[mode],
-                    alpha=0.5,
-                    zorder=2,
-                )
-                tested = r.verdict != "no evidence"
-                err = None
-                if np.isfinite(r.ci_low) and np.isfinite(r.ci_high):
-                    err = [[r.difference - r.ci_low], [r.ci_high - r.difference]]
-                ax.errorbar(
-                    [x],
-                    [r.difference],
-                    yerr=err,
-                    fmt="o",
-                    markersize=8,
-                    color=_MODE_COLORS[mode],
-                    capsize=4,
-                    zorder=3,
-                    markerfacecolor=_MODE_COLORS[mode] if tested else "white",
-                )
-        ax.set_xticks(
-            range(len(blocks)),
-            [_blocks_name(b, "\n+ ") + (f"\n({q})" if q else "") for b, q in blocks],
-        )
-        ax.set_xlim(-0.6, len(blocks) - 0.4)
-        ax.set_title(cand, fontsize=10)
-        ax.set_xlabel("guided blocks")
+        _guidance_panel(ax, info, table[table["candidate"] == cand], modes, cand)
     axes[0][0].set_ylabel(f"difference from the average baseline\n{metric_label(info.metric)}")
-    handles, labels = axes[0][0].get_legend_handles_labels()
+    _guidance_legend(fig, axes[0][0], info, modes)
+    fig.suptitle(
+        title or f"Guidance study: {info.metric} by mode and blocks against the baseline seeds"
+    )
+    return fig
+
+
+def _guidance_panel(ax: Axes, info: GuidanceInfo, sub: pd.DataFrame, modes: list[str],
+                    cand: str) -> None:
+    """One candidate's panel of :func:`plot_guidance`: its groups by blocks and mode."""
+    base = info.baseline
+    keys = [
+        (b, _qualifiers(g))
+        for b, g in zip(sub["guidance_blocks"], sub["guidance"], strict=True)
+    ]
+    blocks = sorted(dict.fromkeys(keys), key=lambda k: (blocks_key(k[0]), k[1]))
+    if np.isfinite(base.sd):
+        ax.axhspan(
+            -base.sd,
+            base.sd,
+            color="tab:red",
+            alpha=0.12,
+            label=f"baseline seeds ± sd ({base.sd:.2g})",
+        )
+    ax.axhline(
+        0.0,
+        color="tab:red",
+        linestyle="--",
+        linewidth=1.2,
+        label=f"average baseline ({base.mean:.4g}, n={base.n})",
+    )
+    for j, mode in enumerate(modes):
+        offset = (j - (len(modes) - 1) / 2) * 0.22
+        for r in sub[sub["guidance_mode"] == mode].itertuples():
+            x = blocks.index((r.guidance_blocks, _qualifiers(r.guidance))) + offset
+            seeds = info.trials.loc[info.trials["name"] == r.name, "value"] - base.mean
+            ax.scatter(
+                np.full(len(seeds), x - 0.08),
+                seeds,
+                s=14,
+                color=_MODE_COLORS[mode],
+                alpha=0.5,
+                zorder=2,
+            )
+            tested = r.verdict != "no evidence"
+            err = None
+            if np.isfinite(r.ci_low) and np.isfinite(r.ci_high):
+                err = [[r.difference - r.ci_low], [r.ci_high - r.difference]]
+            ax.errorbar(
+                [x],
+                [r.difference],
+                yerr=err,
+                fmt="o",
+                markersize=8,
+                color=_MODE_COLORS[mode],
+                capsize=4,
+                zorder=3,
+                markerfacecolor=_MODE_COLORS[mode] if tested else "white",
+            )
+    ax.set_xticks(
+        range(len(blocks)),
+        [_blocks_name(b, "\n+ ") + (f"\n({q})" if q else "") for b, q in blocks],
+    )
+    ax.set_xlim(-0.6, len(blocks) - 0.4)
+    ax.set_title(cand, fontsize=10)
+    ax.set_xlabel("guided blocks")
+
+
+def _guidance_legend(fig: Figure, ax: Axes, info: GuidanceInfo, modes: list[str]) -> None:
+    """The legend of :func:`plot_guidance`: the baseline, each mode, the marker styles."""
+    handles, labels = ax.get_legend_handles_labels()
     for mode in modes:
         handles.append(plt.Line2D([], [], marker="o", color=_MODE_COLORS[mode], linestyle=""))
         labels.append(f"{_MODE_NAMES[mode]}: mean, {info.confidence:.0%} Welch t interval")
@@ -123,10 +138,6 @@ def plot_guidance(info: GuidanceInfo, *, title: str | None = None) -> Figure:
     )
     labels.append("one seed")
     fig.legend(handles, labels, fontsize=8, loc="outside lower center", ncol=2)
-    fig.suptitle(
-        title or f"Guidance study: {info.metric} by mode and blocks against the baseline seeds"
-    )
-    return fig
 
 
 def plot_paper_blocks(t1: pd.DataFrame, *, title: str | None = None) -> Figure:

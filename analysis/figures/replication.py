@@ -46,7 +46,21 @@ def plot_overview(frame: pd.DataFrame, base: BaselineStats, halves: HalvesInfo |
     sand = rows[(rows["family"] == "sandwich") & ~rows["baseline"] & rows["k"].notna()]
     panels = 3 if len(sand) else 2  # no sandwich orders: no sandwich panel
     fig, axes = plt.subplots(1, panels, figsize=(5 * panels, 4.6), layout="constrained")
-    ax = axes[0]
+    _models_panel(axes[0], rows, base, metric)
+    if len(sand):
+        _sandwich_panel(axes[1], rows, sand, base, metric, verdicts)
+    if halves is None:
+        ax = axes[-1]
+        ax.text(0.5, 0.5, "no random models", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+    else:
+        _halves_panel(axes[-1], frame, halves, base, metric, families)
+    fig.suptitle(title)
+    return fig
+
+
+def _models_panel(ax: Axes, rows: pd.DataFrame, base: BaselineStats, metric: str) -> None:
+    """Every finished model by family (the baseline seeds first), the baseline's band."""
     groups = [("baseline seeds", rows[rows["baseline"]])]
     groups += [(fam, sel) for fam in (*RANDOM_FAMILIES, "sandwich")
                if len(sel := rows[(rows["family"] == fam) & ~rows["baseline"]])]
@@ -60,14 +74,10 @@ def plot_overview(frame: pd.DataFrame, base: BaselineStats, halves: HalvesInfo |
     ax.set_title("every model (one point per trial)", fontsize=10)
     ax.legend(fontsize=8, loc="best", framealpha=0.85)
 
-    if len(sand):
-        _sandwich_panel(axes[1], rows, sand, base, metric, verdicts)
-    ax = axes[-1]
-    if halves is None:
-        ax.text(0.5, 0.5, "no random models", ha="center", va="center", transform=ax.transAxes)
-        ax.set_axis_off()
-        fig.suptitle(title)
-        return fig
+
+def _halves_panel(ax: Axes, frame: pd.DataFrame, halves: HalvesInfo, base: BaselineStats,
+                  metric: str, families: pd.DataFrame | None) -> None:
+    """The random models' metric against self-attention in the bottom half, by family."""
     models = halves.models
     family_of = frame.set_index("run_id")["family"].to_dict() if "run_id" in frame else {}
     fams = models["run_id"].map(family_of) if "run_id" in models else None
@@ -93,8 +103,6 @@ def plot_overview(frame: pd.DataFrame, base: BaselineStats, halves: HalvesInfo |
         f"\npooled Spearman rho {rho.rho:+.2f}, p = {rho.pvalue:.2g}, n = {rho.n}"
         if rho is not None else ""), fontsize=10)
     ax.legend(fontsize=7, loc="best", framealpha=0.85)
-    fig.suptitle(title)
-    return fig
 
 
 def _verdict_line(sand: pd.DataFrame, verdicts: pd.DataFrame | None) -> str:

@@ -12,14 +12,20 @@ when a run logged it, ``guidance_loss`` (the soft-guidance regulariser's last va
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
 from sublayer_search.analysis.errors import AnalysisError
-from sublayer_search.analysis.papers.crossformer_paper import BLOCK_LABELS, guidance_label
+from sublayer_search.analysis.papers.crossformer_paper import guidance_label
+from sublayer_search.spaces.errors import SpaceError
+from sublayer_search.spaces.guidance_params import (
+    GUIDANCE_MODES,
+    GUIDANCE_PARAM,
+    GUIDANCE_TAG,
+    read_guidance,
+)
 
 __all__ = [
     "GUIDANCE_COLUMNS",
@@ -34,11 +40,10 @@ __all__ = [
     "unguided",
 ]
 
-GUIDANCE_TAG = "sublayer.guidance"
-PARAM = "model.guidance."
+PARAM = GUIDANCE_PARAM
 """Prefix of the guidance params of a trial run (``model.guidance.mode``...)."""
 GUIDANCE_METRIC = "guidance_loss"
-MODES = ("none", "soft", "hard")
+MODES = GUIDANCE_MODES
 NONE = "none"
 GUIDANCE_COLUMNS = (
     "guidance",
@@ -47,20 +52,6 @@ GUIDANCE_COLUMNS = (
     "guidance_alpha",
     "guidance_pairing",
 )
-_BLOCK = re.compile(r"[A-Za-z_]+")
-
-
-def _blocks(text: str | None, where: str) -> str:
-    """``"key_query+ffn"``, ``"['key_query', 'ffn']"`` or ``"key_query,ffn"`` ->
-    ``"key_query+ffn"``; unknown block names are refused."""
-    names = _BLOCK.findall(text or "")
-    unknown = [n for n in names if n not in BLOCK_LABELS]
-    if unknown:
-        raise AnalysisError(
-            f"{where}: param {PARAM}blocks = {text!r} names unknown block(s) "
-            f"{unknown}; expected {', '.join(BLOCK_LABELS)}"
-        )
-    return "+".join(names)
 
 
 def guidance_fields(
@@ -70,31 +61,26 @@ def guidance_fields(
     *,
     run_id: str = "?",
 ) -> dict[str, Any]:
-    """The guidance columns of one trial run; empty when the run logged no guidance."""
-    mode_text = params.get(f"{PARAM}mode")
+    """The guidance columns of one trial run; empty when the run logged no guidance.
+    The params are read by :func:`spaces.guidance_params.read_guidance`, the one way
+    back of a guidance setting (search rebuilds its config from the same reader)."""
     tag = tags.get(GUIDANCE_TAG)
-    if mode_text is None and tag is None:
-        return {}
-    where = f"run {run_id}"
-    mode = (mode_text or NONE).strip().lower()
-    if mode not in MODES:
-        raise AnalysisError(
-            f"{where}: param {PARAM}mode = {mode_text!r}; expected {', '.join(MODES)}"
-        )
-    blocks = "" if mode == NONE else _blocks(params.get(f"{PARAM}blocks"), where)
-    if mode != NONE and not blocks:
-        raise AnalysisError(f"{where}: {mode} guidance with no {PARAM}blocks")
-    alpha = params.get(f"{PARAM}alpha")
     try:
-        alpha_value = float(alpha) if alpha not in (None, "", "None") else math.nan
-    except ValueError:
-        raise AnalysisError(f"{where}: param {PARAM}alpha = {alpha!r} is not a number") from None
-    pairing = params.get(f"{PARAM}pairing") or None
+        setting = read_guidance(params)
+    except SpaceError as exc:
+        raise AnalysisError(
+            f"run {run_id}: param {exc.field} = {exc.value!r}; expected {exc.expected}"
+        ) from None
+    if setting is None and tag is None:
+        return {}
+    setting = setting or {"mode": NONE, "blocks": ()}
+    mode, blocks = setting["mode"], "+".join(setting["blocks"])
+    pairing = "+".join(setting["pairing"]) if setting.get("pairing") else None
     fields: dict[str, Any] = {
         "guidance": (tag or "").strip() or guidance_label(mode, blocks, pairing or ""),
         "guidance_mode": mode,
         "guidance_blocks": blocks,
-        "guidance_alpha": alpha_value,
+        "guidance_alpha": setting.get("alpha", math.nan),
         "guidance_pairing": pairing,
     }
     if GUIDANCE_METRIC in metrics:

@@ -174,25 +174,7 @@ def guidance_study(
     rows = rows[~rows["baseline"]]
     if rows.empty:
         raise AnalysisError(f"no usable non-baseline trial for metric {metric!r}")
-    cands = rows.apply(_candidate, axis=1)
-    names = [_group_name(c, g) for c, g in zip(cands, rows["guidance"], strict=True)]
-    trials = pd.DataFrame(
-        {
-            "name": names,
-            "candidate": cands.to_numpy(),
-            "order": rows["order"].to_numpy(),
-            "seed": rows["seed"].to_numpy(),
-            "value": rows[column].to_numpy(dtype=float),
-            **{
-                c: rows[c].to_numpy()
-                for c in GROUP_COLUMNS
-                if c not in ("candidate", "params_change")
-            },
-            "run_id": rows["run_id"].to_numpy(),
-        }
-    )
-    if GUIDANCE_METRIC in rows.columns:
-        trials[GUIDANCE_METRIC] = rows[GUIDANCE_METRIC].to_numpy(dtype=float)
+    trials = _group_trials(rows, column)
     table = seed_table(
         trials,
         base,
@@ -214,6 +196,30 @@ def guidance_study(
         table=_with_groups(table, trials, _baseline_params(frame, metric)),
         trials=trials.reset_index(drop=True),
     )
+
+
+def _group_trials(rows: pd.DataFrame, column: str) -> pd.DataFrame:
+    """One row per candidate trial, named by its (candidate, guidance) group."""
+    cands = rows.apply(_candidate, axis=1)
+    names = [_group_name(c, g) for c, g in zip(cands, rows["guidance"], strict=True)]
+    trials = pd.DataFrame(
+        {
+            "name": names,
+            "candidate": cands.to_numpy(),
+            "order": rows["order"].to_numpy(),
+            "seed": rows["seed"].to_numpy(),
+            "value": rows[column].to_numpy(dtype=float),
+            **{
+                c: rows[c].to_numpy()
+                for c in GROUP_COLUMNS
+                if c not in ("candidate", "params_change")
+            },
+            "run_id": rows["run_id"].to_numpy(),
+        }
+    )
+    if GUIDANCE_METRIC in rows.columns:
+        trials[GUIDANCE_METRIC] = rows[GUIDANCE_METRIC].to_numpy(dtype=float)
+    return trials
 
 
 def _baseline_params(frame: pd.DataFrame, metric: str) -> float:

@@ -287,18 +287,7 @@ def seed_table(
     for _, group in trials.groupby(by, sort=False):
         a = group["value"].to_numpy(dtype=float)
         name, order = str(group["name"].iloc[0]), str(group["order"].iloc[0])
-        t = p = lo = hi = float("nan")
-        method = "Welch t interval"
-        if len(a) >= 2 and len(b) >= 2:
-            test = stats.ttest_ind(a, b, equal_var=False)
-            t, p = float(test.statistic), float(test.pvalue)
-            if interval == "bootstrap" and min(len(a), len(b)) >= BOOTSTRAP_MIN_N:
-                lo, hi = _bootstrap_ci(a, b, confidence, n_resamples, seed)
-                method = "percentile bootstrap interval"
-            else:
-                lo, hi = welch_interval(a, b, confidence)
-                if interval == "bootstrap":
-                    method += f" (fewer than {BOOTSTRAP_MIN_N} values per arm: no bootstrap)"
+        t, p, lo, hi, method = _welch(a, b, interval, confidence, n_resamples, seed)
         pair = None
         if baseline_seeds is not None and "seed" in group:
             pair = paired(by_seed(group["seed"], group["value"]), baseline_seeds,
@@ -316,6 +305,23 @@ def seed_table(
                    lower=base.lower_is_better)
     table = table.sort_values("mean", ascending=base.lower_is_better, kind="stable")
     return table.reset_index(drop=True)
+
+
+def _welch(a: np.ndarray, b: np.ndarray, interval: str, confidence: float, n_resamples: int,
+           seed: int) -> tuple[float, float, float, float, str]:
+    """Welch's t, its p and the interval of the difference (with how it was made); NaN
+    unless both arms have two values."""
+    if len(a) < 2 or len(b) < 2:
+        nan = float("nan")
+        return nan, nan, nan, nan, "Welch t interval"
+    test = stats.ttest_ind(a, b, equal_var=False)
+    t, p = float(test.statistic), float(test.pvalue)
+    if interval == "bootstrap" and min(len(a), len(b)) >= BOOTSTRAP_MIN_N:
+        return (t, p, *_bootstrap_ci(a, b, confidence, n_resamples, seed),
+                "percentile bootstrap interval")
+    lo, hi = welch_interval(a, b, confidence)
+    note = f" (fewer than {BOOTSTRAP_MIN_N} values per arm: no bootstrap)"
+    return t, p, lo, hi, "Welch t interval" + (note if interval == "bootstrap" else "")
 
 
 def by_seed(seeds: pd.Series, values: pd.Series) -> dict[int, float]:

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from sublayer_search.models.errors import ConfigError, check, is_number
+from sublayer_search.spaces.guidance_params import GUIDANCE_TAG, read_guidance
 
 __all__ = [
     "ATTENTION_PAIRINGS",
@@ -75,8 +76,6 @@ ATTENTION_PAIRINGS = {"key_query": ("k", "q"), "query_key": ("q", "k"),
 """Attention pairing name → (role of the lower sublayer, role of the one above)."""
 FFN_PAIRINGS = ("w2_w1", "w1_w2")
 """Which matrix the first pair shares (then they alternate)."""
-GUIDANCE_TAG = "sublayer.guidance"
-"""MLflow tag of a trial with its guidance label (``none``, ``sg-kq``, ``hg-kq+ffn``)."""
 
 _SHORT = {"key_query": "kq", "value": "v", "ffn": "ffn"}
 _PAIR_SHORT = {"key_query": "kq", "query_key": "qk", "query_query": "qq", "key_key": "kk",
@@ -199,7 +198,7 @@ class GuidanceConfig:
         ``.qk`` / ``.w1w2``, a soft alpha other than 0.01 ``.alpha0.1``. For display:
         names trials (``sandwich16_6+hg-kq@seed0``), the trial table and MLflow tags;
         invertible (:meth:`from_label`, for benchmarks and tests), but a sweep never reads
-        a setting back from it."""
+        a setting back from it (:meth:`from_params` does, from a run's params)."""
         if not self.active:
             return "none"
         out = ("sg-" if self.mode == "soft" else "hg-") + "+".join(_SHORT[b] for b in self.blocks)
@@ -245,6 +244,14 @@ class GuidanceConfig:
         return {_field("mode"): self.mode, _field("blocks"): "+".join(self.blocks),
                 _field("alpha"): self.alpha, _field("pairing"): "+".join(self.pairing),
                 **{_field(k): v for k, v in self._extras().items()}}
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> GuidanceConfig:
+        """The setting a run's MLflow params record (:meth:`flat`, read back by
+        :func:`spaces.guidance_params.read_guidance`, the one reader); a run that
+        recorded none is unguided. Bad values raise a ValueError naming the param."""
+        fields = read_guidance(params)
+        return cls() if fields is None else cls(**fields)
 
     def check_chains(self, chains: Mapping[str, int], where: str) -> None:
         """ConfigError for hard guidance of a block without a pair in ``chains`` (kind →

@@ -20,7 +20,7 @@ from sublayer_search.models.errors import ConfigError, check, is_int
 from sublayer_search.models.guidance.config import GuidanceConfig, guidance_from, saved_params
 from sublayer_search.spaces.cost import half_width, sublayer_costs
 from sublayer_search.spaces.generators.sandwich import sandwich
-from sublayer_search.spaces.order import counts, parse_order
+from sublayer_search.spaces.order import Order, counts
 
 __all__ = [
     "SEQ2SEQ_PRESETS",
@@ -123,7 +123,7 @@ class Seq2SeqConfig(Seq2SeqDims):
             value = getattr(self, name)
             if not isinstance(value, str):
                 raise ConfigError(f"model.{name}", value, f"an order string for the {kind}")
-            object.__setattr__(self, name, parse_order(value, kind=kind))
+            object.__setattr__(self, name, Order.of(value, kind=kind))
         super().__post_init__()
         check_half_width(self.d_ff, self.encoder_order + self.decoder_order)
         for side in ("encoder", "decoder"):

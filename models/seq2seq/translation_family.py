@@ -133,31 +133,46 @@ def evaluate_translation(
         loss = model.loss(logits, tgt_out)
         total += float(loss) * batch.n_tokens
         count += batch.n_tokens
-        part = _Decoded(index)
-        if with_bleu:
-            with autocast:
-                part.hyps = translate_batch(model, src, enc=enc, **decode)
-        if isinstance(model, IOTSeq2Seq):
-            assert enc.route is not None
-            part.routes = enc.route.tolist()
-            if routing_matrix and with_bleu:
-                for j in range(model.cfg.decoder_size):
-                    with autocast:
-                        enc_j = model.encode(src, decoder_route=j)
-                        part.forced[j] = translate_batch(model, src, enc=enc_j, **decode)
-        mine.append(part)
+        with autocast:
+            mine.append(_decoded(model, index, src, enc, decode, with_bleu=with_bleu,
+                                 routing_matrix=routing_matrix))
     if was_training:
         model.train()
     total, summed = workers.sums([total, count], device)
     count = round(summed)
+    if count == 0:
+        raise ConfigError("translation.eval_sentences", limit, f"at least one {split} pair")
     parts = sorted(workers.gather(mine), key=lambda part: part.index)  # corpus order
+    return {"loss": total / count, **_decoded_scores(model, corpus, data, parts, with_bleu)}
+
+
+def _decoded(model: OrderedSeq2Seq | IOTSeq2Seq, index: int, src: torch.Tensor, enc: Any,
+             decode: dict[str, Any], *, with_bleu: bool, routing_matrix: bool) -> _Decoded:
+    """What batch ``index`` decodes: its hypotheses (for BLEU), an IOT model's routes and,
+    for the routing matrix, its decodings forced through each decoder order."""
+    part = _Decoded(index)
+    if with_bleu:
+        part.hyps = translate_batch(model, src, enc=enc, **decode)
+    if isinstance(model, IOTSeq2Seq):
+        assert enc.route is not None
+        part.routes = enc.route.tolist()
+        if routing_matrix and with_bleu:
+            for j in range(model.cfg.decoder_size):
+                enc_j = model.encode(src, decoder_route=j)
+                part.forced[j] = translate_batch(model, src, enc=enc_j, **decode)
+    return part
+
+
+def _decoded_scores(model: OrderedSeq2Seq | IOTSeq2Seq, corpus: ParallelCorpus,
+                    data: ParallelSplit, parts: list[_Decoded],
+                    with_bleu: bool) -> dict[str, Any]:
+    """BLEU and hypotheses; an IOT model's routes and routing BLEU matrix (all batches'
+    parts, in corpus order)."""
     hyps = [h for part in parts for h in part.hyps]
     routes = [r for part in parts for r in part.routes]
     forced = {j: [h for part in parts for h in part.forced[j]]
               for j in (parts[0].forced if parts else {})}
-    if count == 0:
-        raise ConfigError("translation.eval_sentences", limit, f"at least one {split} pair")
-    out: dict[str, Any] = {"loss": total / count}
+    out: dict[str, Any] = {}
     if with_bleu:
         refs = list(data.tgt_text[: len(hyps)])
         texts = [corpus.decode(h) for h in hyps]

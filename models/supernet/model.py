@@ -32,7 +32,7 @@ from sublayer_search.models.config import ModelConfig
 from sublayer_search.models.errors import ConfigError
 from sublayer_search.models.lm import LMOutput, OrderedLM
 from sublayer_search.models.supernet.config import SHARING
-from sublayer_search.spaces.order import KINDS, parse_order
+from sublayer_search.spaces.order import KINDS, Order, parse_order
 
 __all__ = ["PoolKey", "Supernet", "canonical_orders", "path_keys", "pool_keys"]
 
@@ -131,7 +131,7 @@ class Supernet(nn.Module):
         cached = self._paths.get(order)
         if cached is not None:
             return cached
-        canonical = parse_order(order, kind="lm")
+        canonical = Order.of(order, kind="lm")
         try:
             path = tuple(self._index[key] for key in path_keys(canonical, self.sharing))
         except KeyError as missing:

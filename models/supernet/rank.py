@@ -19,7 +19,7 @@ import torch
 from sublayer_search.models.data import Corpus, eval_batches
 from sublayer_search.models.errors import ConfigError, is_positive_int
 from sublayer_search.models.supernet.model import Supernet
-from sublayer_search.spaces.order import parse_order
+from sublayer_search.spaces.order import Order
 
 __all__ = ["RANK_METRICS", "OrderScore", "held_out", "order_losses", "rank_orders", "ranking_table"]
 
@@ -109,7 +109,7 @@ def rank_orders(
     dev = torch.device(device)
     model.to(dev)
     rows = []
-    for order in dict.fromkeys(parse_order(o, kind="lm") for o in orders):  # distinct
+    for order in dict.fromkeys(Order.of(o, kind="lm") for o in orders):  # distinct
         losses, sizes = order_losses(model, order, batches, device=dev)
         mean, sem = _score(losses, sizes, metric)
         rows.append((mean, order, sem, len(losses)))

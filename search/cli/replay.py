@@ -15,10 +15,13 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sublayer_search.search.cli.output import TRIALS_SHOWN, bad
 from sublayer_search.spaces.exit_codes import ExitCode
+
+if TYPE_CHECKING:
+    from sublayer_search.search.replay.engine import SchedulerSettings
 
 __all__ = ["GRID_GRACE", "GRID_FACTORS", "add_replay", "run_replay"]
 
@@ -130,26 +133,9 @@ def run_replay(args: argparse.Namespace) -> int:
     from sublayer_search.analysis.store.mlflow_store import StoreError, check_store
     from sublayer_search.spaces.records import direction
 
-    if args.figure is not None and not args.grid:
-        return bad(f"--figure: got {args.figure!r} without --grid, expected --grid with it")
-    if args.figure is not None and not os.path.isdir(os.path.dirname(os.path.abspath(args.figure))):
-        return bad(f"--figure: got {args.figure!r}, expected a path in an existing folder")
-    given = {k: v for k, v in (("EXPERIMENT", args.experiment), ("--export", args.export),
-                               ("--builtin", args.builtin)) if v is not None}
-    if not given:
-        return bad("EXPERIMENT: got none, expected an MLflow experiment, --export PATH or "
-                    "--builtin NAME")
-    if len(given) > 1:
-        return bad(f"{'/'.join(given)}: got {', '.join(map(repr, given.values()))}, expected "
-                    "only one of them")
-    if args.prior is not None and args.arrival != "prior":
-        return bad(f"--prior: got {','.join(args.prior)!r} without --arrival prior, expected "
-                   "--arrival prior with it")
-    if args.rule is not None and args.scheduler != "curve":
-        return bad(f"--rule: got {args.rule!r} with --scheduler {args.scheduler}, expected "
-                   "--scheduler curve with it")
-    if args.name is not None and args.export is None:
-        return bad(f"--name: got {args.name!r} without --export, expected --export with it")
+    problem = _argument_problem(args)
+    if problem is not None:
+        return bad(problem)
     uri = None
     if args.experiment is not None:
         uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlflow.db"
@@ -160,34 +146,17 @@ def run_replay(args: argparse.Namespace) -> int:
 
     from sublayer_search.search.replay.engine import (
         ReplayError,
-        SchedulerSettings,
         replay,
         replay_grid,
     )
-    from sublayer_search.search.replay.settings import DEFAULT_RULE
     from sublayer_search.search.searchers.prior import PriorError
 
     try:
         sweep = _recorded(args, uri)
         judged = _judged(args, sweep)
-        every = sweep.eval_every
-        max_t = sweep.steps if args.max_t is None else min(args.max_t * every, sweep.steps)
-        if args.grace_period * every > max_t:
-            raise ReplayError("--grace-period", args.grace_period,
-                              f"at most {max_t // every} evaluations (max_t: {max_t} steps, "
-                              f"one evaluation every {every} steps)")
-        metric = sweep.scheduler_metric
-        rule = args.rule or DEFAULT_RULE
-        calibration = None
-        if args.scheduler == "curve" and rule == "comeback":
-            from sublayer_search.search.replay.calibration import calibration_for
-
-            calibration = calibration_for(judged, k=args.top_k)
-        settings = SchedulerSettings(
-            name=args.scheduler, max_t=max_t, grace_period=args.grace_period * every,
-            reduction_factor=args.reduction_factor, min_samples=args.min_samples,
-            z=args.z, top_k=args.top_k, metric=metric, mode=args.mode or direction(metric),
-            rule=rule, calibration=calibration)  # type: ignore[arg-type]
+        every, metric = sweep.eval_every, sweep.scheduler_metric
+        settings = _settings(args, sweep, judged)
+        max_t = settings.max_t
         arrival = args.arrival or ("together" if args.scheduler == "hyperband" else "recorded")
         curves, arrival_line = _arrive(args, sweep, judged, arrival)
         rank = direction(sweep.metric)
@@ -197,8 +166,8 @@ def run_replay(args: argparse.Namespace) -> int:
               f"one evaluation every {every} steps, arrival {arrival}")
         if arrival_line:
             print(arrival_line)
-        if calibration is not None:
-            print(f"rule: comeback; {calibration.describe()}")
+        if settings.calibration is not None:
+            print(f"rule: comeback; {settings.calibration.describe()}")
         if args.grid:
             graces = [g * every for g in GRID_GRACE if g * every <= max_t]
             rows = replay_grid(curves, settings, grace_periods=graces,
@@ -253,6 +222,61 @@ def _arrive(args: argparse.Namespace, sweep: Any, judged: Any, arrival: str
     return curves, (f"arrival prior: {prior.describe()}; trials start in its queue order "
                     f"(baseline seeds first, then best-predicted first), {slots} at a time "
                     "(the most the recorded sweep ran at once), durations as recorded")
+
+
+def _argument_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the command line's combination of arguments, if anything."""
+    import os
+
+    if args.figure is not None and not args.grid:
+        return f"--figure: got {args.figure!r} without --grid, expected --grid with it"
+    if args.figure is not None and not os.path.isdir(os.path.dirname(os.path.abspath(args.figure))):
+        return f"--figure: got {args.figure!r}, expected a path in an existing folder"
+    given = {k: v for k, v in (("EXPERIMENT", args.experiment), ("--export", args.export),
+                               ("--builtin", args.builtin)) if v is not None}
+    if not given:
+        return ("EXPERIMENT: got none, expected an MLflow experiment, --export PATH or "
+                "--builtin NAME")
+    if len(given) > 1:
+        return (f"{'/'.join(given)}: got {', '.join(map(repr, given.values()))}, expected "
+                "only one of them")
+    if args.prior is not None and args.arrival != "prior":
+        return (f"--prior: got {','.join(args.prior)!r} without --arrival prior, expected "
+                "--arrival prior with it")
+    if args.rule is not None and args.scheduler != "curve":
+        return (f"--rule: got {args.rule!r} with --scheduler {args.scheduler}, expected "
+                "--scheduler curve with it")
+    if args.name is not None and args.export is None:
+        return f"--name: got {args.name!r} without --export, expected --export with it"
+    return None
+
+
+def _settings(args: argparse.Namespace, sweep: Any, judged: Any) -> SchedulerSettings:
+    """The scheduler settings of the replay (steps of the recorded sweep; ``max_t`` and
+    the grace period given in evaluations; the comeback rule calibrated without the
+    ``judged`` study); ReplayError for a grace period past max_t."""
+    from sublayer_search.search.replay.engine import ReplayError, SchedulerSettings
+    from sublayer_search.search.replay.settings import DEFAULT_RULE
+    from sublayer_search.spaces.records import direction
+
+    every = sweep.eval_every
+    max_t = sweep.steps if args.max_t is None else min(args.max_t * every, sweep.steps)
+    if args.grace_period * every > max_t:
+        raise ReplayError("--grace-period", args.grace_period,
+                          f"at most {max_t // every} evaluations (max_t: {max_t} steps, "
+                          f"one evaluation every {every} steps)")
+    metric = sweep.scheduler_metric
+    rule = args.rule or DEFAULT_RULE
+    calibration = None
+    if args.scheduler == "curve" and rule == "comeback":
+        from sublayer_search.search.replay.calibration import calibration_for
+
+        calibration = calibration_for(judged, k=args.top_k)
+    return SchedulerSettings(
+        name=args.scheduler, max_t=max_t, grace_period=args.grace_period * every,
+        reduction_factor=args.reduction_factor, min_samples=args.min_samples,
+        z=args.z, top_k=args.top_k, metric=metric, mode=args.mode or direction(metric),
+        rule=rule, calibration=calibration)  # type: ignore[arg-type]
 
 
 def _recorded(args: argparse.Namespace, uri: str | None) -> Any:

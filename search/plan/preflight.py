@@ -20,7 +20,7 @@ from sublayer_search.search.plan.storage import (
     object_store_problems,
 )
 
-__all__ = ["address_problems", "storage_problems", "tracking_problems", "plan_size_problems",
+__all__ = ["place_problems", "address_problems", "storage_problems", "tracking_problems", "plan_size_problems",
            "artifact_problems", "home_problems", "TRACKING_SCHEMES", "MAX_PLANNED_TRIALS",
            "MAX_PLANNED_SUBLAYERS"]
 
@@ -240,3 +240,20 @@ def plan_size_problems(exp: Any) -> list[Problem]:
     return [Problem(where, value, f"a plan of at most {MAX_PLANNED_TRIALS:,} trials and "
                     f"{MAX_PLANNED_SUBLAYERS:,} sublayers in all (this file asks for {trials:,} "
                     f"trials, {sublayers:,} sublayers; this space {n:,} orders of up to {length:,})")]
+
+
+def place_problems(exp: Any, data: Any | None, *, address: str | None,
+                   tracking_uri: str | None) -> list[Problem]:
+    """Where a real sweep will run and write: the cluster's resources (this machine's
+    without ``address``), the tracking store, Ray's storage, the artifact location, the
+    address, and the home folder (Ray's token, the corpus cache)."""
+    from sublayer_search.search.plan.resources import resource_problems
+
+    uri = tracking_uri or exp.tracking.uri
+    local = not (address or exp.ray.address or os.environ.get("RAY_ADDRESS"))
+    return [*resource_problems(exp, address),
+            *tracking_problems(uri, "--tracking-uri" if tracking_uri else "tracking.uri"),
+            *storage_problems(exp.ray.storage_path, exp.name),
+            *artifact_problems(exp.tracking.artifact_location),
+            *address_problems(address, exp.ray.address),  # names the one used
+            *home_problems(data, local_ray=local)]

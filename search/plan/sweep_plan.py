@@ -7,7 +7,6 @@ raising one :class:`ExperimentError`. It never starts Ray nor touches MLflow.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from functools import cached_property
@@ -22,20 +21,14 @@ from sublayer_search.search.plan.guidance_axis import (
     cross,
     guidance_settings,
 )
-from sublayer_search.search.plan.preflight import (
-    address_problems,
-    artifact_problems,
-    home_problems,
-    storage_problems,
-    tracking_problems,
-)
+from sublayer_search.search.plan.preflight import place_problems
 from sublayer_search.search.plan.problems import ExperimentError, Problem, from_exception
-from sublayer_search.search.plan.resources import resource_problems, worker_problems
+from sublayer_search.search.plan.resources import worker_problems
 from sublayer_search.search.plan.trial import Trial
 from sublayer_search.search.plan.variant import Variant, VariantCandidate
 from sublayer_search.search.searchers.observation import Observation
 from sublayer_search.search.searchers.prior import OrderPrior
-from sublayer_search.search.searchers.queue import prior_queue, search_prior, trial_orders
+from sublayer_search.search.searchers.queue import queued, search_prior
 from sublayer_search.search.searchers.registry import listed, search_algorithm, searcher_names
 from sublayer_search.search.tasks import Task
 from sublayer_search.search.tasks.base import DataT, ExtraT, ModelT, SpecT
@@ -316,14 +309,7 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
         pool, base, identity=task.identity, baseline_seeds=exp.baseline_seeds,
         seeds_of=lambda c: seeds_of.get((c.space, c.stem), exp.seed_list))
     if check_resources:  # a real sweep: where it will run and write
-        problems += resource_problems(exp, address)
-        uri = tracking_uri or exp.tracking.uri
-        problems += tracking_problems(uri, "--tracking-uri" if tracking_uri else "tracking.uri")
-        problems += storage_problems(exp.ray.storage_path, exp.name)
-        problems += artifact_problems(exp.tracking.artifact_location)
-        problems += address_problems(address, exp.ray.address)  # names the one used
-        local = not (address or exp.ray.address or os.environ.get("RAY_ADDRESS"))
-        problems += home_problems(data, local_ray=local)  # Ray's token, the corpus cache
+        problems += place_problems(exp, data, address=address, tracking_uri=tracking_uri)
     problems += worker_problems(exp)
     _check_search(exp, task, pool, problems)
     prior = search_prior(exp, tracking_uri, problems)
@@ -344,9 +330,7 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
     specs = {name: task.spec(model, data, exp.train, extra) for name, model in models.items()}
     trials = _trials(exp, task, pool, base, seeds_of, specs)
     if search_algorithm(exp.search.algorithm).plans_every_trial:  # a prior: best-predicted first
-        f_units, c_units = task.unit_costs(template)
-        trials = prior_queue(trials, orders=trial_orders, baseline=lambda t: t.baseline, prior=prior,
-                             f_units=f_units, c_units=c_units)
+        trials = queued(trials, prior, task.unit_costs(template))
     if notes is not None:
         notes += [d.note() for d in duplicates]
     return SweepPlan(experiment=exp, source=source, model=template, data=data, extra=extra,

@@ -5,7 +5,8 @@ searchers, the trainable, reuse, warm start and tracking carry it as it is. Its
 ``label`` (``hg-kq+ffn``) and the task's identity (``decoder+hg-kq``, ``decoder:146``)
 are strings derived from it for display, MLflow tags and keys; nothing reads a variant
 back from them. A finished run's variant is read from its structured params
-(:func:`run_variant`: ``side``, ``subset``, ``model.guidance.mode`` …).
+(:func:`run_variant`: ``side``, ``subset``, and the guidance by
+:meth:`GuidanceConfig.from_params`, the one way back of a guidance setting).
 
 The order alone does not tell two models apart: an IOT subset is named after its first
 order (the subsets {1, 2} and {1, 4, 6} of a decoder share it), and a guided model shares
@@ -21,6 +22,7 @@ from typing import Any
 
 from sublayer_search.models.guidance.config import GuidanceConfig
 from sublayer_search.spaces.candidate import Candidate
+from sublayer_search.spaces.order import Order
 
 __all__ = ["Identity", "PLAIN", "Subset", "Variant", "VariantCandidate", "plain_identity",
            "run_variant", "variant_key", "variant_of"]
@@ -66,11 +68,15 @@ class Variant:
     """One model of a sweep: what a trial trains with a seed."""
 
     order: str
+    """A checked :class:`~spaces.order.Order` (plain text given here is parsed)."""
     guidance: GuidanceConfig = field(default_factory=GuidanceConfig)
     side: str | None = None
     """The stack a translation order is (``encoder`` / ``decoder``); ``None`` for a
     language model (and for an IOT model, whose subset names its stack)."""
     subset: Subset | None = None
+
+    def __post_init__(self) -> None:  # a checked order is trusted, plain text parsed
+        object.__setattr__(self, "order", Order.of(self.order, kind="decoder"))
 
     @property
     def label(self) -> str:
@@ -100,7 +106,7 @@ class Variant:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Variant:
         subset = data.get("subset")
-        return cls(order=str(data["order"]), guidance=GuidanceConfig.from_dict(data["guidance"]),
+        return cls(order=data["order"], guidance=GuidanceConfig.from_dict(data["guidance"]),
                    side=data.get("side"), subset=None if subset is None else Subset.of(subset))
 
 
@@ -169,23 +175,12 @@ def _split(text: str | None) -> tuple[str, ...]:
 
 def run_variant(params: Mapping[str, str]) -> Variant | None:
     """The variant a finished trial run trained, from its params (``order``, ``side``, the
-    subset's ``subset``/``stack``/``codes``/``layers``/``orders`` and the
-    ``model.guidance.*`` params: mode, blocks, alpha, pairing; cross_attention and norm
-    where set); ``None`` when they describe no valid one."""
+    subset's ``subset``/``stack``/``codes``/``layers``/``orders`` and the guidance params
+    :meth:`GuidanceConfig.from_params` reads); ``None`` when they describe no valid one."""
     if "order" not in params:
         return None
     try:
-        given: dict[str, Any] = {"mode": params.get("model.guidance.mode") or "none",
-                                 "blocks": _split(params.get("model.guidance.blocks"))}
-        if params.get("model.guidance.alpha"):  # empty for an unguided run
-            given["alpha"] = float(params["model.guidance.alpha"])
-        if params.get("model.guidance.pairing"):
-            given["pairing"] = _split(params["model.guidance.pairing"])
-        if str(params.get("model.guidance.cross_attention", "")).lower() == "true":
-            given["cross_attention"] = True  # recorded only where set (older runs: absent)
-        if params.get("model.guidance.norm"):
-            given["norm"] = params["model.guidance.norm"]
-        guidance = GuidanceConfig(**given)
+        guidance = GuidanceConfig.from_params(params)
         subset = None
         if params.get("subset"):
             subset = Subset(stack=params.get("stack") or "decoder", name=params["subset"],
@@ -193,7 +188,7 @@ def run_variant(params: Mapping[str, str]) -> Variant | None:
                                                                .replace(",", "+"))),
                             layers=int(params.get("layers") or 0),
                             orders=_split((params.get("orders") or "").replace(",", "+")))
+        return Variant(order=params["order"], guidance=guidance,
+                       side=params.get("side") or None, subset=subset)
     except ValueError:
         return None
-    return Variant(order=params["order"], guidance=guidance, side=params.get("side") or None,
-                   subset=subset)

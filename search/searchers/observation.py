@@ -27,7 +27,8 @@ class Observation:
     model of the pool it is (:func:`~.variant.variant_key`)."""
     guidance: str = "none"
     """The earlier trial's cross-layer guidance label (``hg-kq+ffn``; ``none`` unguided):
-    a guided run is a variant of its order of its own, never told as the unguided one."""
+    a guided run is a variant of its order of its own, never told as the unguided one.
+    Derived from :attr:`variant` where one is given (its setting is the one form)."""
     name: str = "warm"
     """The earlier trial's candidate name (evolution names its children's parent by it)."""
     variant: Variant | None = None
@@ -36,3 +37,7 @@ class Observation:
     order)."""
     extra: dict[str, float] = field(default_factory=dict)
     """Other objectives' values (``params``, ``flops_per_token``) for multi-objective search."""
+
+    def __post_init__(self) -> None:
+        if self.variant is not None:
+            object.__setattr__(self, "guidance", self.variant.label)

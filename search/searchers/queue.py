@@ -16,7 +16,7 @@ from sublayer_search.search.searchers.prior import OrderPrior, PriorError, prior
 from sublayer_search.search.searchers.registry import search_algorithm
 from sublayer_search.spaces.problems import Problem
 
-__all__ = ["prior_queue", "prior_scores", "queue_lines", "search_prior", "trial_orders"]
+__all__ = ["queued", "prior_queue", "prior_scores", "queue_lines", "search_prior", "trial_orders"]
 
 T = TypeVar("T")
 
@@ -79,3 +79,12 @@ def search_prior(exp: Any, tracking_uri: str | None,
     except PriorError as exc:
         problems.extend(exc.problems)
         return None
+
+
+def queued(trials: Sequence[T], prior: OrderPrior | None,
+           unit_costs: tuple[float, float] = (2.0, 1.0)) -> list[T]:
+    """A plan's trials in the order its sweep starts them (:func:`prior_queue`; trials
+    are :class:`~sublayer_search.search.plan.trial.Trial`)."""
+    f_units, c_units = unit_costs
+    return prior_queue(trials, orders=trial_orders, baseline=lambda t: bool(t.baseline),  # type: ignore[attr-defined]
+                       prior=prior, f_units=f_units, c_units=c_units)

@@ -106,7 +106,6 @@ def warm_observations(client: MlflowClient, plan: SweepPlan, uri: str) -> tuple[
                 order=key[0],
                 seed=key[1],
                 identity=ident,
-                guidance=variant.label,
                 value=value,
                 name=params.get("candidate", "warm"),
                 variant=variant,
