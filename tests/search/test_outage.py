@@ -48,10 +48,6 @@ ORDERS = ["sfsf", "ssff", "fsfs"]
 # up about 6 s after the stop): at 160 steps every trial finished in it once the models got
 # faster, and the resumed sweep had nothing left to train when the test stopped the server
 TRAIN = {"steps": 2400, "batch_size": 8, "eval_every": 120, "eval_batches": 2}
-# the killed-driver test needs no second outage: its driver is killed a few evaluations
-# into the first (the trials were at step 480 at most when a run on 2 busy cores killed
-# it), so half the steps still leave the trials mid-training at the kill
-KILLED_TRAIN = {**TRAIN, "steps": 1200}
 NAME = "outage"
 
 
@@ -70,10 +66,9 @@ def _points(url: str) -> dict[str, list[int]]:
         return {}
 
 
-def _experiment(folder: Path, url: str, *, outage_limit_s: float,
-                train: dict[str, int] = TRAIN) -> Path:
+def _experiment(folder: Path, url: str, *, outage_limit_s: float) -> Path:
     """The three-trial sweep tracked by the server at ``url``."""
-    path = write_experiment(folder, NAME, orders=ORDERS, tracking_uri=url, train=train,
+    path = write_experiment(folder, NAME, orders=ORDERS, tracking_uri=url, train=TRAIN,
                             max_concurrent=len(ORDERS),
                             ray={"storage_path": str(folder / "ray"), "num_cpus": len(ORDERS)})
     set_outage_limit(path, outage_limit_s)
@@ -137,7 +132,7 @@ def test_mlflow_outage_is_buffered_and_resume_completes_training_and_logging(
         _every_evaluation_once(server.url)
 
 
-def _every_evaluation_once(url: str, train: dict[str, int] = TRAIN) -> None:
+def _every_evaluation_once(url: str) -> None:
     """Every trial has one finished run holding each evaluation once; the sweep is closed."""
     client = MlflowClient(url)
     exp = client.get_experiment_by_name(NAME)
@@ -148,13 +143,13 @@ def _every_evaluation_once(url: str, train: dict[str, int] = TRAIN) -> None:
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     children = [r for r in runs if r.data.tags.get("sublayer.role") == "trial"]
     assert sorted(r.info.run_name for r in children) == sorted(f"{o}@seed0" for o in ORDERS)
-    every = train["eval_every"]
+    every = TRAIN["eval_every"]
     points = _points(url)
     for run in children:  # every evaluation once, a final status and final metric
         assert run.info.status == "FINISHED", (run.info.run_name, run.data.tags)
         assert run.data.tags["sublayer.status"] == "finished"
         assert "final_val_bpc" in run.data.metrics
-        assert points[run.info.run_name] == list(range(every, train["steps"] + 1, every)), \
+        assert points[run.info.run_name] == list(range(every, TRAIN["steps"] + 1, every)), \
             run.info.run_name
 
 
@@ -171,7 +166,7 @@ def test_a_driver_killed_mid_outage_keeps_its_backlog_on_disk_and_resume_writes_
     fail_fast_reads(monkeypatch)
     with scratch("sublayer-home") as home, \
             tracking_server(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "mlflow") as server:
-        path = _experiment(tmp_path, server.url, outage_limit_s=120, train=KILLED_TRAIN)
+        path = _experiment(tmp_path, server.url, outage_limit_s=120)
         env = outage_env(home)
         log = tmp_path / "killed.log"
         driver = _run(path, env, log)
@@ -203,7 +198,7 @@ def test_a_driver_killed_mid_outage_keeps_its_backlog_on_disk_and_resume_writes_
             stop(resumed)
         assert resumed.returncode == 0, tail(tmp_path / "resume.log")
         assert not journal.exists(), "the journal was replayed but not removed"
-        _every_evaluation_once(server.url, KILLED_TRAIN)
+        _every_evaluation_once(server.url)
 
 
 def test_closing_the_sweep_rides_out_an_outage(tmp_path: Path,
