@@ -3,7 +3,9 @@ real Tune sweep, gloo on the CPU, tracked as one MLflow run.
 
 * the same trial on 2 workers (DDP, then FSDP) and in one process, same seed and global
   batch: the losses agree to float tolerance, and the 2-worker trial is one run with one
-  curve;
+  curve; the DDP trial keeps its Ray runs in an object store (``ray.storage_path:
+  s3://…``, a local ``moto_server``): its Ray Train run's checkpoints, under
+  ``<storage_path>/workers``, are in the bucket and none on local disk;
 * a worker SIGKILLed mid-trial: the worker group restarts from the last checkpoint and
   the trial finishes with every evaluation logged once;
 * planning refuses what cannot run, naming the field, before Ray starts (among it
@@ -23,6 +25,7 @@ import pytest
 import yaml
 from helpers import ray_train_workers, run_cli, scratch, subprocess_env, tail, write_experiment
 from mlflow.tracking import MlflowClient
+from s3_helpers import s3_server
 
 from sublayer_search.models.config import model_preset
 from sublayer_search.models.data import DataConfig
@@ -63,19 +66,25 @@ def one_process() -> dict[int, dict[str, float]]:
     return {int(r["step"]): r for r in rows}
 
 
-def _two_workers_like_one(tmp_path: Path, name: str, one: dict[int, dict[str, float]],
-                          **train: object) -> None:
-    """The trial on 2 workers in a real sweep: one finished run whose curves are ``one``'s."""
+def _two_workers_like_one(tmp_path: Path, name: str, one: dict[int, dict[str, float]], *,
+                          storage: str | None = None, env: dict[str, str] | None = None,
+                          **train: object) -> list[Path]:
+    """The trial on 2 workers in a real sweep (its Ray runs in ``storage``, a local folder
+    by default): one finished run whose curves are ``one``'s. Returns the checkpoint
+    folders left under the sweep's HOME."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     exp_file = write_experiment(tmp_path, name, orders=["sfsf"], tracking_uri=uri,
                                 train={**TRAIN, **train}, resources={"cpu": 1, "workers": 2},
-                                model={"preset": "debug", "dropout": 0.0})
+                                model={"preset": "debug", "dropout": 0.0},
+                                **({"ray": {"storage_path": storage}} if storage else {}))
     with scratch("sublayer-home") as home:
         log = tmp_path / "sweep.log"
-        done = run_cli(["sweep", str(exp_file)], env=subprocess_env(home), log=log, timeout=300)
+        done = run_cli(["sweep", str(exp_file)], env={**subprocess_env(home), **(env or {})},
+                       log=log, timeout=300)
+        in_home = sorted(home.rglob("checkpoint_*"))
     assert done.returncode == 0, tail(log)
     client, run = _trial_run(uri, name)
-    assert run.info.status == "FINISHED"
+    assert run.info.status == "FINISHED" and run.data.tags["sublayer.status"] == "finished"
     assert run.data.params["train.parallel"] == train.get("parallel", "ddp")
     assert run.data.params["seed"] == "0"  # the seed the reference trained with
     for key in ("train_loss", "val_loss"):
@@ -83,13 +92,23 @@ def _two_workers_like_one(tmp_path: Path, name: str, one: dict[int, dict[str, fl
         assert sorted(curve) == sorted(one) == [2, 4, 6], (curve, one)
         for step, value in curve.items():
             assert math.isclose(value, one[step][key], rel_tol=1e-4), (key, step, value, one)
+    return in_home
 
 
 @pytest.mark.slow
 def test_two_workers_train_one_trial_like_one_worker(tmp_path: Path, one_process) -> None:
     """``train.parallel: ddp`` (the default): each worker trains half of every batch; the
-    curve is the one of the same trial trained in one process."""
-    _two_workers_like_one(tmp_path, "workers2", one_process)
+    curve is the one of the same trial trained in one process. Its Ray runs are in an
+    object store: the Ray Train run's checkpoints, under ``<storage_path>/workers``, are
+    in the bucket, and none is on local disk (the sweep's folder or its HOME). (One sweep
+    for both claims: each 2-worker sweep costs half a minute of CI.)"""
+    with s3_server(tmp_path, buckets=("sweeps",)) as server:
+        in_home = _two_workers_like_one(tmp_path, "workers2", one_process,
+                                        storage="s3://sweeps/ray", env=server.env)
+        stored = server.objects("sweeps")
+    assert any(k.startswith("ray/workers/") and "/checkpoint_" in k for k in stored), sorted(stored)
+    assert not (tmp_path / "ray_results").exists() and not list(tmp_path.rglob("checkpoint_*"))
+    assert not in_home, in_home
 
 
 @pytest.mark.slow

@@ -5,7 +5,8 @@ machine. A sweep keeps its Ray runs (``ray.storage_path: s3://…``) and its MLf
 artifacts (``tracking.artifact_location: s3://…``) there; its driver is SIGKILLed
 mid-sweep and ``--resume`` runs in fresh folders (another HOME, another working folder),
 so it has nothing but the store and the MLflow database to go on. Planning checks the
-settings first, and writes nothing to the bucket.
+settings first, and writes nothing to the bucket. (A multi-worker trial's checkpoints in
+the bucket: tests/search/test_multiworker.py, whose 2-worker sweep checks them too.)
 """
 
 from __future__ import annotations
@@ -328,27 +329,3 @@ def test_a_trial_on_a_lost_node_continues_from_object_storage(tmp_path, monkeypa
     assert steps == list(range(train["eval_every"], train["steps"] + 1, train["eval_every"]))
     assert any(k.startswith("ray/") and "/checkpoint_" in k for k in stored), sorted(stored)
     assert not (tmp_path / "ray_results").exists()
-
-
-@pytest.mark.slow
-def test_a_multi_worker_trial_keeps_its_checkpoints_in_object_storage(tmp_path):
-    """``resources.workers: 2`` (Ray Train inside the trial): its run, under
-    ``<storage_path>/workers``, is in the bucket too."""
-    from mlflow.tracking import MlflowClient
-
-    doc = {**_doc(tmp_path, f"s3://{BUCKET}/ray"), "space": {"type": "explicit",
-                                                            "orders": ["sfsf"]},
-           "train": {"steps": 6, "batch_size": 8, "eval_every": 2, "eval_batches": 2},
-           "resources": {"cpu": 1, "workers": 2}, "ray": {"storage_path": f"s3://{BUCKET}/ray",
-                                                          "num_cpus": 2}}
-    del doc["max_concurrent"]
-    with s3_server(tmp_path, buckets=(BUCKET,)) as server:
-        out = run_cli(["sweep", str(_write(tmp_path, doc))],
-                      env={**os.environ, "HOME": str(tmp_path), **server.env},
-                      log=tmp_path / "sweep.log", timeout=400)
-        assert out.returncode == 0, out.stdout
-        stored = server.objects(BUCKET)
-    (run,) = _children(MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}"))
-    assert run.info.status == "FINISHED" and run.data.tags["sublayer.status"] == "finished"
-    assert any(k.startswith("ray/workers/") and "/checkpoint_" in k for k in stored), sorted(stored)
-    assert not (tmp_path / "ray_results").exists() and not list(tmp_path.rglob("checkpoint_*"))

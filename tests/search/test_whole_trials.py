@@ -1,9 +1,9 @@
 """Whole multi-worker trials: Tune runs only the trials whose workers the cluster holds.
 
-* a real Ray cluster of fake GPUs (``ray start --num-cpus=8 --num-gpus=4``) and three
+* a real Ray cluster of fake GPUs (``ray start --num-cpus=8 --num-gpus=4``) and four
   trials of 2 workers x 1 GPU: Tune runs exactly 2 trials at a time (their MLflow runs,
   opened when Tune starts a trial and closed when it ends, overlap 2 at most), the
-  third stays pending, and both running trials' workers are up at once; the loop trains
+  others stay pending, and both running trials' workers are up at once; the loop trains
   on the CPU (no CUDA here) with gloo;
 * the count is the cluster's worker slots (per node, the scarcest resource) over the
   workers of a trial, recounted when a resumed sweep restores its searcher;
@@ -26,9 +26,7 @@ from sublayer_search.search.cli.main import main
 from sublayer_search.search.run.workers import WholeTrials, whole_trials
 from sublayer_search.search.searchers.tune import GridSearcher
 
-# three trials: one more than the 4 GPUs hold whole, so a sweep that opened every trial
-# the 8 CPUs hold would show 3 at once (a fourth trial only made the test longer)
-ORDERS = ["sfsf", "fsfs", "ssff"]
+ORDERS = ["sfsf", "fsfs", "ssff", "ffss"]
 TRAIN = {"steps": 4, "batch_size": 8, "eval_every": 2, "eval_batches": 2, "precision": "fp32"}
 
 
@@ -130,7 +128,7 @@ def test_four_gpus_run_two_trials_of_two_workers_at_a_time(tmp_path: Path) -> No
     assert len(runs) == len(ORDERS), [r.info.run_name for r in runs]
     assert {r.info.status for r in runs} == {"FINISHED"}, [r.info.status for r in runs]
     # a trial's MLflow run opens when Tune starts it and closes when it ends: never more
-    # than the 2 trials whose workers the 4 GPUs hold at once (the 8 CPUs would hold all 3),
+    # than the 2 trials whose workers the 4 GPUs hold at once (the 8 CPUs would hold 4),
     # and 2 together at some point
     spans = [(r.info.start_time, r.info.end_time) for r in runs]
     assert _most_at_once(spans) == 2, sorted(spans)
