@@ -48,11 +48,11 @@ from sublayer_search.search.replay.calibration import (
     Calibration,
     deficit,
 )
-from sublayer_search.search.run.schedulers import WaitingFirst, is_baseline
+from sublayer_search.search.run.schedulers import CurveResults, WaitingFirst, is_baseline
 
 __all__ = ["MIN_FIELD_PER_K", "SAFETY", "Calibration", "ComebackStopping", "deficit"]
 
-class ComebackStopping(WaitingFirst, FIFOScheduler):
+class ComebackStopping(CurveResults, WaitingFirst, FIFOScheduler):
     """Stop a candidate whose deficit is beyond the comeback (module docstring).
 
     ``grace_period``, ``max_t`` and steps are in the unit of ``time_attr``; ``z`` is the
@@ -83,21 +83,11 @@ class ComebackStopping(WaitingFirst, FIFOScheduler):
         """Step -> the largest deficit this sweep's finished top k showed there."""
         self.stopped: dict[str, int] = {}
 
-    def set_search_properties(self, metric: str | None, mode: str | None,
-                              **spec: Any) -> bool:
-        if self._metric and metric and self._metric != metric:
-            return False
-        self._metric = self._metric or metric
-        self._mode = self._mode or mode
-        return True
-
     def _record(self, trial: Any, result: dict[str, Any]) -> int | None:
-        if self._metric not in result or self._time_attr not in result:
+        read = self.step_value(result)
+        if read is None:
             return None
-        step, value = int(result[self._time_attr]), float(result[self._metric])
-        if not math.isfinite(value):
-            return None
-        value = -value if self._mode == "max" else value
+        step, value = read
         tid = trial.trial_id
         base = self._baseline.setdefault(tid, is_baseline(trial))
         self._curves.setdefault(tid, {})[step] = value

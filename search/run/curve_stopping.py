@@ -36,12 +36,12 @@ from typing import Any
 
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
-from sublayer_search.search.run.schedulers import WaitingFirst, is_baseline
+from sublayer_search.search.run.schedulers import CurveResults, WaitingFirst, is_baseline
 
 __all__ = ["CurveStopping"]
 
 
-class CurveStopping(WaitingFirst, FIFOScheduler):
+class CurveStopping(CurveResults, WaitingFirst, FIFOScheduler):
     """Stop a candidate when its value is beyond the top-k by the margin above.
 
     ``grace_period``, ``max_t`` and the steps of results are in the unit of
@@ -68,23 +68,14 @@ class CurveStopping(WaitingFirst, FIFOScheduler):
         """Ids of trials that trained to ``max_t``, in order of completion."""
         self.stopped: dict[str, int] = {}
 
-    def set_search_properties(self, metric: str | None, mode: str | None,
-                              **spec: Any) -> bool:
-        if self._metric and metric and self._metric != metric:
-            return False
-        self._metric = self._metric or metric
-        self._mode = self._mode or mode
-        return True
-
     # -- what the trials report --------------------------------------------------------
     def _record(self, trial: Any, result: dict[str, Any]) -> int | None:
-        if self._metric not in result or self._time_attr not in result:
+        read = self.step_value(result)
+        if read is None:
             return None
-        step, value = int(result[self._time_attr]), float(result[self._metric])
-        if not math.isfinite(value):
-            return None
+        step, value = read
         self._baseline.setdefault(trial.trial_id, is_baseline(trial))
-        self._curves.setdefault(trial.trial_id, {})[step] = value if self._mode != "max" else -value
+        self._curves.setdefault(trial.trial_id, {})[step] = value
         return step
 
     def on_trial_result(self, tune_controller: Any, trial: Any, result: dict[str, Any]) -> str:

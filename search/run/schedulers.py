@@ -6,13 +6,14 @@ loop (at 2,700 trials that walk was a fifth of the driver's time)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from ray.tune.experiment import Trial as RayTrial
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, TrialScheduler
 
-__all__ = ["CandidateASHA", "Fifo", "WaitingFirst", "is_baseline"]
+__all__ = ["CandidateASHA", "CurveResults", "Fifo", "WaitingFirst", "is_baseline"]
 
 
 def is_baseline(trial: Any) -> bool:
@@ -79,3 +80,30 @@ class CandidateASHA(WaitingFirst, ASHAScheduler):
             self._trial_info.pop(trial.trial_id, None)
             return
         super().on_trial_complete(tune_controller, trial, result)
+
+
+class CurveResults:
+    """What the curve-reading rules share: the metric and mode Tune hands them, and each
+    result read as (step, value) with lower better (``None``: not a finite value of the
+    metric at a step)."""
+
+    _time_attr: str
+    _metric: str | None
+    _mode: str | None
+
+    def set_search_properties(self, metric: str | None, mode: str | None,
+                              **spec: Any) -> bool:
+        if self._metric and metric and self._metric != metric:
+            return False
+        self._metric = self._metric or metric
+        self._mode = self._mode or mode
+        return True
+
+    def step_value(self, result: dict[str, Any]) -> tuple[int, float] | None:
+        """The result's step and metric value, sign-adjusted so that lower is better."""
+        if self._metric not in result or self._time_attr not in result:
+            return None
+        step, value = int(result[self._time_attr]), float(result[self._metric])
+        if not math.isfinite(value):
+            return None
+        return step, (-value if self._mode == "max" else value)

@@ -350,3 +350,33 @@ def ray_train_workers(home: Path) -> list[int]:
         except OSError:
             continue
     return pids
+
+
+def sweep_command(*args: str) -> list[str]:
+    """``sublayer ARGS`` through this interpreter (no console script on PATH needed)."""
+    return [sys.executable, "-c",
+            "import sys; from sublayer_search.search.cli.main import main; sys.exit(main())",
+            *args]
+
+
+def trial_runs(client: Any, experiment: str) -> list[Any]:
+    """The trial runs of MLflow experiment ``experiment`` (none before it exists)."""
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        return []
+    return client.search_runs([exp.experiment_id], filter_string="tags.`sublayer.role` = 'trial'")
+
+
+def store_has_runs(db: Path) -> bool:
+    """The sweep's SQLite store exists and holds a run (read-only: nothing is created; a
+    client opening a store mid-creation races the driver's schema migration)."""
+    import sqlite3
+    from contextlib import closing
+
+    if not db.exists():
+        return False
+    try:
+        with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+            return con.execute("SELECT COUNT(*) FROM runs").fetchone()[0] > 0
+    except sqlite3.Error:  # not created yet (no table), or locked mid-migration
+        return False

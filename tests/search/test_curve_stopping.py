@@ -11,24 +11,12 @@ from __future__ import annotations
 import math
 
 import pytest
+from curve_helpers import EVERY, STEPS
+from curve_helpers import curve as _curve
+from curve_helpers import shape as _shape
 
 from sublayer_search.search.replay.engine import Curve, Point, SchedulerSettings, replay
 from sublayer_search.search.run.curve_stopping import CurveStopping
-
-EVERY, STEPS = 100, 800
-
-
-def _curve(name: str, values: list[float], *, start: float, baseline: bool = False) -> Curve:
-    points = tuple(Point(step=EVERY * (i + 1), value=v, time=start + 10.0 * (i + 1))
-                   for i, v in enumerate(values))
-    return Curve(name=name, order=name, points=points, final=values[-1], baseline=baseline,
-                 start=start)
-
-
-def _shape(first: float, final: float, bend: float = 1.0) -> list[float]:
-    """A decreasing curve from ``first`` to ``final`` over 8 evaluations; ``bend`` > 1
-    keeps it high for longer (a slow starter)."""
-    return [final + (first - final) * (1 - (i / 7)) ** bend for i in range(8)]
 
 
 def _sweep() -> list[Curve]:

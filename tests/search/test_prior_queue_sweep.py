@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
-import sys
 import time
-from contextlib import closing
 from pathlib import Path
 
 import pytest
 import yaml
+from helpers import store_has_runs, sweep_command, trial_runs
 
 pytestmark = pytest.mark.slow
 
@@ -43,29 +41,6 @@ def _experiment(tmp_path: Path) -> Path:
     return path
 
 
-def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-c",
-            "import sys; from sublayer_search.search.cli.main import main; sys.exit(main())",
-            *args]
-
-
-def _trial_runs(client):
-    exp = client.get_experiment_by_name("queue")
-    if exp is None:
-        return []
-    return client.search_runs([exp.experiment_id], filter_string="tags.`sublayer.role` = 'trial'")
-
-
-def _store_ready(db: Path) -> bool:
-    if not db.exists():
-        return False
-    try:
-        with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
-            return con.execute("SELECT COUNT(*) FROM runs").fetchone()[0] > 0
-    except sqlite3.Error:
-        return False
-
-
 def _planned_queue(path: Path) -> list[str]:
     from sublayer_search.search.plan.experiment import load_experiment
     from sublayer_search.search.plan.sweep_plan import plan_sweep
@@ -82,7 +57,7 @@ def test_the_sweep_starts_trials_in_the_priors_order_and_resume_keeps_it(tmp_pat
     names, orders = _planned_queue(path)
     assert orders == ["sfsf", "ssff", "sffs", "ffss"]  # baseline, then best-predicted first
     env = {**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "1", "HOME": str(tmp_path)}
-    dry = subprocess.run(_cli("sweep", str(path), "--dry-run"), cwd=tmp_path, env=env,
+    dry = subprocess.run(sweep_command("sweep", str(path), "--dry-run"), cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=300)
     assert dry.returncode == 0, dry.stderr[-3000:]
     table = [line.split()[0] for line in dry.stdout.splitlines() if "@seed" in line]
@@ -91,7 +66,7 @@ def test_the_sweep_starts_trials_in_the_priors_order_and_resume_keeps_it(tmp_pat
 
     log = tmp_path / "driver.err"
     with log.open("w") as stderr:
-        driver = subprocess.Popen(_cli("sweep", str(path)), cwd=tmp_path, env=env,
+        driver = subprocess.Popen(sweep_command("sweep", str(path)), cwd=tmp_path, env=env,
                                   stdout=subprocess.DEVNULL, stderr=stderr,
                                   start_new_session=True)
     client = None
@@ -102,12 +77,12 @@ def test_the_sweep_starts_trials_in_the_priors_order_and_resume_keeps_it(tmp_pat
             if driver.poll() is not None:
                 pytest.fail(f"the sweep ended ({driver.returncode}) before it was interrupted: "
                             + log.read_text()[-2000:])
-            if client is None and _store_ready(tmp_path / "mlflow.db"):
+            if client is None and store_has_runs(tmp_path / "mlflow.db"):
                 client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
             if client is not None and any(
                     r.info.run_name == names[1] and r.info.status == "RUNNING"
                     and client.get_metric_history(r.info.run_id, "val_loss")
-                    for r in _trial_runs(client)):
+                    for r in trial_runs(client, "queue")):
                 break
         else:
             pytest.fail("timed out waiting for the first candidate to report")
@@ -119,13 +94,13 @@ def test_the_sweep_starts_trials_in_the_priors_order_and_resume_keeps_it(tmp_pat
             driver.wait()
     assert driver.returncode == 130, log.read_text()[-3000:]
     assert client is not None
-    started = [r.info.run_name for r in sorted(_trial_runs(client),
+    started = [r.info.run_name for r in sorted(trial_runs(client, "queue"),
                                                 key=lambda r: r.info.start_time)]
     assert started == names[:len(started)] and len(started) < len(names)
 
-    resumed = subprocess.run(_cli("sweep", str(path), "--resume"), cwd=tmp_path, env=env,
+    resumed = subprocess.run(sweep_command("sweep", str(path), "--resume"), cwd=tmp_path, env=env,
                              capture_output=True, text=True, timeout=400)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    runs = sorted(_trial_runs(client), key=lambda r: r.info.start_time)
+    runs = sorted(trial_runs(client, "queue"), key=lambda r: r.info.start_time)
     assert [r.info.run_name for r in runs] == names
     assert all(r.info.status == "FINISHED" for r in runs)

@@ -8,6 +8,9 @@ import math
 
 import numpy as np
 import pytest
+from curve_helpers import EVERY, STEPS
+from curve_helpers import curve as _curve
+from curve_helpers import shape as _shape
 
 from sublayer_search.search.cli.main import main
 from sublayer_search.search.replay.arrival import judged_table
@@ -23,19 +26,6 @@ from sublayer_search.search.replay.calibration import (
 from sublayer_search.search.replay.engine import Curve, Point, SchedulerSettings, replay
 from sublayer_search.search.replay.from_export import open_export, sweep_from_export
 from sublayer_search.search.run.comeback_stopping import ComebackStopping
-
-EVERY, STEPS = 100, 800
-
-
-def _curve(name: str, values: list[float], *, start: float, baseline: bool = False) -> Curve:
-    points = tuple(Point(step=EVERY * (i + 1), value=v, time=start + 10.0 * (i + 1))
-                   for i, v in enumerate(values))
-    return Curve(name=name, order=name, points=points, final=values[-1], baseline=baseline,
-                 start=start)
-
-
-def _shape(first: float, final: float, bend: float = 1.0) -> list[float]:
-    return [final + (first - final) * (1 - (i / 7)) ** bend for i in range(8)]
 
 
 def _flat(comeback: float) -> Calibration:

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
-import sys
 import time
-from contextlib import closing
 from pathlib import Path
 
 import pytest
 import yaml
+from helpers import store_has_runs, sweep_command, trial_runs
 
 pytestmark = pytest.mark.slow
 
@@ -38,26 +36,7 @@ def _experiment(tmp_path: Path) -> Path:
     return path
 
 
-def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-c", "import sys; from sublayer_search.search.cli.main import main; sys.exit(main())", *args]
-
-
-def _children(client, exp_name: str):
-    exp = client.get_experiment_by_name(exp_name)
-    if exp is None:
-        return []
-    return client.search_runs([exp.experiment_id], filter_string="tags.`sublayer.role` = 'trial'")
-
-
-def _store_created(db: Path) -> bool:
-    """The sweep's SQLite store exists and holds a run (read-only: nothing is created)."""
-    if not db.exists():
-        return False
-    try:
-        with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
-            return con.execute("SELECT COUNT(*) FROM runs").fetchone()[0] > 0
-    except sqlite3.Error:  # not created yet (no table), or locked mid-migration
-        return False
+_cli, _children, _store_created = sweep_command, trial_runs, store_has_runs
 
 
 def _wait_for(driver: subprocess.Popen, tmp_path: Path, ready, what: str):
