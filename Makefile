@@ -39,15 +39,18 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 	@echo "make install: done; activate it with: source $(VENV)/bin/activate"
 
-# The whole suite (~30 min on 2 cores). Its system tools (Chromium, PostgreSQL,
+# The whole suite, in JOBS pytest-xdist workers (a test file stays on one worker, so its
+# module fixtures run once; JOBS=0: one process). Its system tools (Chromium, PostgreSQL,
 # docker-compose) are installed first when missing: .ci/test-deps.sh (apt-get, as root).
+JOBS ?= 2
+PYTEST := $(BIN)/python -m pytest -q $(if $(filter-out 0,$(JOBS)),-n $(JOBS) --dist loadfile --no-loadscope-reorder)
 test: install test-deps
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
 
 # Daily work: the suite without the end-to-end tests marked `slow` (Ray sweeps, MLflow
 # servers, browsers).
 test-fast: install test-deps
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(PYTEST) -m "not slow"
 
 test-deps:
 	.ci/test-deps.sh

@@ -43,7 +43,7 @@ os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest  # noqa: E402
-from hygiene import OUTPUTS, TreeWatch, tree_outputs  # noqa: E402,F401
+from hygiene import OUTPUTS, TreeWatch, fail_if_left, note_worker, tree_outputs  # noqa: E402,F401
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("SUBLAYER_DATA_DIR", REPO.parent / "shared" / "data"))
@@ -68,8 +68,21 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
     for base in {os.environ.get("RAY_TMPDIR") or "/tmp", "/tmp"}:
         remove_stale(base)
-    if WATCH.report():  # only what the tests wrote: a user's own command may write meanwhile
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    fail_if_left(session, WATCH)  # only what the tests wrote: a user's own command may write
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: object, error: object) -> None:
+    note_worker(node)  # a pytest-xdist worker's verdict (make test runs two)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``make test``), the files with end-to-end (``slow``) tests go
+    first: a long file started last would keep one worker busy alone at the end."""
+    if not hasattr(config, "workerinput"):
+        return
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)  # stable: a file's tests stay together
 
 
 def _in_fresh_folder(factory: pytest.TempPathFactory, name: str) -> Iterator[Path]:

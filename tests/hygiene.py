@@ -20,7 +20,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["OUTPUTS", "TreeWatch", "tree_outputs"]
+import pytest
+
+__all__ = ["OUTPUTS", "TreeWatch", "fail_if_left", "note_worker", "tree_outputs"]
 
 OUTPUTS = ("mlruns", "mlartifacts", "mlflow.db", "ray_results", "runs", "reports",
            ".sublayer_cache", "build")
@@ -108,11 +110,15 @@ class TreeWatch:
         return any(rel == w or rel.startswith(w + os.sep) or w.startswith(rel + os.sep)
                    for w in self.written)
 
-    def report(self, stream: Any = None) -> bool:
+    def report(self, stream: Any = None, *, also_ours: Iterable[str] = ()) -> bool:
         """Print what the session left (and, apart, what others wrote meanwhile); True
-        when the session left something."""
+        when the session left something. ``also_ours``: paths the session's xdist workers
+        left (they are not this process's writes, but the run's)."""
         stream = stream or sys.stderr
         ours, others = self.verdict()
+        if also_ours:
+            ours = sorted({*ours, *also_ours})
+            others = [p for p in others if p not in ours]
         if others:
             print(f"\nhygiene: {len(others)} new path(s) in {self.root} were written by another "
                   f"process while the tests ran (not the tests'): {_shown(others)}", file=stream)
@@ -121,6 +127,31 @@ class TreeWatch:
             print(f"\nHYGIENE: the tests left {len(ours)} path(s) in the working tree "
                   f"{self.root}{why}:\n  {_shown(ours, sep=chr(10) + '  ')}", file=stream)
         return bool(ours)
+
+
+_WORKER_KEY = "hygiene_left"
+"""The key under which a pytest-xdist worker hands the paths its tests left to the controller."""
+
+
+def fail_if_left(session: pytest.Session, watch: TreeWatch) -> None:
+    """At a session's end: report what its tests left in the tree, and fail it if anything.
+
+    Under pytest-xdist (``make test`` runs two workers) each worker watches its own writes
+    and hands the paths its tests left to the controller (:func:`note_worker`), which
+    reports once for the whole run and fails it."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker
+        workeroutput[_WORKER_KEY] = watch.verdict()[0]
+        return
+    if watch.report(also_ours=getattr(session.config, "_hygiene_by_workers", ())):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def note_worker(node: Any) -> None:
+    """A pytest-xdist worker ended (``pytest_testnodedown``): keep the paths its tests left."""
+    left = getattr(node, "workeroutput", {}).get(_WORKER_KEY) or []
+    config = node.config
+    config._hygiene_by_workers = [*getattr(config, "_hygiene_by_workers", ()), *left]
 
 
 def _shown(paths: Iterable[str], sep: str = ", ") -> str:

@@ -201,3 +201,4 @@ def test_make_test_targets_run_their_recipes(walk, target: str) -> None:
     assert re.search(r"\d+ passed", done.stdout), done.stdout[-2000:]
     assert "test-deps:" in done.stdout  # the system tools were checked first
     assert ('-m "not slow"' in done.stdout) == (target == "test-fast")
+    assert "-n 2 --dist loadfile" in done.stdout  # two pytest-xdist workers (JOBS)

@@ -121,20 +121,26 @@ import os
 from pathlib import Path
 
 import pytest
-from hygiene import TreeWatch
+from hygiene import TreeWatch, fail_if_left, note_worker
 
 WATCH = TreeWatch(Path(os.environ["HYGIENE_ROOT"])).install()
 
 
 def pytest_sessionfinish(session, exitstatus):
-    if WATCH.report():
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    fail_if_left(session, WATCH)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    note_worker(node)
 '''
 
 
-def _inner_session(tmp_path: Path, test_source: str) -> tuple[subprocess.Popen[str], Path]:
+def _inner_session(tmp_path: Path, test_source: str,
+                   workers: int = 0) -> tuple[subprocess.Popen[str], Path]:
     """A pytest session (a subprocess) over one test file, watching ``tmp_path/tree`` with the
-    suite's own :class:`hygiene.TreeWatch`, as tests/conftest.py watches the checkout."""
+    suite's own :class:`hygiene.TreeWatch`, as tests/conftest.py watches the checkout; with
+    ``workers``, under pytest-xdist as ``make test`` runs it."""
     tree, suite = tmp_path / "tree", tmp_path / "suite"
     (tree / "reports").mkdir(parents=True)
     suite.mkdir()
@@ -142,8 +148,9 @@ def _inner_session(tmp_path: Path, test_source: str) -> tuple[subprocess.Popen[s
     (suite / "test_inner.py").write_text(test_source)
     env = {**os.environ, "HYGIENE_ROOT": str(tree),
            "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), os.environ.get("PYTHONPATH", "")])}
+    xdist = ["-n", str(workers)] if workers else []
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                             "--rootdir", str(suite), str(suite)], cwd=tmp_path, env=env,
+                             *xdist, "--rootdir", str(suite), str(suite)], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     return proc, tree
 
@@ -157,7 +164,9 @@ def _wait_for(path: Path, proc: subprocess.Popen[str], limit: float = 120) -> No
         time.sleep(0.05)
 
 
-def test_a_file_another_process_writes_meanwhile_does_not_fail_the_suite(tmp_path) -> None:
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_file_another_process_writes_meanwhile_does_not_fail_the_suite(tmp_path,
+                                                                         workers: int) -> None:
     """A user runs ``sublayer replay … --figure reports/replay.png`` while ``make test`` runs:
     the suite names the file as another process's and still passes."""
     proc, tree = _inner_session(tmp_path, f'''
@@ -168,7 +177,7 @@ def test_waits_for_the_user():
     Path({str(tmp_path / "ready")!r}).write_text("")
     while not Path({str(tmp_path / "go")!r}).exists():
         time.sleep(0.05)
-''')
+''', workers)
     _wait_for(tmp_path / "ready", proc)
     (tree / "reports" / "replay.png").write_bytes(b"\x89PNG")  # this process: "the user"
     (tmp_path / "go").write_text("")
@@ -181,8 +190,9 @@ def test_waits_for_the_user():
 CHILD = "open('reports/left.csv', 'w').write('x')"
 
 
+@pytest.mark.parametrize("workers", [0, 2])
 @pytest.mark.parametrize("how", ["in-process", "subprocess in the tree"])
-def test_a_file_a_test_writes_fails_the_suite(tmp_path, how: str) -> None:
+def test_a_file_a_test_writes_fails_the_suite(tmp_path, how: str, workers: int) -> None:
     tree = tmp_path / "tree"
     write = (f'Path({str(tree / "reports" / "left.csv")!r}).write_text("x")'
              if how == "in-process" else
@@ -194,7 +204,7 @@ from pathlib import Path
 
 def test_writes_into_the_tree():
     {write}
-''')
+''', workers)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 1, out
     assert "1 passed" in out

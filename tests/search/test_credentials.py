@@ -108,7 +108,8 @@ def test_each_link_of_the_chain_is_named(aws: Path, monkeypatch: pytest.MonkeyPa
     ("http://alice@mlflow.example", None),  # a user name alone
     ("http://127.0.0.1:5000", None),
     ("sqlite:///mlflow.db", None),
-])
+], ids=["http", "https-prefix", "postgresql", "mysql", "user-alone", "no-user", "sqlite"])
+# (ids: a test's name is the same in every pytest-xdist worker, and holds no secret)
 def test_a_password_in_a_tracking_uri_is_refused(uri: str, named: str | None) -> None:
     problem = uri_password_problem(uri)
     if named is None:
