@@ -60,9 +60,9 @@ class SearchAlgorithm:
     supernet_stage: ClassVar[bool] = False
     """A weight-sharing supernet ranks the space's orders first (stage 1); the best train
     as a grid (stage 2). Takes ``search.supernet`` and ``search.top_k``."""
-    expected_instead: ClassVar[Mapping[str, str]] = {}
-    """By capability it lacks: what a file asking for it is told to use instead, where
-    the generic text would not say why."""
+    why_not: ClassVar[Mapping[str, str]] = {}
+    """By capability it lacks: why, said after what a file asking for it is told to use
+    instead (which the registry lists: no searcher names another)."""
 
     @classmethod
     def make(cls, plan: Any) -> Any:
@@ -71,8 +71,10 @@ class SearchAlgorithm:
         raise NotImplementedError(f"searcher {cls.name!r} builds no searcher")
 
     @classmethod
-    def refusal(cls, capability: str, default: str) -> str:
-        return cls.expected_instead.get(capability, default)
+    def refusal(cls, capability: str, instead: str) -> str:
+        """``instead`` (what to use), with why this searcher lacks ``capability``."""
+        why = cls.why_not.get(capability)
+        return f"{instead} ({why})" if why else instead
 
     @classmethod
     def pool_problems(cls, pool: Sequence[VariantCandidate]) -> list[Problem]:

@@ -47,10 +47,11 @@ class LMTask(Task[ModelConfig, DataConfig, None, TrialSpec]):
             problems.append(Problem("model.order", raw.pop("order"),
                                     "no order here: orders come from the space and the baseline"))
         preset = raw.pop("preset", None)
-        try:  # "sf" stands in until the baseline's order is known (resolve)
+        stand_in = interleaved(1)  # until the baseline's order is known (resolve)
+        try:
             if preset is not None:
-                return model_preset(str(preset), order="sf", **raw)
-            return ModelConfig.from_dict({"order": "sf", **raw})
+                return model_preset(str(preset), order=stand_in, **raw)
+            return ModelConfig.from_dict({"order": stand_in, **raw})
         except (ValueError, TypeError) as exc:
             problems.extend(problems_from(exc, "model", value=raw))
             return None

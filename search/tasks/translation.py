@@ -83,7 +83,9 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
         try:
             if preset is not None:
                 return seq2seq_preset(str(preset), **raw)
-            return Seq2SeqConfig.from_dict({"encoder_order": "sf", "decoder_order": "scf", **raw})
+            return Seq2SeqConfig.from_dict({"encoder_order": interleaved(1, kind="encoder"),
+                                            "decoder_order": interleaved(1, kind="decoder"),
+                                            **raw})
         except (ValueError, TypeError) as exc:
             problems.extend(problems_from(exc, "model", value=raw))
             return None

@@ -301,7 +301,8 @@ CASES = [
                                            "sampler": "cmaes"}),
         ("search.sampler: got 'cmaes', expected one of 'tpe' or 'nsga2'",)),
     Bad("warm-start-grid", _set("search", {"algorithm": "grid", "warm_start": True}),
-        ("search.warm_start: got True, expected false for search.algorithm grid",)),
+        ("search.warm_start: got True, expected false for search.algorithm grid (reuse: "
+         "true takes finished trials of a grid)",)),
     Bad("warm-start-number", _set("search", {"algorithm": "optuna", "num_samples": 3,
                                              "warm_start": 3}),
         ("search.warm_start: got 3, expected true or false or a string or a list",)),
@@ -347,7 +348,7 @@ CASES = [
                                          _set("search", {"algorithm": "evolution",
                                                          "num_samples": 2})),
         ("search.algorithm: got 'evolution', expected grid, optuna or surrogate for "
-         "iot_subsets",)),
+         "iot_subsets (an IOT model is a set of orders, not one to mutate)",)),
 ]
 
 

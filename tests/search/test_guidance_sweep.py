@@ -95,7 +95,8 @@ BAD = [
      ("model.guidance[1]:", "distinct guidance settings (sg-ffn is also model.guidance[0])")),
     ("evolution", _guidance([{"mode": "soft", "blocks": ["ffn"]}],
                             search={"algorithm": "evolution", "num_samples": 2}),
-     ("search.algorithm: got 'evolution', expected grid or optuna with model.guidance",)),
+     ("search.algorithm: got 'evolution', expected grid, optuna or surrogate with model.guidance "
+      "(mutations keep no guidance)",)),
 ]
 
 

@@ -56,5 +56,6 @@ def test_planning_the_permutations_parses_each_order_once(
     orders = _space_orders()
     assert len(orders) == 20
     assert max(counted.values()) == 1, counted.most_common(3)
-    assert sum(counted.values()) <= len(orders) + 1, counted  # + the baseline's
-    assert orders <= set(counted)  # each proposed order was checked, once
+    # each proposed order was checked, once; the baseline and the model template's stand-in
+    # are made by spaces.interleaved, checked by construction
+    assert set(counted) == orders, counted

@@ -21,10 +21,9 @@ class Evolution(SearchAlgorithm):
     takes_prior = True
     guided_candidates = False
     iot_subsets = False
-    expected_instead = {
-        "guided_candidates": "grid or optuna with model.guidance (mutations keep no guidance)",
-        "iot_subsets": "grid, optuna or surrogate for iot_subsets (an IOT model is a set of "
-                       "orders, not one to mutate)",
+    why_not = {
+        "guided_candidates": "mutations keep no guidance",
+        "iot_subsets": "an IOT model is a set of orders, not one to mutate",
     }
 
     @classmethod

@@ -21,8 +21,7 @@ class Grid(SearchAlgorithm):
     takes_prior = True
     """The prior orders the queue (:mod:`~sublayer_search.search.searchers.queue`)."""
     takes_warm_start = False
-    expected_instead = {"takes_warm_start": "false for search.algorithm grid (reuse: true "
-                                            "takes finished trials of a grid)"}
+    why_not = {"takes_warm_start": "reuse: true takes finished trials of a grid"}
 
     @classmethod
     def make(cls, plan: SweepPlan) -> Stateful:
