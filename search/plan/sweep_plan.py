@@ -217,13 +217,10 @@ def _baseline(exp: Experiment, task: AnyTask, pool: Sequence[Candidate], templat
     return task.baseline(pool, template, problems)
 
 
-def _check_search(exp: Experiment, task: AnyTask, pool: Sequence[VariantCandidate],
+def _check_search(exp: Experiment, pool: Sequence[VariantCandidate],
                   problems: list[Problem]) -> None:
     algo = exp.search.algorithm
     searcher = search_algorithm(algo)
-    unfit = task.search_problem(algo)
-    if unfit is not None:
-        problems.append(Problem("search.algorithm", algo, unfit))
     if searcher.needs_budget and exp.search.num_samples is None:
         problems.append(Problem("search.num_samples", None,
                                 f"a trial budget (a positive integer) for search.algorithm {algo}"))
@@ -311,7 +308,7 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
     if check_resources:  # a real sweep: where it will run and write
         problems += place_problems(exp, data, address=address, tracking_uri=tracking_uri)
     problems += worker_problems(exp)
-    _check_search(exp, task, pool, problems)
+    _check_search(exp, pool, problems)
     prior = search_prior(exp, tracking_uri, problems)
     if template is not None and data is not None and not problems:
         template = task.resolve(template, data, base, problems, notes)

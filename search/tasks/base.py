@@ -181,10 +181,6 @@ class Task(ABC, Generic[ModelT, DataT, ExtraT, SpecT]):
         orders are: :attr:`~.variant.Variant.side`)."""
         return self.kind, args, None
 
-    def search_problem(self, algorithm: str) -> str | None:
-        """What is expected instead, when this task cannot be searched with ``algorithm``."""
-        return None
-
     @abstractmethod
     def baseline(self, pool: Sequence[Candidate], template: ModelT | None,
                  problems: list[Problem]) -> VariantCandidate | None:
