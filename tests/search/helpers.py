@@ -311,6 +311,32 @@ def wait_while_running(what: str, ready: Callable[[], bool], proc: subprocess.Po
         time.sleep(0.5)
 
 
+def wait_for_trials(driver: subprocess.Popen[bytes], db: Path, experiment: str,
+                    ready: Callable[[Any, list[Any]], bool], what: str, *, log: Path,
+                    timeout: float = 300) -> Any:
+    """Poll a running sweep's SQLite store ``db`` until ``ready(client, trial runs of
+    experiment)``; fail if the driver ends first. Returns the MLflow client."""
+    from mlflow.tracking import MlflowClient
+
+    found: list[Any] = []
+
+    def check() -> bool:
+        # only once the driver has created the store (a run is in it): a client opening a
+        # store mid-creation races the driver's schema migration
+        if not found and store_has_runs(db):
+            found.append(MlflowClient(f"sqlite:///{db}"))
+        return bool(found) and ready(found[0], trial_runs(found[0], experiment))
+
+    wait_while_running(what, check, driver, log, timeout)
+    return found[0]
+
+
+def tune_saved_since(storage: Path, since: float) -> bool:
+    """Tune saved its experiment state (``experiment_state-*.json``, what ``--resume``
+    reads) under ``storage`` after ``since`` (a ``time.time()``)."""
+    return any(p.stat().st_mtime > since for p in storage.rglob("experiment_state-*.json"))
+
+
 def set_outage_limit(path: Path, seconds: float) -> None:
     """Rewrite ``tracking.outage_limit_s`` of the experiment file at ``path``."""
     doc = yaml.safe_load(path.read_text())

@@ -10,12 +10,11 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 import yaml
-from helpers import store_has_runs, sweep_command, trial_runs
+from helpers import sweep_command, trial_runs, wait_for_trials
 
 pytestmark = pytest.mark.slow
 
@@ -51,8 +50,6 @@ def _planned_queue(path: Path) -> list[str]:
 
 
 def test_the_sweep_starts_trials_in_the_priors_order_and_resume_keeps_it(tmp_path):
-    from mlflow.tracking import MlflowClient
-
     path = _experiment(tmp_path)
     names, orders = _planned_queue(path)
     assert orders == ["sfsf", "ssff", "sffs", "ffss"]  # baseline, then best-predicted first
@@ -69,23 +66,11 @@ def test_the_sweep_starts_trials_in_the_priors_order_and_resume_keeps_it(tmp_pat
         driver = subprocess.Popen(sweep_command("sweep", str(path)), cwd=tmp_path, env=env,
                                   stdout=subprocess.DEVNULL, stderr=stderr,
                                   start_new_session=True)
-    client = None
     try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:  # until the first candidate has reported
-            time.sleep(0.5)
-            if driver.poll() is not None:
-                pytest.fail(f"the sweep ended ({driver.returncode}) before it was interrupted: "
-                            + log.read_text()[-2000:])
-            if client is None and store_has_runs(tmp_path / "mlflow.db"):
-                client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
-            if client is not None and any(
-                    r.info.run_name == names[1] and r.info.status == "RUNNING"
-                    and client.get_metric_history(r.info.run_id, "val_loss")
-                    for r in trial_runs(client, "queue")):
-                break
-        else:
-            pytest.fail("timed out waiting for the first candidate to report")
+        client = wait_for_trials(driver, tmp_path / "mlflow.db", "queue", lambda c, runs: any(
+            r.info.run_name == names[1] and r.info.status == "RUNNING"
+            and c.get_metric_history(r.info.run_id, "val_loss") for r in runs),
+            "the first candidate reported", log=log)
         driver.send_signal(signal.SIGINT)
         driver.wait(timeout=180)
     finally:
@@ -93,7 +78,6 @@ def test_the_sweep_starts_trials_in_the_priors_order_and_resume_keeps_it(tmp_pat
             os.killpg(driver.pid, signal.SIGKILL)
             driver.wait()
     assert driver.returncode == 130, log.read_text()[-3000:]
-    assert client is not None
     started = [r.info.run_name for r in sorted(trial_runs(client, "queue"),
                                                 key=lambda r: r.info.start_time)]
     assert started == names[:len(started)] and len(started) < len(names)

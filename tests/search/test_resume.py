@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import store_has_runs, sweep_command, trial_runs
+from helpers import sweep_command, trial_runs, tune_saved_since, wait_for_trials, wait_while_running
 
 pytestmark = pytest.mark.slow
 
@@ -36,26 +36,13 @@ def _experiment(tmp_path: Path) -> Path:
     return path
 
 
-_cli, _children, _store_created = sweep_command, trial_runs, store_has_runs
+_cli, _children = sweep_command, trial_runs
 
 
 def _wait_for(driver: subprocess.Popen, tmp_path: Path, ready, what: str):
     """Poll the sweep's MLflow store until ``ready(client, trial runs)``; return the client."""
-    from mlflow.tracking import MlflowClient
-
-    client = None
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        time.sleep(0.5)
-        if driver.poll() is not None:
-            pytest.fail(f"the sweep ended (status {driver.returncode}) before {what}")
-        # only once the driver has created the MLflow store (its parent run is in it): a
-        # client opening a store mid-creation races the driver's schema migration
-        if client is None and _store_created(tmp_path / "mlflow.db"):
-            client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
-        if client is not None and ready(client, _children(client, "resume")):
-            return client
-    pytest.fail(f"timed out waiting for {what}")
+    return wait_for_trials(driver, tmp_path / "mlflow.db", "resume", ready, what,
+                           log=tmp_path / "driver.err", timeout=240)
 
 
 def _evaluated(client, run, times: int = 1) -> bool:
@@ -66,14 +53,17 @@ def _evaluated(client, run, times: int = 1) -> bool:
 def _run_and_kill(tmp_path: Path, path: Path, env: dict[str, str]):
     """Start the sweep, SIGKILL its driver once one trial finished and the next one
     has evaluated twice; return the MLflow client."""
-    driver = subprocess.Popen(_cli("sweep", str(path)), cwd=tmp_path, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)
+    with (tmp_path / "driver.err").open("w") as stderr:
+        driver = subprocess.Popen(_cli("sweep", str(path)), cwd=tmp_path, env=env,
+                                  stdout=subprocess.DEVNULL, stderr=stderr,
+                                  start_new_session=True)
     try:
         client = _wait_for(driver, tmp_path, lambda c, runs: any(
             r.info.status == "FINISHED" for r in runs) and any(_evaluated(c, r, 2) for r in runs),
             "a trial finished and the next one evaluated twice")
-        time.sleep(1.5)  # let Tune snapshot the experiment after that checkpoint
+        seen = time.time()  # Tune snapshots the experiment after that checkpoint (every 1 s)
+        wait_while_running("Tune saved the experiment", lambda: tune_saved_since(
+            tmp_path / "ray", seen), driver, tmp_path / "driver.err", timeout=120)
     finally:
         os.kill(driver.pid, signal.SIGKILL)  # the driver dies first, as on a crash
         driver.wait()
