@@ -50,6 +50,14 @@ class S3Server:
                 found[item["Key"]] = client.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
         return found
 
+    def saved_since(self, bucket: str, name: str, since: float) -> bool:
+        """An object of ``bucket`` whose file name starts with ``name`` was written after
+        ``since`` (a ``time.time()``; S3's whole-second times only make it later)."""
+        pages = self.client().get_paginator("list_objects_v2").paginate(Bucket=bucket)
+        return any(item["Key"].rsplit("/", 1)[-1].startswith(name)
+                   and item["LastModified"].timestamp() > since
+                   for page in pages for item in page.get("Contents", []))
+
 
 KEY_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 """The environment's link of the AWS chain: what a profile test takes out."""

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import SUBLAYER, run_cli, start, tail
-from s3_helpers import s3_server
+from helpers import SUBLAYER, run_cli, start, tail, trial_runs, wait_for_trials, wait_while_running
+from s3_helpers import S3Server, s3_server
 
 from sublayer_search.search.plan.experiment import parse_experiment
 from sublayer_search.search.plan.problems import ExperimentError
@@ -135,10 +135,7 @@ def test_planning_reads_the_store_and_refuses_what_cannot_work(tmp_path, monkeyp
 
 # -- a killed driver resumes from the store alone ---------------------------------------
 def _children(client):
-    exp = client.get_experiment_by_name("objstore")
-    if exp is None:
-        return []
-    return client.search_runs([exp.experiment_id], filter_string="tags.`sublayer.role` = 'trial'")
+    return trial_runs(client, "objstore")
 
 
 def _describe(runs) -> str:
@@ -146,32 +143,24 @@ def _describe(runs) -> str:
                      f"{r.data.tags.get('sublayer.error', '')[-600:]}" for r in runs)
 
 
-def _run_and_kill(tmp_path: Path, path: Path, env: dict[str, str]) -> object:
-    """Start the sweep; SIGKILL its driver (then what it started) once one trial finished
-    and the next one evaluated twice. The MLflow client is returned."""
-    from mlflow.tracking import MlflowClient
-
+def _run_and_kill(tmp_path: Path, path: Path, env: dict[str, str], server: S3Server) -> object:
+    """Start the sweep; SIGKILL its driver (then what it started) once one trial finished,
+    the next one evaluated twice and Tune saved its state to the bucket after that. The
+    MLflow client is returned."""
     work = tmp_path / "first"
     work.mkdir()
     log = tmp_path / "first.log"
     driver = start([SUBLAYER, "sweep", str(path)], env={**env, "HOME": str(work)}, log=log,
                    cwd=work)
-    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            time.sleep(0.5)
-            assert driver.poll() is None, f"the sweep ended ({driver.returncode}):\n{tail(log)}"
-            assert time.monotonic() < deadline, f"timed out:\n{tail(log)}"
-            if not (tmp_path / "mlflow.db").exists():
-                continue
-            runs = _children(client)
-            if any(r.info.status == "FINISHED" for r in runs) and any(
-                    r.info.status == "RUNNING"
-                    and len(client.get_metric_history(r.info.run_id, "val_loss")) >= 2
-                    for r in runs):
-                break
-        time.sleep(1.5)  # Tune snapshots the experiment after that checkpoint
+        client = wait_for_trials(driver, tmp_path / "mlflow.db", "objstore", lambda c, runs: any(
+            r.info.status == "FINISHED" for r in runs) and any(
+                r.info.status == "RUNNING" and len(c.get_metric_history(r.info.run_id,
+                                                                        "val_loss")) >= 2
+                for r in runs), "a trial finished and the next one evaluated twice", log=log)
+        seen = time.time()  # Tune snapshots the experiment after that checkpoint (every 1 s)
+        wait_while_running("Tune saved the experiment to the bucket", lambda: server.saved_since(
+            BUCKET, "experiment_state-", seen), driver, log, timeout=120)
     finally:
         os.kill(driver.pid, signal.SIGKILL)  # the driver dies first, as on a crash
         driver.wait()
@@ -190,7 +179,7 @@ def test_a_killed_sweep_resumes_from_object_storage_alone(tmp_path, monkeypatch)
         path = _write(tmp_path, _doc(tmp_path, f"s3://{BUCKET}/ray", f"s3://{BUCKET}/mlflow",
                                      log_checkpoints=True))
         env = {**os.environ, **server.env, "TUNE_GLOBAL_CHECKPOINT_S": "1"}
-        client = _run_and_kill(tmp_path, path, env)
+        client = _run_and_kill(tmp_path, path, env, server)
 
         before = {r.info.run_name: r for r in _children(client)}
         done_before = {n: r.info.end_time for n, r in before.items()

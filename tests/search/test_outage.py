@@ -35,6 +35,7 @@ from helpers import (
     start,
     stop,
     tail,
+    tune_saved_since,
     wait_while_running,
     write_experiment,
 )
@@ -182,7 +183,9 @@ def test_a_driver_killed_mid_outage_keeps_its_backlog_on_disk_and_resume_writes_
             assert first > 0, "the outage's first failure wrote no journal"
             wait_while_running("evaluations made during the outage",
                                lambda: _lines(journal) >= first + 3, driver, log, timeout=60)
-            time.sleep(1.5)  # Tune snapshots its state each second: it knows the checkpoints
+            seen = time.time()  # Tune snapshots its state each second: then it knows them
+            wait_while_running("Tune saved the experiment", lambda: tune_saved_since(
+                tmp_path / "ray", seen), driver, log, timeout=120)
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(driver.pid, signal.SIGKILL)  # the driver dies first, as on a crash
