@@ -35,12 +35,12 @@ from helpers import (
     start,
     stop,
     tail,
-    tune_saved_since,
     wait_while_running,
     write_experiment,
 )
 from mlflow.tracking import MlflowClient
 from postgres_helpers import tracking_server
+from sweep_watch import tune_saved_since
 
 pytestmark = pytest.mark.slow
 

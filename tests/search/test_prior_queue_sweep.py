@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import sweep_command, trial_runs, wait_for_trials
+from helpers import sweep_command
+from sweep_watch import trial_runs, wait_for_trials
 
 pytestmark = pytest.mark.slow
 

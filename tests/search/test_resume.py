@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import sweep_command, trial_runs, tune_saved_since, wait_for_trials, wait_while_running
+from helpers import sweep_command, wait_while_running
+from sweep_watch import trial_runs, tune_saved_since, wait_for_trials
 
 pytestmark = pytest.mark.slow
 
