@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import REPO, SUBLAYER
+from helpers import REPO, SUBLAYER, scratch
 
 from sublayer_search.models.data.config import DataConfig
 from sublayer_search.search.cli.main import main
@@ -21,12 +22,15 @@ _HOME_SETTINGS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY
 
 
 @pytest.fixture
-def no_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "no" / "home"
-    for name in _HOME_SETTINGS:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HOME", str(home))
-    return home
+def no_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A missing HOME with a short path: error messages shorten long values, and tmp_path's
+    length varies (pytest-N, an xdist worker's folder)."""
+    with scratch("nohome-") as base:
+        home = base / "no" / "home"
+        for name in _HOME_SETTINGS:
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("HOME", str(home))
+        yield home
 
 
 def test_a_sweep_with_a_missing_home_is_exit_2_naming_it(tmp_path: Path, no_home: Path) -> None:
