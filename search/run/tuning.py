@@ -8,6 +8,7 @@ import threading
 from typing import Any
 
 from ray import tune
+from ray.tune.execution import class_cache
 from ray.tune.search import ConcurrencyLimiter
 
 from sublayer_search.search.plan.storage import Storage
@@ -25,7 +26,28 @@ from sublayer_search.search.searchers.tune import make_searcher
 from sublayer_search.search.tracking.callback import MlflowTracking
 from sublayer_search.spaces.records import ended_status
 
-__all__ = ["SigintWatch", "incomplete", "make_tuner", "restored_tuner", "result_rows"]
+__all__ = ["CREDENTIAL_ENV", "SigintWatch", "incomplete", "keep_credentials_out_of_trials",
+           "make_tuner", "restored_tuner", "result_rows"]
+
+CREDENTIAL_ENV = frozenset({"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SECURITY_TOKEN",
+                            "AWS_SESSION_TOKEN"})
+"""The driver's variables Ray Tune would copy into every trial's runtime env."""
+
+
+def keep_credentials_out_of_trials() -> None:
+    """Stop Ray Tune from copying the driver's AWS keys into each trial's runtime env.
+
+    Tune hands ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY`` and the session token of
+    the driver's environment to every trial actor as its runtime env, and Ray's runtime-env
+    agent logs that env in plain text (``session_*/logs/runtime_env_agent.log``), which
+    the Slurm job copies to the shared folder and KubeRay keeps on every pod. The trials do
+    not need it: a local Ray's workers inherit the driver's environment, and a cluster's
+    nodes read their own (the Slurm job's ``--export=ALL``, a pod's secret), as the S3
+    credentials always do here (``search/plan/credentials.py``). So the names are taken
+    out of Tune's public list of variables to propagate; the rest of it stays.
+    """
+    class_cache.ENV_VARS_TO_PROPAGATE = frozenset(class_cache.ENV_VARS_TO_PROPAGATE
+                                                  - CREDENTIAL_ENV)
 
 
 def _scheduler(plan: SweepPlan) -> Any:
@@ -61,6 +83,7 @@ def make_tuner(plan: SweepPlan, ray_run: str, callback: MlflowTracking) -> tune.
                                limit=exp.max_concurrent)
     elif exp.max_concurrent:
         searcher = ConcurrencyLimiter(searcher, max_concurrent=exp.max_concurrent)
+    keep_credentials_out_of_trials()
     num_samples = len(plan.trials)  # and an adaptive searcher's budget beyond them
     if search_algorithm(exp.search.algorithm).needs_budget:
         num_samples += int(exp.search.num_samples or 0)
@@ -86,6 +109,7 @@ def restored_tuner(plan: SweepPlan, storage: Storage, ray_run: str,
                    callback: MlflowTracking) -> tune.Tuner:
     """The Tuner saved as ``ray_run`` in ``storage`` (a folder or an object store),
     unfinished trials resumed, tracked by ``callback``."""
+    keep_credentials_out_of_trials()
     options = storage.ray_options()
     fill_checkpoint_gaps(storage.path(ray_run), filesystem=options.get("storage_filesystem"))
     tuner = tune.Tuner.restore(storage.path(ray_run), trainable=_trainable(plan),

@@ -175,6 +175,8 @@ class RayCluster:
     env: dict[str, str]
     logs: list[Path]
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    temp: Path | None = None
+    """The nodes' Ray temp folder (``--temp-dir``): their sessions and logs."""
 
 
 def _alive_nodes(address: str, env: Mapping[str, str]) -> int:
@@ -190,13 +192,14 @@ def _alive_nodes(address: str, env: Mapping[str, str]) -> int:
 
 @contextlib.contextmanager
 def ray_cluster(home: Path, *, nodes: int = 2, cpus: int = 2, gpus: int = 1,
-                timeout: float = 90.0) -> Iterator[RayCluster]:
-    """A head and ``nodes - 1`` workers on 127.0.0.1, each a ``ray start --block`` we own."""
-    env = subprocess_env(home)
+                timeout: float = 90.0, **env_overrides: str) -> Iterator[RayCluster]:
+    """A head and ``nodes - 1`` workers on 127.0.0.1, each a ``ray start --block`` we own
+    (its environment: :func:`subprocess_env` with ``env_overrides``)."""
+    env = subprocess_env(home, **env_overrides)
     port = free_port()
     address = f"127.0.0.1:{port}"
     temp = short_tempdir("rayc")
-    cluster = RayCluster(address=address, env=env, logs=[])
+    cluster = RayCluster(address=address, env=env, logs=[], temp=temp)
     common = [f"--num-cpus={cpus}", f"--num-gpus={gpus}", "--block", "--disable-usage-stats",
               "--node-ip-address=127.0.0.1"]
     try:

@@ -15,10 +15,8 @@ included. Found as written, base64 (a basic-auth header) or URL-encoded, none ma
 
 from __future__ import annotations
 
-import base64
 import secrets
 import subprocess
-import threading
 import time
 import urllib.error
 import urllib.parse
@@ -39,6 +37,7 @@ from helpers import (
     write_experiment,
 )
 from s3_helpers import S3Server, profile_env, s3_server, without_keys
+from secret_scan import TempWatch, secret_patterns
 
 pytestmark = pytest.mark.slow
 
@@ -56,53 +55,6 @@ check is a PBKDF2 hash (~0.5 s of a CPU), and a sweep makes hundreds of requests
 admin's password is given as ``MLFLOW_AUTH_ADMIN_PASSWORD``, so no file holds it."""
 WRITTEN_HERE = ("credentials", "refused.yaml")
 """Files this test writes with a secret in them: the profile's, the refused experiment."""
-
-
-def _forms(secret: str) -> dict[str, bytes]:
-    """The ways ``secret`` could be written: as is (a pickle keeps a str as UTF-8),
-    base64 alone and in a basic-auth header, URL-encoded."""
-    return {"raw": secret.encode(), "base64": base64.b64encode(secret.encode()),
-            "basic-auth": base64.b64encode(f"{USER}:{secret}".encode()),
-            "url-encoded": urllib.parse.quote(secret, safe="").encode()}
-
-
-def _patterns(secrets_: dict[str, str]) -> dict[str, bytes]:
-    """``{"the MLflow password (base64)": b"…", …}``: every form of every secret."""
-    return {f"{name} ({form})": pattern for name, value in secrets_.items()
-            for form, pattern in _forms(value).items()}
-
-
-class TempWatch(threading.Thread):
-    """Reads every file under ``root`` again whenever it changed, until stopped (Ray's temp
-    folder lives only while the sweep runs), and notes where ``patterns`` were found."""
-
-    def __init__(self, root: Path, patterns: dict[str, bytes]) -> None:
-        super().__init__(daemon=True)
-        self.root, self.patterns, self.stop = root, patterns, threading.Event()
-        self.last: dict[Path, tuple[int, int]] = {}
-        self.files: set[str] = set()  # every file read
-        self.leaks: set[str] = set()
-
-    def run(self) -> None:
-        while not self.stop.wait(0.5):
-            self.scan()
-
-    def scan(self) -> None:
-        for path in list(self.root.rglob("*")):
-            try:
-                if path.is_symlink() or not path.is_file():
-                    continue
-                info = path.stat()
-                if self.last.get(path) == (info.st_size, info.st_mtime_ns):
-                    continue
-                self.last[path] = (info.st_size, info.st_mtime_ns)
-                blob = path.read_bytes()
-            except OSError:  # removed meanwhile (the sweep ends, Ray rotates a file)
-                continue
-            where = str(path.relative_to(self.root))
-            self.files.add(where)
-            self.leaks.update(f"{name} in Ray's temp folder: {where}"
-                              for name, pattern in self.patterns.items() if pattern in blob)
 
 
 def _wait_for_health(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
@@ -142,7 +94,7 @@ def test_a_sweep_with_logins_writes_no_secret_anywhere(monkeypatch: pytest.Monke
         try:
             with s3_server(folder, buckets=(BUCKET,), authenticate=True) as s3:
                 _wait_for_health(url, mlflow, server_log)
-                patterns = _patterns({"the MLflow password": password,
+                patterns = secret_patterns({"the MLflow password": password,
                                       "the AWS secret key": s3.env["AWS_SECRET_ACCESS_KEY"]})
                 watch = TempWatch(folder / "rt", patterns)
                 printed = _sweep(folder, url, password, marker, s3, watch)
