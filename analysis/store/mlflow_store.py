@@ -10,29 +10,58 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlparse, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, unquote, urlparse, urlsplit, urlunsplit
 
 from sublayer_search.analysis.errors import AnalysisError
 
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow.tracking import MlflowClient
 
-__all__ = ["StoreError", "check_store", "open_store", "redact_uri", "redact_text", "server_problem",
-           "store_uri"]
+__all__ = ["SECRET_QUERY_KEYS", "StoreError", "check_store", "open_store", "query_secrets",
+           "redact_uri", "redact_text", "server_problem", "store_uri"]
+
+SECRET_QUERY_KEYS = frozenset({"password", "passwd", "pwd", "sslpassword", "token",
+                               "access_token", "auth_token", "api_key", "apikey", "secret"})
+"""Query parameters whose value is a secret (``postgresql://u@h/db?password=…``)."""
+
+
+def query_secrets(uri: str) -> dict[str, str]:
+    """The secret query parameters of ``uri`` (name as written: value), e.g.
+    ``{"password": "…"}`` for ``postgresql://u@h/db?password=…``."""
+    try:
+        query = urlsplit(uri).query
+    except ValueError:
+        return {}
+    return {k: v for k, v in parse_qsl(query, keep_blank_values=True)
+            if k.lower() in SECRET_QUERY_KEYS and v}
+
+
+def _redact_query(query: str) -> str:
+    """``query`` with the value of every secret parameter replaced by ``***``."""
+    parts = []
+    for item in query.split("&"):
+        key, sep, _ = item.partition("=")
+        secret = sep and unquote(key.replace("+", " ")).lower() in SECRET_QUERY_KEYS
+        parts.append(f"{key}=***" if secret else item)
+    return "&".join(parts)
 
 
 def redact_uri(uri: str) -> str:
     """``uri`` as it may be shown or logged: the password of ``scheme://user:password@host``
-    replaced by ``***`` (anything else unchanged)."""
+    and the value of a secret query parameter (``?password=``, ``?token=``: see
+    :data:`SECRET_QUERY_KEYS`) replaced by ``***`` (anything else unchanged)."""
     try:
         parts = urlsplit(uri)
-        if parts.password is None:
-            return uri
+        password = parts.password
     except ValueError:  # not a URL urllib can take apart: shown whole only without an '@'
         return uri if "@" not in uri else "<a URI with credentials>"
-    user = parts.netloc.rpartition("@")[0].partition(":")[0]
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    if password is None and not query_secrets(uri):
+        return uri
+    if password is not None:
+        user = parts.netloc.rpartition("@")[0].partition(":")[0]
+        host = parts.netloc.rpartition("@")[2]
+        parts = parts._replace(netloc=f"{user}:***@{host}")
+    return urlunsplit(parts._replace(query=_redact_query(parts.query)))
 
 
 def redact_text(text: str, uri: str) -> str:
@@ -43,9 +72,11 @@ def redact_text(text: str, uri: str) -> str:
         password = urlsplit(uri).password
     except ValueError:
         return text
-    if not password:
+    secrets = [*([password] if password else []), *query_secrets(uri).values()]
+    if not secrets:
         return text
-    for form in sorted({password, unquote(password)}, key=len, reverse=True):
+    forms = {form for secret in secrets for form in (secret, unquote(secret), quote(secret, safe=""))}
+    for form in sorted(forms, key=len, reverse=True):
         text = text.replace(form, "***")
     return text
 

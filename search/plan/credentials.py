@@ -150,17 +150,24 @@ def _short(exc: BaseException) -> str:
 
 
 def uri_password_problem(uri: str) -> str | None:
-    """What a tracking URI that embeds a password should be instead (for a :class:`Problem`),
-    or None. A user name alone is allowed; the password is never part of the answer."""
+    """What a tracking URI that embeds a password or a token (``user:password@``, or a
+    query parameter such as ``?password=`` or ``?token=``) should be instead (for a
+    :class:`Problem`), or None. A user name alone is allowed; the secret is never part of
+    the answer."""
+    from sublayer_search.analysis.store.mlflow_store import query_secrets
+
     try:
         parts = urlsplit(uri)
         password = parts.password
     except ValueError:  # not a URL urllib can take apart
         return None
-    if not password:
+    in_query = sorted(query_secrets(uri))
+    if not password and not in_query:
         return None
     scheme = parts.scheme.split("+")[0].lower()
-    if scheme in ("http", "https"):
+    if scheme in ("http", "https") and not password and "token" in in_query[0].lower():
+        instead = "set MLFLOW_TRACKING_TOKEN instead"
+    elif scheme in ("http", "https"):
         instead = ("set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or "
                    "MLFLOW_TRACKING_TOKEN) instead")
     elif scheme == "postgresql":
@@ -170,5 +177,8 @@ def uri_password_problem(uri: str) -> str | None:
                    "?read_default_file=PATH instead")
     else:
         instead = "give it to the database driver through its own settings instead"
-    return (f"a URI without a password (a password in it would be saved with the sweep's Ray "
-            f"state, tuner.pkl, and in the storage bucket): {instead}")
+    if password:
+        return (f"a URI without a password (a password in it would be saved with the sweep's "
+                f"Ray state, tuner.pkl, and in the storage bucket): {instead}")
+    return (f"a URI without ?{in_query[0]}= (a secret in its query would be saved with the "
+            f"sweep's Ray state, tuner.pkl, and in the storage bucket): {instead}")

@@ -21,6 +21,7 @@ from sublayer_search.search.plan.storage import (
 )
 
 __all__ = ["place_problems", "address_problems", "storage_problems", "tracking_problems", "plan_size_problems",
+           "secret_problems",
            "artifact_problems", "home_problems", "TRACKING_SCHEMES", "MAX_PLANNED_TRIALS",
            "MAX_PLANNED_SUBLAYERS"]
 
@@ -240,6 +241,18 @@ def plan_size_problems(exp: Any) -> list[Problem]:
     return [Problem(where, value, f"a plan of at most {MAX_PLANNED_TRIALS:,} trials and "
                     f"{MAX_PLANNED_SUBLAYERS:,} sublayers in all (this file asks for {trials:,} "
                     f"trials, {sublayers:,} sublayers; this space {n:,} orders of up to {length:,})")]
+
+
+def secret_problems(exp: Any, tracking_uri: str | None) -> list[Problem]:
+    """The refusals of :func:`place_problems` that need no I/O and that a dry run makes too:
+    a tracking URI with a password or token in it (``--dry-run`` refuses what a sweep
+    refuses, so a cluster's pre-check catches it)."""
+    from sublayer_search.analysis.store.mlflow_store import redact_uri
+
+    uri = tracking_uri or exp.tracking.uri
+    embedded = uri_password_problem(uri) if uri else None
+    path = "--tracking-uri" if tracking_uri else "tracking.uri"
+    return [Problem(path, redact_uri(uri), embedded)] if embedded else []
 
 
 def place_problems(exp: Any, data: Any | None, *, address: str | None,

@@ -21,7 +21,7 @@ from sublayer_search.search.plan.guidance_axis import (
     cross,
     guidance_settings,
 )
-from sublayer_search.search.plan.preflight import place_problems
+from sublayer_search.search.plan.preflight import place_problems, secret_problems
 from sublayer_search.search.plan.problems import ExperimentError, Problem, from_exception
 from sublayer_search.search.plan.resources import worker_problems
 from sublayer_search.search.plan.trial import Trial
@@ -307,6 +307,8 @@ def plan_sweep(exp: Experiment, source: str = "<experiment>", *, address: str | 
         seeds_of=lambda c: seeds_of.get((c.space, c.stem), exp.seed_list))
     if check_resources:  # a real sweep: where it will run and write
         problems += place_problems(exp, data, address=address, tracking_uri=tracking_uri)
+    else:  # a dry run still refuses a secret in a URI
+        problems += secret_problems(exp, tracking_uri)
     problems += worker_problems(exp)
     _check_search(exp, pool, problems)
     prior = search_prior(exp, tracking_uri, problems)

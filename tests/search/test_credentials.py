@@ -108,7 +108,11 @@ def test_each_link_of_the_chain_is_named(aws: Path, monkeypatch: pytest.MonkeyPa
     ("http://alice@mlflow.example", None),  # a user name alone
     ("http://127.0.0.1:5000", None),
     ("sqlite:///mlflow.db", None),
-], ids=["http", "https-prefix", "postgresql", "mysql", "user-alone", "no-user", "sqlite"])
+    (f"postgresql://mlflow@db/mlflow?password={SECRET}", "PGPASSWORD or in ~/.pgpass"),
+    (f"https://mlflow.example/?token={SECRET}", "MLFLOW_TRACKING_TOKEN"),
+    ("postgresql://mlflow@db/mlflow?sslmode=require", None),
+], ids=["http", "https-prefix", "postgresql", "mysql", "user-alone", "no-user", "sqlite",
+        "query-password", "query-token", "query-harmless"])
 # (ids: a test's name is the same in every pytest-xdist worker, and holds no secret)
 def test_a_password_in_a_tracking_uri_is_refused(uri: str, named: str | None) -> None:
     problem = uri_password_problem(uri)

@@ -29,6 +29,11 @@ SECRET = "s3cret-Pa55"
     ("http://127.0.0.1:5000", "http://127.0.0.1:5000"),
     ("sqlite:///runs/mlflow.db", "sqlite:///runs/mlflow.db"),
     ("", ""),
+    (f"postgresql://mlflow@db.example/mlflow?password={SECRET}&sslmode=require",
+     "postgresql://mlflow@db.example/mlflow?password=***&sslmode=require"),
+    (f"https://mlflow.example/api?Token={SECRET}", "https://mlflow.example/api?Token=***"),
+    (f"postgresql://u:{SECRET}@h/db?sslpassword={SECRET}x", "postgresql://u:***@h/db?sslpassword=***"),
+    ("postgresql://u@h/db?password=", "postgresql://u@h/db?password="),  # empty: nothing hidden
 ])
 def test_redact_uri_hides_only_the_password(uri: str, shown: str) -> None:
     assert redact_uri(uri) == shown
@@ -59,3 +64,26 @@ def test_bad_input_messages_do_not_show_the_password(
     out, err = capsys.readouterr()
     assert f"--tracking-uri: got 'http://alice:***@127.0.0.1:{port}'" in err
     assert SECRET not in out + err
+
+
+@pytest.mark.parametrize("uri", [
+    f"http://alice:{SECRET}@127.0.0.1:1",
+    f"postgresql://mlflow@127.0.0.1:1/mlflow?password={SECRET}",
+    f"http://127.0.0.1:1/?token={SECRET}",
+], ids=["userinfo", "query-password", "query-token"])
+def test_a_dry_run_refuses_what_the_sweep_refuses(
+        uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The Slurm pre-check is ``--dry-run``: a secret in the tracking URI, in the file or
+    as ``--tracking-uri``, stops it with exit 2 and the secret masked, as it stops a sweep."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    path = write_experiment(tmp_path, "dry", orders=["sfsf"], tracking_uri=uri)
+    assert main(["sweep", str(path), "--dry-run"]) == 2
+    out, err = capsys.readouterr()
+    assert "tracking.uri: got " in err and "expected a URI without" in err, err
+    assert SECRET not in out + err
+    clean = write_experiment(tmp_path, "clean", orders=["sfsf"],
+                             tracking_uri=f"sqlite:///{tmp_path / 'm.db'}")
+    assert main(["sweep", str(clean), "--dry-run", "--tracking-uri", uri]) == 2
+    out, err = capsys.readouterr()
+    assert "--tracking-uri: got " in err and SECRET not in out + err, err
