@@ -8,9 +8,13 @@ One parent run per sweep (tag ``sublayer.role=sweep``), one child run per trial
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
+import logging
 import os
+import sqlite3
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,6 +36,7 @@ PLACEMENT_KEYS = ("node_id", "node_ip", "gpu_ids", "resumed_from_step")
 _NOT_METRICS = frozenset({*AUTO_RESULT_KEYS, *PLACEMENT_KEYS, "step", "done", "trial_id",
                           "experiment_tag", "should_checkpoint", "experiment_id"})
 ROLE, STATUS, STORAGE = Tag.ROLE, Tag.STATUS, Tag.RAY_RUN
+log = logging.getLogger(__name__)
 
 
 def metrics_of(result: dict[str, Any]) -> dict[str, float]:
@@ -40,7 +45,7 @@ def metrics_of(result: dict[str, Any]) -> dict[str, float]:
             if k not in _NOT_METRICS and isinstance(v, int | float) and not isinstance(v, bool)}
 
 
-def _create_sqlite(path: Path) -> None:
+def _create_sqlite(path: Path) -> bool:
     """Create a new SQLite store whole or not at all: MLflow builds its tables in a private
     file that is then linked into place (a driver killed halfway through MLflow's table
     creation left a file that every later start refused: "table … already exists")."""
@@ -50,26 +55,112 @@ def _create_sqlite(path: Path) -> None:
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
             stale.unlink(missing_ok=True)
     if path.exists():
-        return
+        return False
     part = path.with_name(f".{path.name}.{os.getpid()}.part")
     part.unlink(missing_ok=True)
     MlflowClient(tracking_uri=f"sqlite:///{part}").search_experiments(max_results=1)
     try:
         os.link(part, path)  # atomic, and never over a store another process just made
-    except FileExistsError:
-        pass
+        return True
+    except FileExistsError:  # made meanwhile: by another sweep, whole; or by `mlflow ui` …
+        return False
     finally:
         for left in (part, part.with_name(part.name + "-journal")):
             left.unlink(missing_ok=True)
 
 
-def ensure_store(uri: str) -> MlflowClient:
-    """A client whose store exists (a new SQLite file is created here, once, by the driver)."""
-    if uri.startswith("sqlite:///"):
-        _create_sqlite(Path(uri.removeprefix("sqlite:///")).expanduser().resolve())
-    client = MlflowClient(tracking_uri=uri)
-    client.search_experiments(max_results=1)
-    return client
+STORE_WAIT_S = 120.0
+"""How long the driver waits, at most, for another process to finish making a new store."""
+STORE_QUIET_S = 10.0
+"""An error that stands while the store's files have not changed for this long is the
+store's own (an old schema to upgrade, a broken file), not a race: it is raised."""
+
+
+def _signature(path: Path) -> tuple[tuple[int, int], ...]:
+    """(size, mtime) of the store and its journal / WAL files: changes while anyone writes."""
+    found = []
+    for name in (path.name, f"{path.name}-journal", f"{path.name}-wal"):
+        try:
+            info = (path.parent / name).stat()
+            found.append((info.st_size, info.st_mtime_ns))
+        except OSError:
+            found.append((-1, -1))
+    return tuple(found)
+
+
+def _schema_head() -> str | None:
+    """The newest schema revision of the installed MLflow (its alembic migrations' head)."""
+    import mlflow.store
+    from alembic.script import ScriptDirectory
+
+    try:
+        folder = Path(mlflow.store.__file__).parent / "db_migrations"
+        return ScriptDirectory(str(folder)).get_current_head()
+    except Exception:  # noqa: BLE001 -- a layout this MLflow does not have: no waiting
+        return None
+
+
+def _revision(path: Path) -> str | None:
+    """The store's schema revision, read without MLflow (so without migrating anything)."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True,
+                                                timeout=1.0)) as db:
+            row = db.execute("SELECT version_num FROM alembic_version").fetchone()
+    except sqlite3.Error:  # no table yet, or locked by the process making it
+        return None
+    return str(row[0]) if row else None
+
+
+def _wait_for_schema(path: Path, wait_s: float, quiet_s: float) -> None:
+    """Wait, reading only, until a store another process made is at MLflow's newest schema,
+    or its files stop changing (then MLflow's own answer stands): two processes that
+    migrate one SQLite store at once can break it for both."""
+    head = _schema_head()
+    start = changed = time.monotonic()
+    last = _signature(path)
+    while head is not None and _revision(path) != head:
+        now, seen = time.monotonic(), _signature(path)
+        if seen != last:
+            last, changed = seen, now
+        if now - changed > quiet_s or now - start > wait_s:
+            return
+        time.sleep(0.05)
+
+
+def ensure_store(uri: str, *, wait_s: float = STORE_WAIT_S,
+                 quiet_s: float = STORE_QUIET_S) -> MlflowClient:
+    """A client whose store exists (a new SQLite file is created here, once, by the driver).
+
+    Another process that opens the same new store at that moment (``mlflow ui``, a second
+    sweep, a notebook) would make MLflow create or migrate its tables twice at once, and the
+    loser gets any of "table … already exists", "duplicate column", an alembic error or
+    "out-of-date database schema", or the store is left broken. So a store this call did
+    not make is first only read until it is at MLflow's newest schema; then, while the
+    store's files keep changing, the open is retried, for ``wait_s`` at most. An error that
+    stands once they have been quiet for ``quiet_s`` is raised as it is.
+    """
+    path = Path(uri.removeprefix("sqlite:///")).expanduser().resolve() \
+        if uri.startswith("sqlite:///") else None
+    if path is not None and not _create_sqlite(path):  # made by someone else: let them finish
+        _wait_for_schema(path, wait_s, quiet_s)
+    start = time.monotonic()
+    last, changed, pause = None, start, 0.05
+    while True:
+        try:
+            client = MlflowClient(tracking_uri=uri)
+            client.search_experiments(max_results=1)
+            return client
+        except Exception:  # MLflow's and SQLAlchemy's, of any kind while racing
+            if path is None:
+                raise
+            now, seen = time.monotonic(), _signature(path)
+            if seen != last:
+                last, changed = seen, now
+            if now - changed > quiet_s or now - start > wait_s:
+                raise
+            log.info("the MLflow store %s is being made by another process; waiting", path)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)
 
 
 def _version(pkg: str) -> str:
