@@ -197,15 +197,21 @@ make_temp() {
   chmod 0700 -- "$dir"
 }
 
-# N TCP ports that nothing on this node listens on now (all held at once, so distinct)
+# N TCP ports that nothing on this node listens on now (all held at once, so distinct),
+# none of Ray's defaults (which a Ray started without this script takes)
 free_ports() {
   local count=${1:-1}
   [[ $count =~ ^[1-9][0-9]*$ ]] || fail "free-ports: expected a count, got '$count'"
   python3 -c 'import socket, sys
-held = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in held:
+defaults = {6379, 8265, 10001, 52365}  # GCS, dashboard, client server, agent
+held, ports = [], []
+while len(ports) < int(sys.argv[1]):
+    s = socket.socket()
     s.bind(("", 0))
-print(" ".join(str(s.getsockname()[1]) for s in held))
+    held.append(s)
+    if s.getsockname()[1] not in defaults:
+        ports.append(s.getsockname()[1])
+print(" ".join(map(str, ports)))
 for s in held:
     s.close()' "$count"
 }

@@ -37,7 +37,7 @@ SINGLE = ("node-manager-port", "object-manager-port", "metrics-export-port",
 # the Ray client server runs (and its port is given) only where its dependency is installed
 CLIENT = importlib.util.find_spec("grpc") is not None
 HEAD_ONLY = ("port", "dashboard-port", *(("ray-client-server-port",) if CLIENT else ()))
-RAY_DEFAULTS = {6379, 8265, 10001, 52365}  # GCS, dashboard, client server, agent
+RAY_DEFAULTS = {6379, 8265, 10001, 52365}  # GCS, dashboard, client server, agent (never picked)
 
 
 def node_sh(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
