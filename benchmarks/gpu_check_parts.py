@@ -1,4 +1,4 @@
-"""Three parts of ``benchmarks/gpu_check.sh``, one per process: ``lm``, ``seq2seq``, ``fsdp``.
+"""Four parts of ``benchmarks/gpu_check.sh``, one per process: ``lm``, ``seq2seq``, ``fsdp``, ``ddp``.
 
 Each writes one JSON record (``--json FILE``): ``{"part", "status", "figures", "note"}``
 with status ``ok``, ``skipped`` or ``failed``; the shell runs each under its own time cap
@@ -12,6 +12,8 @@ and ``gpu_check_report.py`` prints them as one table. ``--mode gpu`` measures on
   M2M100 of the same shape (d 512, 8 heads, d_ff 2048, 6 + 6 layers), target tokens/s;
   without ``transformers`` ours alone, the comparison ``skipped: transformers not
   installed`` (nothing is installed at run time).
+* ``ddp``: ``benchmarks/data_parallel.py`` over every GPU of the machine (one worker against
+  N, DDP, the same global batch): the scaling and its efficiency; with one GPU, said so.
 * ``fsdp``: a trial of the one training loop with ``train.parallel: fsdp`` on one GPU: a
   one-rank NCCL process group (gloo on the CPU) and the project's FSDP2 path forced on
   (:class:`OneDeviceShards`; with one worker a sweep trains unsharded), bf16, checkpoints
@@ -26,6 +28,7 @@ import json
 import math
 import os
 import socket
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -242,7 +245,37 @@ def part_fsdp(args: argparse.Namespace) -> dict[str, Any]:
                   "" if ok else "the sharded trial did not finish as expected")
 
 
-PARTS = {"lm": part_lm, "seq2seq": part_seq2seq, "fsdp": part_fsdp}
+# -- ddp: the scaling of one trial over every GPU of the machine ---------------------------
+def part_ddp(args: argparse.Namespace) -> dict[str, Any]:
+    """``benchmarks/data_parallel.py`` (its own processes: one worker against N in a DDP
+    process group, the same global batch) over all N GPUs here; with one GPU there is no
+    scaling to measure, and the record says so. Smoke: 2 gloo workers on the CPU."""
+    gpus = torch.cuda.device_count() if args.mode == "gpu" else 0
+    if args.mode == "gpu" and gpus < 2:
+        return record("ddp", "ok", {"gpus": gpus, "workers": gpus},
+                      f"this machine has {gpus} GPU: no DDP scaling to measure (it needs 2+)")
+    workers = gpus if args.mode == "gpu" else 2
+    argv = (["--device", "cuda", "--preset", "tiny", "--context", "256",
+             "--batch", str(32 * workers), "--rounds", "2", "--steps", "10", "--warmup", "3"]
+            if args.mode == "gpu" else
+            ["--rounds", "1", "--steps", "2", "--warmup", "1", "--batch", "4"])
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "data_parallel.py"),
+                           "--workers", str(workers), *argv, "--json"],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        print(done.stdout[-3000:], done.stderr[-3000:], sep="\n", flush=True)
+        return record("ddp", "failed", {"gpus": gpus, "workers": workers},
+                      f"benchmarks/data_parallel.py exited {done.returncode}")
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    figures = {"gpus": gpus, "workers": workers, "device": out["device"],
+               "tokens_per_s_1": round(out["tokens_per_s_1"], 1),
+               f"tokens_per_s_{workers}": round(out[f"tokens_per_s_{workers}"], 1),
+               "scaling": round(out["ratio"], 3), "scaling_ci95": out["ratio_ci95"],
+               "efficiency": round(out["ratio"] / workers, 3)}
+    return record("ddp", "ok", figures)
+
+
+PARTS = {"lm": part_lm, "seq2seq": part_seq2seq, "fsdp": part_fsdp, "ddp": part_ddp}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,9 +4,11 @@ JSON file.
 Reads ``<work>/<part>.json`` for each part the shell ran (a part that wrote none ran past
 its time cap or crashed: the shell passes its exit status and the seconds it ran),
 prints a table (part, status, seconds its process ran, its figures) and writes
-``{"mode", "device", "parts": {part: record}}`` to ``--out``. Exit status 0 when every
-part is ``ok`` (a comparison skipped inside a part, M2M100 without ``transformers``, is
-said in its figures), 1 otherwise.
+``{"mode", "device", "floors", "parts": {part: record}}`` to ``--out``. The floors of
+``gpu_check_floors.py`` judge each part's figures (``--floor NAME=VALUE`` sets one): a
+part under one is ``failed``, what fell short in its ``below_floor`` and its note. Exit
+status 0 when every part is ``ok`` (a comparison skipped inside a part, M2M100 without
+``transformers``, is said in its figures), 1 otherwise, 2 for a bad ``--floor``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ import platform
 import sys
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_check_floors import judge, parse_floors  # noqa: E402  (benchmarks/ is no package)
 
 TIMEOUT_CODES = (124, 137)  # timeout(1): the cap was reached (TERM), or KILL after it
 
@@ -47,6 +52,13 @@ def summary(rec: dict[str, Any]) -> str:
         ratio = "" if f["ours_over_m2m100"] is None else f" = {f['ours_over_m2m100']:.2f}x"
         return (f"ours {_num(f['ours_tokens_per_s'])} target tokens/s vs M2M100 "
                 f"{_num(theirs)}{ratio}")
+    if part == "ddp":
+        if f.get("workers", 0) < 2:
+            return f"{f.get('gpus')} GPU: no scaling to measure"
+        n = f["workers"]
+        return (f"{n} workers {_num(f[f'tokens_per_s_{n}'])} tokens/s vs 1 worker "
+                f"{_num(f['tokens_per_s_1'])}: {f['scaling']:.2f}x "
+                f"(efficiency {f['efficiency']:.2f}) on {f['device']}")
     if part == "fsdp":
         fsdp, plain = f["fsdp"], f["unsharded"]
         mem = f", peak {fsdp['peak_memory_gb']} GB" if "peak_memory_gb" in fsdp else ""
@@ -79,11 +91,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="", help="the device's name, for the record")
     p.add_argument("--ran", nargs="+", default=[],
                    help="PART:EXIT_CODE:SECONDS of each part the shell ran")
+    p.add_argument("--floor", action="append", default=[], metavar="NAME=VALUE",
+                   help="set one floor of gpu_check_floors.py for this run")
     args = p.parse_args(argv)
+    try:
+        floors = parse_floors(args.floor)
+    except ValueError as e:
+        p.error(str(e))
     ran = [(part, int(code), float(s)) for part, code, s in (r.split(":") for r in args.ran)]
     parts = collect(Path(args.work), ran)
+    for name, short in judge(parts, args.mode, floors).items():
+        parts[name]["below_floor"] = short
+        if short:
+            parts[name]["status"] = "failed"
+            parts[name]["note"] = "; ".join(filter(None, [parts[name].get("note"), *short]))
     result = {"mode": args.mode, "device": args.device, "host": platform.node(),
-              "total_s": round(sum(s for *_, s in ran), 1), "parts": parts}
+              "total_s": round(sum(s for *_, s in ran), 1), "floors": floors, "parts": parts}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")

@@ -6,9 +6,10 @@ gpu: 0.25}``, ``max_concurrent: 4``, a local Ray declared with one GPU (``ray.nu
 1``: on a machine with several, the four trials still share one), tracked in a SQLite
 MLflow store of the scratch folder. Then, from MLflow: each trial's status and its last
 ``tokens_per_s`` (the loop's figure over its last evaluation window: the second half of
-training, start-up excluded), and how many trials ran at once (their runs' start and end
-times overlapping).
-``ok`` when the sweep exits 0 and all four trials finished.
+training, start-up excluded), the device it recorded (the tag ``sublayer.device``), and
+how many trials ran at once (their runs' start and end times overlapping).
+``ok`` when the sweep exits 0 and all four trials finished; whether they trained on CUDA
+and shared the GPU at once is judged by ``gpu_check_floors.py``.
 
 ``--mode smoke`` trains the ``debug`` model for a few steps on the CPU with the same
 resources: the fake GPU is declared to Ray, so the scheduling (four shares of GPU 0) is
@@ -89,6 +90,10 @@ def trials(tracking_uri: str) -> list[dict[str, Any]]:
                     "status": run.data.tags.get(Tag.STATUS),
                     "tokens_per_s": round(run.data.metrics.get("tokens_per_s", 0.0), 1),
                     "val_loss": run.data.metrics.get("val_loss"),
+                    # the device it trained on (kind; name and count where recorded)
+                    "device": run.data.tags.get("sublayer.device"),
+                    "device_record": {k: v for k, v in {**run.data.params, **run.data.tags}
+                                      .items() if k.startswith("sublayer.device")},
                     "start": run.info.start_time / 1e3,
                     "end": (run.info.end_time or run.info.start_time) / 1e3})
     return out
@@ -112,14 +117,13 @@ def run(mode: str, work: Path) -> dict[str, Any]:
         "most_at_once": most_at_once([(t["start"], t["end"]) for t in found]),
         "tokens_per_s_per_trial": [t["tokens_per_s"] for t in found],
         "tokens_per_s_total": round(sum(t["tokens_per_s"] for t in finished), 1),
-        "per_trial": [{k: t[k] for k in ("order", "status", "tokens_per_s", "val_loss")}
-                      for t in found],
+        "devices": [t["device"] for t in found],
+        "per_trial": [{k: t[k] for k in ("order", "status", "tokens_per_s", "val_loss",
+                                         "device_record")} for t in found],
         "model": MODEL[mode], "train": TRAIN[mode],
     }
     ok = code == 0 and len(finished) == len(ORDERS)
     note = "" if ok else f"sublayer sweep exited {code}; {len(finished)} of {len(ORDERS)} finished"
-    if ok and figures["most_at_once"] < len(ORDERS):
-        note = f"only {figures['most_at_once']} trials ran at once"
     return {"part": "sweep", "status": "ok" if ok else "failed", "figures": figures,
             "note": note}
 

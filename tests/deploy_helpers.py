@@ -5,6 +5,7 @@ that the files' command lines must satisfy."""
 
 from __future__ import annotations
 
+import configparser
 import re
 import shlex
 from pathlib import Path
@@ -17,7 +18,8 @@ from sublayer_search.search.plan.experiment import load_experiment
 
 __all__ = ["REPO", "DOCKER", "SECRET_NAME", "dockerfile", "ray_start", "mlflow_server_params",
            "sublayer_sweep", "config_in_repo", "manifests", "readme_commands",
-           "created_secrets"]
+           "created_secrets", "matches", "admits", "mlflow_container", "env_of",
+           "secret_ref", "auth_ini"]
 
 REPO = Path(__file__).resolve().parents[1]
 DOCKER = REPO / "docker"
@@ -37,6 +39,9 @@ def dockerfile() -> dict[str, Any]:
         "workdir": [arg for op, arg in steps if op == "WORKDIR"][-1],
         "copies": [arg.split() for op, arg in steps if op == "COPY"],
         "env": " ".join(arg for op, arg in steps if op == "ENV"),
+        "user": [arg for op, arg in steps if op == "USER"][-1:],
+        "runs": [arg for op, arg in steps if op == "RUN"],
+        "volumes": [arg for op, arg in steps if op == "VOLUME"],
     }
 
 
@@ -100,3 +105,56 @@ def created_secrets() -> dict[str, dict[str, str]]:
         assert cmd[4] not in made, f"the Secret {cmd[4]} is made twice"
         made[cmd[4]] = dict(lit.split("=", 1) for lit in literals)
     return made
+
+
+def matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """A label selector (``matchLabels``) against a pod's or namespace's labels."""
+    return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
+
+
+def admits(policy: dict[str, Any], port: int, *, namespace: dict[str, str],
+           pod: dict[str, str], same_namespace: bool) -> bool:
+    """Kubernetes' rule: a connection to ``port`` from a pod (its labels, its namespace's
+    labels) is admitted when a rule's ``from`` has a peer that matches it and its ``ports``
+    the port (a rule without ``ports``: every port). A peer with only a podSelector means
+    pods of the policy's namespace; with only a namespaceSelector every pod of those
+    namespaces; with both, both must match."""
+    for rule in policy["spec"]["ingress"]:
+        if "ports" in rule and not any(p["port"] == port for p in rule["ports"]):
+            continue
+        for peer in rule["from"]:
+            ns_ok = (matches(peer["namespaceSelector"], namespace)
+                     if "namespaceSelector" in peer else same_namespace)
+            if ns_ok and matches(peer.get("podSelector", {}), pod):
+                return True
+    return False
+
+
+def mlflow_container(docs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The MLflow server's container of docker/kuberay/mlflow.yaml."""
+    return docs["Deployment/sublayer-mlflow"]["spec"]["template"]["spec"]["containers"][0]
+
+
+def env_of(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A container's ``env`` entries by name."""
+    return {e["name"]: e for e in container.get("env", [])}
+
+
+def secret_ref(container: dict[str, Any], name: str) -> tuple[str, str]:
+    """(Secret, key) of the variable ``name`` of a container."""
+    ref = env_of(container)[name]["valueFrom"]["secretKeyRef"]
+    return ref["name"], ref["key"]
+
+
+def auth_ini(docs: dict[str, dict[str, Any]]) -> tuple[str, configparser.ConfigParser]:
+    """The path MLflow reads its basic-auth settings from, and those settings (the
+    ConfigMap key mounted there)."""
+    pod = docs["Deployment/sublayer-mlflow"]["spec"]["template"]["spec"]
+    mlflow = mlflow_container(docs)
+    path = env_of(mlflow)["MLFLOW_AUTH_CONFIG_PATH"]["value"]
+    mount = next(m for m in mlflow["volumeMounts"] if path.startswith(m["mountPath"] + "/"))
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    data = docs[f"ConfigMap/{volume['configMap']['name']}"]["data"]
+    ini = configparser.ConfigParser()
+    ini.read_string(data[path.removeprefix(mount["mountPath"] + "/")])
+    return path, ini

@@ -85,6 +85,7 @@ _POD = {
             "required": ["containers"],
             "properties": {
                 "containers": {"type": "array", "minItems": 1, "items": _CONTAINER},
+                "initContainers": {"type": "array", "items": _CONTAINER},
                 "volumes": {"type": "array", "items": _VOLUME},
                 "serviceAccountName": _STR,
                 "automountServiceAccountToken": {"type": "boolean"},
@@ -167,7 +168,8 @@ NETWORKPOLICY_SCHEMA = _object("networking.k8s.io/v1", "NetworkPolicy", {
             "type": "array",
             "items": {
                 "type": "object",
-                "required": ["from", "ports"],  # an empty `from` would admit every source
+                "required": ["from"],  # an empty `from` would admit every source; no
+                                       # `ports`: every port (of the sources named)
                 "additionalProperties": False,
                 "properties": {
                     "from": {"type": "array", "minItems": 1, "items": _PEER},
@@ -238,9 +240,8 @@ def containers(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
     def walk(node: Any) -> None:
         if isinstance(node, dict):
-            found.extend(
-                node.get("containers", []) if isinstance(node.get("containers"), list) else []
-            )
+            for key in ("initContainers", "containers"):
+                found.extend(node[key] if isinstance(node.get(key), list) else [])
             for value in node.values():
                 walk(value)
         elif isinstance(node, list):

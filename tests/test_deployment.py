@@ -43,7 +43,7 @@ def test_the_image_holds_every_package_and_the_configs():
     copied = {src for src, *_ in image["copies"]}
     assert set(dirs.values()) | {"configs", "pyproject.toml"} <= copied
     assert "SUBLAYER_DATA_DIR=/data" in image["env"] and "SUBLAYER_CACHE_DIR=/cache" in image["env"]
-    assert image["tag"] == "sublayer-search:gpu"
+    assert image["tag"] == "sublayer-search:0.1.0-cu128"
 
 
 # -- docker compose --------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """``benchmarks/gpu_check.sh``: its CPU smoke mode runs every part (the real sweep, the
-LM, seq2seq and FSDP code paths) so that the GPU check cannot rot where no GPU is at hand;
-its usage, its time caps and its report of a part that ran past its cap."""
+LM, seq2seq, FSDP and DDP code paths) so that the GPU check cannot rot where no GPU is at
+hand; its usage, its time caps, its report of a part that ran past its cap, and its floors
+(fed failing figures: the report fails the part and exits 1)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "benchmarks" / "gpu_check.sh"
-PARTS = ("lm", "sweep", "seq2seq", "fsdp")
+PARTS = ("lm", "sweep", "seq2seq", "fsdp", "ddp")
 GPU_BUDGET_S = 8 * 60
 
 
@@ -59,7 +60,7 @@ def _help() -> str:
 
 def test_a_part_past_its_cap_is_reported_failed(tmp_path: Path) -> None:
     ok = {"part": "seq2seq", "status": "ok", "figures": {
-        "ours_tokens_per_s": 10.0, "m2m100_tokens_per_s": "skipped: transformers not installed",
+        "ours_tokens_per_s": 100_000.0, "m2m100_tokens_per_s": "skipped: transformers not installed",
         "ours_over_m2m100": None}, "note": ""}
     (tmp_path / "seq2seq.json").write_text(json.dumps(ok))
     out = tmp_path / "figures.json"
@@ -106,4 +107,8 @@ def test_the_cpu_smoke_mode_runs_every_part(tmp_path: Path) -> None:
     assert fsdp["fsdp"]["weight_dtype_in_forward"] == "bfloat16"  # the bf16 policy gathers
     assert fsdp["checkpoint_gathered"] and fsdp["backend"] == "gloo"
     assert fsdp["fsdp"]["val_loss"] == pytest.approx(fsdp["unsharded"]["val_loss"], rel=0.05)
+    ddp = result["parts"]["ddp"]["figures"]
+    assert ddp["workers"] == 2 and ddp["device"] == "cpu" and ddp["scaling"] > 0
+    assert all(d in (None, "cpu") for d in sweep["devices"]), sweep["devices"]
+    assert result["parts"]["sweep"]["below_floor"] == []
     assert not list(Path(os.environ.get("TMPDIR", "/tmp")).glob("gpu-check.*"))  # cleaned

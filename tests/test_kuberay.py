@@ -5,24 +5,14 @@ ingress controller may reach it.
 Every document is checked against a JSON schema of its kind (tests/kuberay_schema.py), its
 command lines against the real parsers. The NetworkPolicy is evaluated with Kubernetes'
 rules against the pods KubeRay makes and against others. The MLflow server of
-mlflow.yaml runs for real (its arguments, its basic-auth settings and its environment, with
-SQLite in place of PostgreSQL) and answers 401 to a request without the login.
+mlflow.yaml runs for real in test_kuberay_mlflow.py; the pods' security, image, network
+policy and /dev/shm are checked in test_kuberay_pods.py.
 """
 
 from __future__ import annotations
 
-import configparser
-import os
 import re
-import secrets
 import shlex
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
-from base64 import b64encode
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -30,12 +20,18 @@ import jsonschema
 import pytest
 from deploy_helpers import (
     SECRET_NAME,
+    admits,
+    auth_ini,
     config_in_repo,
     created_secrets,
     dockerfile,
+    env_of,
     manifests,
+    matches,
+    mlflow_container,
     mlflow_server_params,
     ray_start,
+    secret_ref,
     sublayer_sweep,
 )
 from kuberay_schema import SCHEMAS, SECRET_SCHEMA, containers, pod_specs
@@ -43,23 +39,12 @@ from kuberay_schema import SCHEMAS, SECRET_SCHEMA, containers, pod_specs
 from sublayer_search.search.plan.storage import ENDPOINT_ENV
 
 CLUSTER, JOB, MLFLOW = "RayCluster/sublayer-search", "RayJob/press2020-sandwich", "sublayer-mlflow"
-MLFLOW_LOGIN = {"MLFLOW_TRACKING_USERNAME": ("sublayer-mlflow-auth", "username"),
-                "MLFLOW_TRACKING_PASSWORD": ("sublayer-mlflow-auth", "password")}
+MLFLOW_LOGIN = {"MLFLOW_TRACKING_USERNAME": ("sublayer-mlflow-ray", "username"),  # no admin
+                "MLFLOW_TRACKING_PASSWORD": ("sublayer-mlflow-ray", "password")}
+ADMIN = {"MLFLOW_AUTH_ADMIN_USERNAME": ("sublayer-mlflow-auth", "username"),
+         "MLFLOW_AUTH_ADMIN_PASSWORD": ("sublayer-mlflow-auth", "password")}
 S3_SECRET = "sublayer-s3"
 AWS_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")  # the AWS chain's own names
-
-
-def _mlflow(docs: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    return docs[f"Deployment/{MLFLOW}"]["spec"]["template"]["spec"]["containers"][0]
-
-
-def _env(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {e["name"]: e for e in container.get("env", [])}
-
-
-def _secret_ref(container: dict[str, Any], name: str) -> tuple[str, str]:
-    ref = _env(container)[name]["valueFrom"]["secretKeyRef"]
-    return ref["name"], ref["key"]
 
 
 def _env_from(container: dict[str, Any]) -> list[dict[str, Any]]:
@@ -119,80 +104,46 @@ def test_the_rayjob_runs_a_sublayer_sweep_of_a_shipped_config():
     assert target.username is None and target.password is None  # the login: env, not URI
     service = docs[f"Service/{target.hostname}"]
     assert target.port in [p["port"] for p in service["spec"]["ports"]]
-    server = mlflow_server_params(_mlflow(docs)["args"])
+    server = mlflow_server_params(mlflow_container(docs)["args"])
     assert target.netloc in server["allowed_hosts"].split(",")
     labels = docs[f"Deployment/{target.hostname}"]["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= labels.items()
     uri = server["backend_store_uri"]
     assert uri.startswith("postgresql://") and ":" not in urlsplit(uri).netloc.split("@")[0]
-    assert set(re.findall(r"\$\((\w+)\)", uri)) <= set(_env(_mlflow(docs)))  # $(VAR) expanded
-
-
-def _auth_ini(docs: dict[str, dict[str, Any]]) -> tuple[str, configparser.ConfigParser]:
-    """The path MLflow reads its basic-auth settings from, and those settings (the
-    ConfigMap key mounted there)."""
-    pod, mlflow = docs[f"Deployment/{MLFLOW}"]["spec"]["template"]["spec"], _mlflow(docs)
-    path = _env(mlflow)["MLFLOW_AUTH_CONFIG_PATH"]["value"]
-    mount = next(m for m in mlflow["volumeMounts"] if path.startswith(m["mountPath"] + "/"))
-    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
-    data = docs[f"ConfigMap/{volume['configMap']['name']}"]["data"]
-    ini = configparser.ConfigParser()
-    ini.read_string(data[path.removeprefix(mount["mountPath"] + "/")])
-    return path, ini
+    assert set(re.findall(r"\$\((\w+)\)", uri)) <= set(env_of(mlflow_container(docs)))  # $(VAR) expanded
 
 
 def test_mlflow_demands_a_login_set_up_from_the_secret():
     docs = manifests()
-    mlflow = _mlflow(docs)
+    mlflow = mlflow_container(docs)
     server = mlflow_server_params(mlflow["args"])
     assert server["app_name"] == "basic-auth"  # every request but /health needs a user
     assert mlflow["readinessProbe"]["httpGet"]["path"] == "/health"
-    _, ini = _auth_ini(docs)
+    _, ini = auth_ini(docs)
     section = ini["mlflow"]
     assert section["authorization_function"].endswith(":authenticate_request_basic_auth")
     assert "admin_password" not in section  # the admin's password comes from the Secret
-    env = _env(mlflow)
+    env = env_of(mlflow)
     users = urlsplit(section["database_uri"])  # users live in the tracking database
     assert users.password is None
     assert (users.scheme, users.hostname, users.username, users.path) == (
         "postgresql", env["PGHOST"]["value"], env["PGUSER"]["value"],
         "/" + env["PGDATABASE"]["value"])
-    admin = {n: _secret_ref(mlflow, n) for n in (
+    admin = {n: secret_ref(mlflow, n) for n in (
         "MLFLOW_AUTH_ADMIN_USERNAME", "MLFLOW_AUTH_ADMIN_PASSWORD",
         "MLFLOW_FLASK_SERVER_SECRET_KEY")}
-    assert admin["MLFLOW_AUTH_ADMIN_USERNAME"] == MLFLOW_LOGIN["MLFLOW_TRACKING_USERNAME"]
-    assert admin["MLFLOW_AUTH_ADMIN_PASSWORD"] == MLFLOW_LOGIN["MLFLOW_TRACKING_PASSWORD"]
-
-
-def _matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
-    return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
-
-
-def _admits(policy: dict[str, Any], port: int, *, namespace: dict[str, str],
-            pod: dict[str, str], same_namespace: bool) -> bool:
-    """Kubernetes' rule: a connection to ``port`` from a pod (its labels, its namespace's
-    labels) is admitted when a rule's ``from`` has a peer that matches it and its ``ports``
-    the port. A peer with only a podSelector means pods of the policy's namespace; with
-    only a namespaceSelector every pod of those namespaces; with both, both must match."""
-    for rule in policy["spec"]["ingress"]:
-        if not any(p["port"] == port for p in rule["ports"]):
-            continue
-        for peer in rule["from"]:
-            ns_ok = (_matches(peer["namespaceSelector"], namespace)
-                     if "namespaceSelector" in peer else same_namespace)
-            if ns_ok and _matches(peer.get("podSelector", {}), pod):
-                return True
-    return False
+    assert {n: admin[n] for n in ADMIN} == ADMIN
+    assert not set(ADMIN.values()) & set(MLFLOW_LOGIN.values())  # the Ray pods' is another
 
 
 def test_the_network_policy_admits_only_the_ray_pods_and_the_ingress_controller():
     docs = manifests()
     policy = docs[f"NetworkPolicy/{MLFLOW}"]
     pod_labels = docs[f"Deployment/{MLFLOW}"]["spec"]["template"]["metadata"]["labels"]
-    assert _matches(policy["spec"]["podSelector"], pod_labels)  # it guards the MLflow pod
+    assert matches(policy["spec"]["podSelector"], pod_labels)  # it guards the MLflow pod
     assert policy["spec"]["podSelector"]["matchLabels"]  # and not every pod of the namespace
     assert policy["spec"]["policyTypes"] == ["Ingress"]
-    port = int(_mlflow(docs)["ports"][0]["containerPort"])
+    port = int(mlflow_container(docs)["ports"][0]["containerPort"])
     cluster = docs[CLUSTER]["metadata"]["name"]
     here = {"kubernetes.io/metadata.name": "sweeps"}
     # the labels KubeRay puts on the pods of a RayCluster
@@ -209,13 +160,13 @@ def test_the_network_policy_admits_only_the_ray_pods_and_the_ingress_controller(
         ({"kubernetes.io/metadata.name": "monitoring"}, controller, False),
     ]
     for ns, pod, same in admitted:
-        assert _admits(policy, port, namespace=ns, pod=pod, same_namespace=same), (ns, pod)
-        assert not _admits(policy, port + 1, namespace=ns, pod=pod, same_namespace=same)
+        assert admits(policy, port, namespace=ns, pod=pod, same_namespace=same), (ns, pod)
+        assert not admits(policy, port + 1, namespace=ns, pod=pod, same_namespace=same)
     for ns, pod, same in refused:
-        assert not _admits(policy, port, namespace=ns, pod=pod, same_namespace=same), (ns, pod)
+        assert not admits(policy, port, namespace=ns, pod=pod, same_namespace=same), (ns, pod)
     # the UI's way in: the ingress names the Service, and MLflow answers to its host
     ingress = docs[f"Ingress/{MLFLOW}"]["spec"]
-    server = mlflow_server_params(_mlflow(docs)["args"])
+    server = mlflow_server_params(mlflow_container(docs)["args"])
     service = docs[f"Service/{MLFLOW}"]["spec"]
     for rule in ingress["rules"]:
         assert rule["host"] in server["allowed_hosts"].split(",")
@@ -245,6 +196,8 @@ def test_secrets_come_from_secret_refs_that_the_readme_makes():
         ("MLFLOW_AUTH_ADMIN_USERNAME", "sublayer-mlflow-auth", "username"),
         ("MLFLOW_AUTH_ADMIN_PASSWORD", "sublayer-mlflow-auth", "password"),
         ("MLFLOW_FLASK_SERVER_SECRET_KEY", "sublayer-mlflow-auth", "flask_secret_key"),
+        ("RAY_MLFLOW_USERNAME", "sublayer-mlflow-ray", "username"),  # the init container
+        ("RAY_MLFLOW_PASSWORD", "sublayer-mlflow-ray", "password"),  # makes that user
         *((name, *ref) for name, ref in MLFLOW_LOGIN.items()),
     }
     for _, name, key in refs:  # every Secret key a pod needs is made by the README
@@ -265,8 +218,8 @@ def test_ray_pods_get_the_mlflow_login_and_s3_settings_and_the_submitter_neither
     for role, pod in pods.items():
         (container,) = pod["containers"]
         s3 = [r["name"] for r in _env_from(container)]
-        login = {n: _secret_ref(container, n) for n in MLFLOW_LOGIN if n in _env(container)}
-        assert _secret_ref(container, "RAY_AUTH_TOKEN") == ("sublayer-ray-auth", "auth_token")
+        login = {n: secret_ref(container, n) for n in MLFLOW_LOGIN if n in env_of(container)}
+        assert secret_ref(container, "RAY_AUTH_TOKEN") == ("sublayer-ray-auth", "auth_token")
         if role == "submitter":  # it only hands the entrypoint to the head's job API
             assert not s3 and not login, role
             continue
@@ -275,7 +228,7 @@ def test_ray_pods_get_the_mlflow_login_and_s3_settings_and_the_submitter_neither
         # IRSA / web identity: the pods run as a ServiceAccount of these manifests
         account = accounts[pod["serviceAccountName"]]
         assert account["automountServiceAccountToken"] is False
-    assert _env_from(_mlflow(docs)) == [{"name": S3_SECRET, "optional": True}]
+    assert _env_from(mlflow_container(docs)) == [{"name": S3_SECRET, "optional": True}]
 
 
 def test_every_volume_and_config_a_pod_mounts_is_defined():
@@ -294,101 +247,3 @@ def test_every_volume_and_config_a_pod_mounts_is_defined():
                 assert {m["name"] for m in container.get("volumeMounts", [])} <= names, key
     assert docs["PersistentVolumeClaim/sublayer-shared"]["spec"]["accessModes"] == [
         "ReadWriteMany"]
-
-
-# -- the MLflow server of mlflow.yaml, for real ---------------------------------------------
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _status(url: str, login: tuple[str, str] | None = None) -> int:
-    request = urllib.request.Request(url)
-    if login:
-        request.add_header("Authorization", "Basic " + b64encode(":".join(login).encode()).decode())
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as e:
-        return int(e.code)
-
-
-def _replace(args: list[str], **values: str) -> list[str]:
-    out = list(args)
-    for flag, value in values.items():
-        out[out.index("--" + flag.replace("_", "-")) + 1] = value
-    return out
-
-
-@pytest.mark.slow
-def test_the_mlflow_server_of_the_manifest_refuses_requests_without_the_login(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    docs = manifests()
-    mlflow = _mlflow(docs)
-    port = _free_port()
-    made = created_secrets()["sublayer-mlflow-auth"]  # the user as the README makes it
-    secret = {"username": made["username"], "password": secrets.token_urlsafe(18),
-              "flask_secret_key": secrets.token_hex(16)}
-    # the ConfigMap's settings, with SQLite in place of the PostgreSQL server
-    ini_path, ini = _auth_ini(docs)
-    ini["mlflow"]["database_uri"] = f"sqlite:///{tmp_path / 'users.db'}"
-    with (tmp_path / "basic_auth.ini").open("w") as f:
-        ini.write(f)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "AWS_"))}
-    env["HOME"] = str(tmp_path)
-    for name, var in _env(mlflow).items():
-        if "value" in var:
-            env[name] = var["value"]
-        elif var["valueFrom"]["secretKeyRef"]["name"] == "sublayer-mlflow-auth":
-            env[name] = secret[var["valueFrom"]["secretKeyRef"]["key"]]
-    assert env["MLFLOW_AUTH_CONFIG_PATH"] == ini_path
-    env["MLFLOW_AUTH_CONFIG_PATH"] = str(tmp_path / "basic_auth.ini")
-    server = mlflow_server_params(mlflow["args"])
-    args = _replace(mlflow["args"], backend_store_uri=f"sqlite:///{tmp_path / 'runs.db'}",
-                    artifacts_destination=str(tmp_path / "artifacts"), host="127.0.0.1",
-                    port=str(port), workers="1",
-                    allowed_hosts=f"{server['allowed_hosts']},127.0.0.1:{port}")
-    url = f"http://127.0.0.1:{port}"
-    with (tmp_path / "server.log").open("w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "mlflow", "server", *args], env=env,
-                                cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 90
-        while _status_or_none(f"{url}/health") != 200:  # the readiness probe: no login
-            assert proc.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, (tmp_path / "server.log").read_text()[-3000:]
-            time.sleep(0.5)
-        api = f"{url}/api/2.0/mlflow/experiments/search?max_results=1"
-        assert _status(api) == 401  # no login: refused
-        assert _status(api, (secret["username"], "wrong")) == 401
-        assert _status(api, (secret["username"], secret["password"])) == 200
-        # the Ray head's environment (raycluster.yaml): MLflow's client signs in with it
-        from mlflow import MlflowClient
-        from mlflow.exceptions import MlflowException
-
-        monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
-        with pytest.raises(MlflowException, match="401"):
-            MlflowClient(url).create_experiment("anonymous")
-        (head,) = pod_specs(docs[CLUSTER])["head"]["containers"]
-        for name in MLFLOW_LOGIN:
-            monkeypatch.setenv(name, secret[_secret_ref(head, name)[1]])
-        run = MlflowClient(url).create_run(MlflowClient(url).create_experiment("k8s"))
-        assert run.info.lifecycle_stage == "active"
-        assert secret["password"] not in (tmp_path / "server.log").read_text()
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def _status_or_none(url: str) -> int | None:
-    try:
-        return _status(url)
-    except (urllib.error.URLError, ConnectionError, TimeoutError):
-        return None

@@ -12,8 +12,14 @@
 #     options to use), the node list, the head's address, the experiment itself
 #     (`sublayer sweep --dry-run`).
 #  2. One `srun` step per node runs `ray-node.sh start`: `ray start --block` with the
-#     node's own GPU count (read from that step's Slurm variables), the step's CPUs and a
-#     temp folder private to the job (0700). Each step asks for its share explicitly:
+#     node's own GPU count (read from that step's Slurm variables), the step's CPUs, a
+#     temp folder private to the job (0700) and ports of the job's own: the head's port
+#     and every other port Ray opens (the dashboard's and agents' included) chosen free
+#     on the node, the worker processes' ports a block by job id, so two jobs can share a
+#     node without --exclusive. A worker waits for the head to answer before its
+#     `ray start` (SUBLAYER_HEAD_WAIT_S). Every `srun` passes --export=ALL: the steps get
+#     the job's environment (the token, SUBLAYER_*) also where the site's default is
+#     --export=NONE. Each step asks for its share explicitly:
 #     `--nodes=1 --ntasks=1 --cpus-per-task=CPUS --gres=gpu:GPUS` (no --gres when 0),
 #     without --exact or --overlap: one step per node holds that node's share for the
 #     whole job. The job-level GPU request variables (SLURM_GPUS, SLURM_GPUS_PER_NODE,
@@ -63,8 +69,12 @@
 #   SUBLAYER_RAY_TEMP_DIR  Ray's temp folder on every node (default:
 #                          /tmp/sublayer-ray-$SLURM_JOB_ID, mode 0700, removed at the end;
 #                          keep it short: Ray's socket paths must fit in 107 characters)
-#   SUBLAYER_RAY_WAIT_S    how long to wait for every node to join (default 300)
-#   RAY_PORT               the head's GCS port (default 6379)
+#   SUBLAYER_RAY_WAIT_S    how long to wait for every node to join (default 600)
+#   SUBLAYER_HEAD_WAIT_S   how long each worker waits for the head to answer before its
+#                          `ray start` (default: SUBLAYER_RAY_WAIT_S)
+#   SUBLAYER_RAY_WORKER_PORTS  MIN-MAX for Ray's worker processes on each node (default: a
+#                          block of 1000 ports by job id; ray-node.sh)
+#   RAY_PORT               the head's GCS port (default: one free on the head node)
 #   RAY_AUTH_TOKEN         the cluster's token; a fresh one is made for this job when unset.
 #                          Token auth stays on (RAY_AUTH_MODE=token): every node and the driver
 #                          get the token through the job's environment (srun --export=ALL),
@@ -85,8 +95,9 @@ die() { echo "$me: $*" >&2; exit 2; }
 
 : "${SUBLAYER_CONFIG:?set SUBLAYER_CONFIG to the experiment YAML to sweep}"
 [[ -n ${SLURM_JOB_ID:-} ]] || die "SLURM_JOB_ID is not set: submit this through sbatch (docker/slurm/*.sbatch)"
-RAY_PORT="${RAY_PORT:-6379}"
-WAIT_S="${SUBLAYER_RAY_WAIT_S:-300}"
+WAIT_S="${SUBLAYER_RAY_WAIT_S:-600}"
+[[ $WAIT_S =~ ^[0-9]+$ ]] || die "SUBLAYER_RAY_WAIT_S=$WAIT_S: expected a whole number of seconds"
+export SUBLAYER_HEAD_WAIT_S="${SUBLAYER_HEAD_WAIT_S:-$WAIT_S}"
 JOB_DIR="${SUBLAYER_JOB_DIR:-${SLURM_SUBMIT_DIR:-$PWD}/sublayer-$SLURM_JOB_ID}"
 export SUBLAYER_RAY_TEMP_DIR="${SUBLAYER_RAY_TEMP_DIR:-/tmp/sublayer-ray-$SLURM_JOB_ID}"
 read -r -a sweep_args <<< "${SUBLAYER_SWEEP_ARGS:-}"
@@ -122,21 +133,28 @@ mapfile -t nodes < <(scontrol show hostnames "${SLURM_JOB_NODELIST:-}")
 (( ${#nodes[@]} > 0 )) || die "SLURM_JOB_NODELIST names no node"
 head_node="${nodes[0]}"
 
-# srun without the job's GPU request variables (header, 2.), and each Ray step's share
-srun_env=(env -u SLURM_GPUS -u SLURM_GPUS_PER_NODE -u SLURM_GPUS_PER_TASK
-          -u SLURM_GPUS_PER_SOCKET -u SLURM_TRES_PER_TASK)
+# srun with the job's environment (--export=ALL) but without its GPU request variables
+# (header, 2.), and each Ray step's share
+step() {
+  env -u SLURM_GPUS -u SLURM_GPUS_PER_NODE -u SLURM_GPUS_PER_TASK \
+      -u SLURM_GPUS_PER_SOCKET -u SLURM_TRES_PER_TASK srun --export=ALL "$@"
+}
 share=(--nodes=1 --ntasks=1 --cpus-per-task="$CPUS")
 (( GPUS > 0 )) && share+=(--gres=gpu:"$GPUS")
-short_step() { "${srun_env[@]}" srun --overlap --nodes=1 --ntasks=1 -w "$@"; }
+short_step() { step --overlap --nodes=1 --ntasks=1 -w "$@"; }
 
 if [[ -n ${SUBLAYER_HEAD_IP:-} ]]; then
   head_ip="$SUBLAYER_HEAD_IP"
 else
   head_ip="$(short_step "$head_node" bash "$node_sh" ip)"
 fi
+if [[ -z ${RAY_PORT:-} ]]; then  # a port of this job's own: another job may share the node
+  RAY_PORT="$(short_step "$head_node" bash "$node_sh" free-ports 1)"
+fi
+[[ $RAY_PORT =~ ^[0-9]+$ ]] || die "RAY_PORT=$RAY_PORT: expected a port number"
 address="$head_ip:$RAY_PORT"
 
-sublayer sweep "$SUBLAYER_CONFIG" --dry-run --address "$address" "${sweep_args[@]}" >/dev/null \
+sublayer sweep "$SUBLAYER_CONFIG" --dry-run --address "$address" ${sweep_args[@]+"${sweep_args[@]}"} >/dev/null \
   || { status=$?; echo "$me: $SUBLAYER_CONFIG was refused (above); nothing was started" >&2; exit "$status"; }
 
 export RAY_AUTH_MODE=token
@@ -176,12 +194,12 @@ finish() {
     for node in "${nodes[@]}"; do
       short_step "$node" bash "$node_sh" logs "$JOB_DIR/ray-logs" "$node" & pids+=($!)
     done
-    wait_all "${pids[@]}"
+    wait_all ${pids[@]+"${pids[@]}"}
     pids=()
     for node in "${nodes[@]}"; do  # after every copy: two "nodes" may share a temp folder
       short_step "$node" bash "$node_sh" clean & pids+=($!)
     done
-    wait_all "${pids[@]}"
+    wait_all ${pids[@]+"${pids[@]}"}
   fi
   set -e
 }
@@ -201,11 +219,11 @@ trap 'exit 143' TERM
 # -- 2. the Ray cluster ---------------------------------------------------------------
 [[ -z $stop_requested ]] || requeue  # the time was up before anything started
 say "job $SLURM_JOB_ID: head $head_node ($address), ${#nodes[@]} node(s), $CPUS CPU(s) ${cpu_line#* } and $GPUS GPU(s) ${gpu_line#* } each; Ray's logs go to $JOB_DIR/ray-logs/"
-"${srun_env[@]}" srun "${share[@]}" -w "$head_node" \
+step "${share[@]}" -w "$head_node" \
   bash "$node_sh" start head "$head_node" "$head_ip" "$RAY_PORT" &
 ray_pids+=($!)
-for node in "${nodes[@]:1}"; do
-  "${srun_env[@]}" srun "${share[@]}" -w "$node" bash "$node_sh" start worker "$node" "$address" &
+for (( i = 1; i < ${#nodes[@]}; i++ )); do
+  step "${share[@]}" -w "${nodes[i]}" bash "$node_sh" start worker "${nodes[i]}" "$address" &
   ray_pids+=($!)
 done
 
@@ -266,14 +284,14 @@ if [[ -z $stop_requested ]]; then
   if (( ${SLURM_RESTART_COUNT:-0} > 0 )); then
     if [[ ! -e $marker ]]; then
       say "restart ${SLURM_RESTART_COUNT} of job $SLURM_JOB_ID: its sweep had not started; starting it"
-    elif [[ " ${sweep_args[*]} " != *" --resume "* ]]; then
+    elif [[ " ${sweep_args[*]+${sweep_args[*]}} " != *" --resume "* ]]; then
       say "restart ${SLURM_RESTART_COUNT} of job $SLURM_JOB_ID: resuming its sweep (--resume)"
       sweep_args+=(--resume)
     fi
   fi
   touch "$marker"
   sweep_ran=1
-  (trap - INT; exec sublayer sweep "$SUBLAYER_CONFIG" --address "$address" "${sweep_args[@]}") &
+  (trap - INT; exec sublayer sweep "$SUBLAYER_CONFIG" --address "$address" ${sweep_args[@]+"${sweep_args[@]}"}) &
   sweep_pid=$!
   while :; do  # a trapped signal interrupts `wait` (status 138 for USR1): wait again
     trapped="" rc=0

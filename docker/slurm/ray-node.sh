@@ -12,11 +12,14 @@
 #   ray-node.sh ip                     this node's address for the Ray head: the first IPv4
 #                                      of `hostname --ip-address`, then `hostname -I`,
 #                                      a non-loopback one first (IPv6 is skipped)
+#   ray-node.sh free-ports [N]         N (default 1) TCP ports free on this node now
+#   ray-node.sh wait-head HEAD_IP:PORT wait until the head answers (SUBLAYER_HEAD_WAIT_S)
 #   ray-node.sh start head NODE IP PORT   (checks the GPUs as require-gpus does)
 #   ray-node.sh start worker NODE HEAD_IP:PORT
-#                                      `ray start --block` with this node's CPUs and GPUs
-#                                      and a private temp folder (exec: srun's signals
-#                                      reach Ray)
+#                                      `ray start --block` with this node's CPUs and GPUs,
+#                                      a private temp folder and ports of this job's own
+#                                      (see ray_ports below); a worker first waits for the
+#                                      head (wait-head). exec: srun's signals reach Ray
 #   ray-node.sh logs DEST NODE         copy Ray's logs of this node to DEST/NODE/SESSION/
 #   ray-node.sh clean                  remove this node's Ray temp folder
 #
@@ -26,6 +29,12 @@
 #   SUBLAYER_NUM_GPUS      GPUs to give Ray, overriding what Slurm granted (e.g. 0)
 #   SUBLAYER_NUM_CPUS      CPUs to give Ray (default: SLURM_CPUS_PER_TASK, else nproc)
 #   SUBLAYER_EXPECT_GPUS   1: a node with no GPU is an error (exit 2), not a CPU node
+#   SUBLAYER_HEAD_WAIT_S   how long a worker waits for the head to answer before its own
+#                          `ray start` (default 600; a slow shared file system delays the
+#                          head's start); past it the step ends with exit 2; 0: no wait
+#   SUBLAYER_RAY_WORKER_PORTS  MIN-MAX: the ports of Ray's worker processes on each node
+#                          (default: one of 8 blocks of 1000 in 10002-18001, by job id)
+#   SLURM_JOB_ID           picks the default worker-port block
 #   SLURM_GPUS_ON_NODE, SLURM_STEP_GPUS, SLURM_JOB_GPUS, CUDA_VISIBLE_DEVICES,
 #   SLURM_GPUS_PER_NODE, SLURM_GPUS_PER_TASK, SLURM_NTASKS_PER_NODE, SLURM_TASKS_PER_NODE
 #                          what Slurm granted, read in that order (gpu_count)
@@ -40,7 +49,7 @@ count_list() {
   local -a items
   counted=0
   IFS=, read -r -a items <<< "$value"
-  for item in "${items[@]}"; do
+  for item in ${items[@]+"${items[@]}"}; do
     item="${item// /}"
     [[ -z $item ]] && continue
     if [[ $item =~ ^([0-9]+)-([0-9]+)$ ]]; then
@@ -58,7 +67,7 @@ count_typed() {
   local -a items
   counted=0
   IFS=, read -r -a items <<< "$value"
-  for item in "${items[@]}"; do
+  for item in ${items[@]+"${items[@]}"}; do
     item="${item##*:}"
     [[ $item =~ ^[0-9]+$ ]] || fail "$name=$value: expected a count N or TYPE:N (comma-separated)"
     counted=$(( counted + 10#$item ))
@@ -188,20 +197,98 @@ make_temp() {
   chmod 0700 -- "$dir"
 }
 
+# N TCP ports that nothing on this node listens on now (all held at once, so distinct),
+# none of Ray's defaults (which a Ray started without this script takes)
+free_ports() {
+  local count=${1:-1}
+  [[ $count =~ ^[1-9][0-9]*$ ]] || fail "free-ports: expected a count, got '$count'"
+  python3 -c 'import socket, sys
+defaults = {6379, 8265, 10001, 52365}  # GCS, dashboard, client server, agent
+held, ports = [], []
+while len(ports) < int(sys.argv[1]):
+    s = socket.socket()
+    s.bind(("", 0))
+    held.append(s)
+    if s.getsockname()[1] not in defaults:
+        ports.append(s.getsockname()[1])
+print(" ".join(map(str, ports)))
+for s in held:
+    s.close()' "$count"
+}
+
+# Wait until the head at HOST:PORT accepts a connection: SUBLAYER_HEAD_WAIT_S (default
+# 600) seconds at most, then exit 2 naming the variable; 0: no wait (`ray start` alone)
+wait_head() {
+  local address=$1 wait_s="${SUBLAYER_HEAD_WAIT_S:-600}"
+  [[ $wait_s =~ ^[0-9]+$ ]] || fail "SUBLAYER_HEAD_WAIT_S=$wait_s: expected a whole number of seconds"
+  [[ $address =~ ^(.+):([0-9]+)$ ]] || fail "wait-head: expected HEAD_IP:PORT, got '$address'"
+  (( 10#$wait_s > 0 )) || return 0
+  echo "$me: waiting up to $wait_s s for the head at $address"
+  python3 -c 'import socket, sys, time
+host, port, wait_s = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+deadline = time.monotonic() + wait_s
+while True:
+    try:
+        socket.create_connection((host, port), timeout=2).close()
+        sys.exit(0)
+    except OSError:
+        if time.monotonic() >= deadline:
+            sys.exit(1)
+        time.sleep(1)' "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}" "$wait_s" \
+    || fail "the head at $address did not answer in $wait_s s (SUBLAYER_HEAD_WAIT_S); see the head's step above"
+}
+
+# The ports of this node's Ray, its own for this job, so that two jobs share a node:
+# every single port chosen free on this node now (node manager, object manager, metrics,
+# the dashboard agent's two, the runtime-env agent's; on the head also the dashboard,
+# which Ray starts even with --include-dashboard=false, and the Ray client server where
+# Ray has it), and
+# a block of worker ports by job id. Sets the array $ports (`ray start` options).
+ray_ports() {
+  local role=$1 range="${SUBLAYER_RAY_WORKER_PORTS:-}" low high slot job="${SLURM_JOB_ID:-0}"
+  local -a free
+  if [[ -z $range ]]; then
+    [[ $job =~ ^[0-9]+$ ]] || job=0
+    slot=$(( 10#$job % 8 ))
+    range="$(( 10002 + slot * 1000 ))-$(( 11001 + slot * 1000 ))"
+  fi
+  [[ $range =~ ^([0-9]+)-([0-9]+)$ ]] && (( BASH_REMATCH[1] >= 1024 && BASH_REMATCH[2] > BASH_REMATCH[1] + 100 && BASH_REMATCH[2] < 65536 )) \
+    || fail "SUBLAYER_RAY_WORKER_PORTS=$range: expected MIN-MAX (1024 <= MIN, MAX < 65536, at least 100 ports)"
+  low=${BASH_REMATCH[1]} high=${BASH_REMATCH[2]}
+  read -r -a free <<< "$(free_ports 8)"
+  (( ${#free[@]} == 8 )) || fail "could not find 8 free ports on this node"
+  ports=(--node-manager-port="${free[0]}" --object-manager-port="${free[1]}"
+         --metrics-export-port="${free[2]}" --dashboard-agent-listen-port="${free[3]}"
+         --dashboard-agent-grpc-port="${free[4]}" --runtime-env-agent-port="${free[5]}"
+         --min-worker-port="$low" --max-worker-port="$high")
+  if [[ $role == head ]]; then
+    ports+=(--dashboard-port="${free[6]}")
+    # Ray starts its client server (on 10001) when its dependency (grpc) is there, and
+    # refuses the option when it is not
+    if python3 -c 'import grpc' 2>/dev/null; then
+      ports+=(--ray-client-server-port="${free[7]}")
+    fi
+  fi
+}
+
 start() {
   local role=$1 node=$2 gpus source cpus dir
+  local -a ports
   gpu_count
   require_gpus "$gpus" "$source" "$node"
   cpus="${SUBLAYER_NUM_CPUS:-${SLURM_CPUS_PER_TASK:-$(nproc)}}"
   [[ $cpus =~ ^[0-9]+$ ]] || fail "CPUs for Ray: '$cpus' (SUBLAYER_NUM_CPUS / SLURM_CPUS_PER_TASK) is not a count"
   dir="$(temp_dir)"
   make_temp "$dir"
-  echo "$me: $node: $role with $cpus CPU(s) and $gpus GPU(s) ($source), temp folder $dir"
-  local -a common=(--num-cpus="$cpus" --num-gpus="$gpus" --temp-dir="$dir" --disable-usage-stats --block)
+  ray_ports "$role"
+  echo "$me: $node: $role with $cpus CPU(s) and $gpus GPU(s) ($source), temp folder $dir, ports ${ports[*]}"
+  local -a common=(--num-cpus="$cpus" --num-gpus="$gpus" --temp-dir="$dir" --disable-usage-stats
+                   "${ports[@]}" --block)
   if [[ $role == head ]]; then
     exec ray start --head --node-ip-address="$3" --port="$4" --include-dashboard=false "${common[@]}"
   fi
   # a worker lets Ray choose its address: the interface that routes to the head
+  wait_head "$3"
   exec ray start --address="$3" "${common[@]}"
 }
 
@@ -237,6 +324,10 @@ case "${1:-}" in
     job_cpus
     echo "$cpus ($source)" ;;
   ip) node_ip ;;
+  free-ports) free_ports "${2:-1}" ;;
+  wait-head)
+    [[ $# -eq 2 ]] || fail "usage: $me wait-head HEAD_IP:PORT"
+    wait_head "$2" ;;
   start)
     [[ ${2:-} == head && $# -eq 5 ]] || [[ ${2:-} == worker && $# -eq 4 ]] \
       || fail "usage: $me start head NODE IP PORT | start worker NODE HEAD_IP:PORT"
@@ -245,5 +336,5 @@ case "${1:-}" in
     [[ $# -eq 3 ]] || fail "usage: $me logs DEST NODE"
     collect_logs "$2" "$3" ;;
   clean) clean ;;
-  *) fail "usage: $me gpus [--explain] | require-gpus [NODE] | cpus | ip | start ... | logs DEST NODE | clean" ;;
+  *) fail "usage: $me gpus [--explain] | require-gpus [NODE] | cpus | ip | free-ports [N] | wait-head HEAD_IP:PORT | start ... | logs DEST NODE | clean" ;;
 esac

@@ -121,7 +121,9 @@ def _job(tmp_path: Path, home: Path, sbatch: str, **slurm: str) -> tuple[int, st
     bin_dir = standins(tmp_path, {"ray": RAY})
     job_id = f"{os.getpid()}2"
     env = job_env(home, tmp_path, bin_dir, exp, job_id, RAY_LOG=str(tmp_path / "ray.log"),
-                  SUBLAYER_RAY_TEMP_DIR=str(home / "rt"), **slurm)
+                  SUBLAYER_RAY_TEMP_DIR=str(home / "rt"),
+                  SUBLAYER_HEAD_WAIT_S="0",  # no head listens: the stand-in records only
+                  **slurm)
     log = tmp_path / "job.log"
     code = run_job(sbatch, env, log, tmp_path, home, timeout=120)
     return code, log.read_text(), tmp_path / f"sublayer-{job_id}"
