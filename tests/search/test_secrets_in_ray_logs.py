@@ -18,6 +18,7 @@ so that it reads where the leak was.
 
 from __future__ import annotations
 
+import os
 import secrets
 import subprocess
 from pathlib import Path
@@ -83,21 +84,73 @@ def test_environment_keys_reach_no_file_of_a_ray_cluster() -> None:
     assert leaks == [], f"secrets written: {leaks}"
 
 
-def _sweep(folder: Path, keys: dict[str, str], address: str,
-           watch: TempWatch) -> dict[str, bytes]:
-    """A two-trial sweep on the cluster at ``address``, its keys in the environment."""
+def test_web_identity_reaches_no_file(tmp_path: Path) -> None:
+    """Credentials by web identity (``AWS_ROLE_ARN`` and a token file, as EKS gives a pod):
+    MLflow's artifacts go to S3 with keys botocore fetches from STS (the same server), and
+    the token is written nowhere; a local Ray's temp folder is read while it runs. (Ray's
+    state stays in a folder: pyarrow asks AWS's own STS for web identity, which a test
+    server cannot stand in for.)"""
+    import boto3
+
+    with scratch("swi") as folder:
+        with s3_server(folder) as s3:
+            token = "eyJ" + secrets.token_hex(24)
+            (folder / "token").write_text(token)
+            keys = {k: v for k, v in s3.env.items() if not k.startswith("AWS_SECRET")
+                    and k != "AWS_ACCESS_KEY_ID"}
+            keys.update(AWS_ROLE_ARN="arn:aws:iam::123456789012:role/sweeps",
+                        AWS_WEB_IDENTITY_TOKEN_FILE=str(folder / "token"),
+                        AWS_CONFIG_FILE=str(folder / "none"),
+                        AWS_SHARED_CREDENTIALS_FILE=str(folder / "none"))
+            env_before = dict(os.environ)
+            try:  # the bucket, made with the role's own keys (moto keeps one per account)
+                os.environ.update(keys)
+                for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"):
+                    os.environ.pop(name, None)
+                session = boto3.Session()
+                assert session.get_credentials().method == "assume-role-with-web-identity"
+                client = session.client("s3", endpoint_url=s3.endpoint)
+                client.create_bucket(Bucket=BUCKET)
+            finally:
+                os.environ.clear()
+                os.environ.update(env_before)
+            patterns = secret_patterns({"the web identity token": token})
+            (folder / "rt").mkdir()
+            watch = TempWatch(folder / "rt", patterns)
+            printed = _sweep(folder, {**keys, "RAY_TMPDIR": str(folder / "rt")}, None, watch,
+                             unset=("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"),
+                             ray_storage=None)
+            pages = client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET)
+            stored = {f"object {o['Key']}": client.get_object(Bucket=BUCKET, Key=o["Key"])[
+                "Body"].read() for page in pages for o in page.get("Contents", [])}
+        files = {f"file {p.relative_to(folder)}": p.read_bytes() for p in folder.rglob("*")
+                 if p.is_file() and not p.is_symlink() and p.name != "token"}
+
+    assert any(k.startswith("object mlflow/") for k in stored) and watch.files, sorted(stored)
+    assert any(k.endswith("tuner.pkl") for k in files), sorted(files)
+    leaks = sorted(watch.leaks) + leaks_in({**printed, **stored, **files}, patterns)
+    assert leaks == [], f"secrets written: {leaks}"
+
+
+def _sweep(folder: Path, keys: dict[str, str], address: str | None, watch: TempWatch,
+           unset: tuple[str, ...] = (), ray_storage: str | None = f"s3://{BUCKET}/ray",
+           ) -> dict[str, bytes]:
+    """A two-trial sweep (on the cluster at ``address``, else a local Ray), ``keys`` in
+    its environment and ``unset`` not; Ray's state in ``ray_storage`` (else a folder)."""
     work = folder / "work"
     work.mkdir()
     env = subprocess_env(folder / "home", **keys)
+    for name in unset:
+        env.pop(name, None)
     tracking = {"uri": f"sqlite:///{work / 'mlflow.db'}", "log_checkpoints": True,
                 "artifact_location": f"s3://{BUCKET}/mlflow"}
     path = write_experiment(work, "envkeys", orders=["sfsf", "ssff"],
                             tracking_uri=tracking["uri"], tracking=tracking,
-                            ray={"storage_path": f"s3://{BUCKET}/ray"})
+                            **({"ray": {"storage_path": ray_storage}} if ray_storage else {}))
     log = folder / "sweep.log"
     watch.start()
-    proc = start([SUBLAYER, "sweep", str(path), "--address", address], env=env, log=log,
-                 cwd=work)
+    proc = start([SUBLAYER, "sweep", str(path), *(["--address", address] if address else [])],
+                 env=env, log=log, cwd=work)
     try:
         proc.wait(timeout=240)
     except subprocess.TimeoutExpired:
