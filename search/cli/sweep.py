@@ -71,6 +71,7 @@ def print_dry_run(args: argparse.Namespace, plan: Any, rows: list[dict[str, Any]
                   notes: list[str] | None) -> None:
     """Notes and warnings on stderr; the trial table, the models, the searcher's budget,
     the scheduler, the prior and the queue it orders on stdout."""
+    from sublayer_search.search.cli.disk_estimate import disk_lines
     from sublayer_search.search.oneshot.plan import dry_run_footer  # budget, one-shot stages
     from sublayer_search.search.plan.resources import resource_problems
     from sublayer_search.search.searchers.queue import queue_lines
@@ -93,6 +94,8 @@ def print_dry_run(args: argparse.Namespace, plan: Any, rows: list[dict[str, Any]
         print(line)
     print(dry_run_footer(plan))
     print(f"scheduler: {scheduler_line(plan.experiment)}")
+    for line in disk_lines(plan.experiment, rows, approximate=bool(estimate)):
+        print(line)
     for line in queue_lines(plan):  # search.prior: fitted once, at planning
         print(line)
 

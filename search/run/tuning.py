@@ -72,7 +72,7 @@ def make_tuner(plan: SweepPlan, ray_run: str, callback: MlflowTracking) -> tune.
             name=ray_run, **Storage.of(exp.ray.storage_path).ray_options(),  # or s3://…
             callbacks=[callback, SweepProgress(total=num_samples, metric=plan.metric,
                                                mode=plan.mode, steps=exp.train.steps),
-                       CheckpointRetention()],
+                       CheckpointRetention(keep=exp.ray.keep_checkpoints)],
             failure_config=tune.FailureConfig(max_failures=exp.failure.retries),
             # every checkpoint is kept as far as Tune knows, so that it never forces a
             # snapshot of the whole sweep per checkpoint; CheckpointRetention prunes them
@@ -92,11 +92,11 @@ def restored_tuner(plan: SweepPlan, storage: Storage, ray_run: str,
                                resume_unfinished=True, resume_errored=False,
                                restart_errored=False,
                                storage_filesystem=options.get("storage_filesystem"))
-    _use_callback(tuner, callback)
+    _use_callback(tuner, callback, keep=plan.experiment.ray.keep_checkpoints)
     return tuner
 
 
-def _use_callback(tuner: tune.Tuner, callback: MlflowTracking) -> None:
+def _use_callback(tuner: tune.Tuner, callback: MlflowTracking, *, keep: int) -> None:
     """Tune restores the callbacks pickled when the sweep started; track with this run's
     instead (its tracking URI and outage limit, the runs its backlog replay found)."""
     inner = getattr(tuner, "_local_tuner", None)
@@ -104,6 +104,9 @@ def _use_callback(tuner: tune.Tuner, callback: MlflowTracking) -> None:
     if config is not None and config.callbacks:
         config.callbacks = [callback if isinstance(c, MlflowTracking) else c
                             for c in config.callbacks]
+        for c in config.callbacks:  # this file's ray.keep_checkpoints, not the saved one
+            if isinstance(c, CheckpointRetention):
+                c.keep = keep
 
 
 def result_rows(results: Any, plan: SweepPlan) -> list[dict[str, Any]]:
