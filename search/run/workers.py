@@ -101,11 +101,17 @@ def _worker_loop(config: dict[str, Any]) -> None:
     """Runs on every worker: the one training loop as one of N (Ray Train set up the group)."""
     plan: SweepPlan = config["plan"]
     trial: Trial = config["trial"]
+    from sublayer_search.models.optim import device_facts, device_for, require_gpu
     from sublayer_search.models.training_loop import use_threads
 
     context = train.get_context()
     use_threads(max(1, int(config["cpus_per_worker"])))
     lead = context.get_world_rank() == 0
+    spec = trial.planned_spec()
+    require_gpu(plan.experiment.resources.gpu, spec.train,
+                f" on worker {context.get_world_rank()} of {context.get_world_size()} "
+                f"(node {ray.util.get_node_ip_address()})")
+    where = {**config["where"], **device_facts(device_for(spec.train), context.get_world_size())}
     with tempfile.TemporaryDirectory(prefix="sublayer-worker-") as work:
         resume = None
         restored = train.get_checkpoint() or config.get("restored")
@@ -114,9 +120,9 @@ def _worker_loop(config: dict[str, Any]) -> None:
 
         def report(metrics: dict[str, Any], checkpoint: str | None = None) -> None:
             ckpt = train.Checkpoint.from_directory(checkpoint) if checkpoint and lead else None
-            train.report({**metrics, **config["where"]}, checkpoint=ckpt)
+            train.report({**metrics, **where}, checkpoint=ckpt)
 
-        plan.task.fit(trial.planned_spec(), report, checkpoint_dir=os.path.join(work, "ckpt"),
+        plan.task.fit(spec, report, checkpoint_dir=os.path.join(work, "ckpt"),
                       resume_from=resume)
 
 

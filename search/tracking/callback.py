@@ -35,6 +35,9 @@ __all__ = ["MlflowTracking", "RESTARTS"]
 
 RESTARTS = "sublayer.restarts"
 """Tag: how often Ray restarted the trial after a failure (a lost node, a crash)."""
+DEVICE_TAGS = {"device": Tag.DEVICE, "device_name": Tag.DEVICE_NAME,
+               "device_count": Tag.DEVICE_COUNT}
+"""The trainable's reported device facts and the run tags they become."""
 _HISTORY_KEY = "val_loss"  # the metric every task reports at every evaluation
 
 
@@ -247,6 +250,8 @@ class MlflowTracking(Callback):
             self._placed.add(trial.trial_id)
             tags = {f"ray.{k}": param_value(result.get(k)) for k in ("node_id", "node_ip", "gpu_ids")}
             tags[Tag.RESUMED_FROM_STEP] = str(result.get("resumed_from_step", 0))
+            tags.update({tag: param_value(result[key]) for key, tag in DEVICE_TAGS.items()
+                         if key in result})
         step = int(result.get("step", result.get("training_iteration", 0)))
         now = int(time.time() * 1000)
         metrics = [[k, v, now, step] for k, v in metrics_of(result).items()]

@@ -22,7 +22,8 @@ ORDERS = ["sfsf", "ssff", "ffss", "fsfs"]
 # trials ended before the other node's actors were up (actor start-up is 8-15 s on two
 # busy cores), every trial would run on one node. ~300 steps keep the trials running
 # past that start-up skew; the model is still the two-layer debug one.
-TRAIN = {"steps": 300, "batch_size": 8, "eval_every": 150, "eval_batches": 2}
+# device cpu: the fake GPUs are held for scheduling only (torch here has no CUDA)
+TRAIN = {"steps": 300, "batch_size": 8, "eval_every": 150, "eval_batches": 2, "device": "cpu"}
 
 
 def _overlap(a: object, b: object) -> bool:
