@@ -21,6 +21,7 @@ from sublayer_search.search.cli.sweep import (
     print_dry_run,
     run_planned,
     too_many_trials,
+    warn_cluster,
 )
 from sublayer_search.spaces.exit_codes import ExitCode, exit_code_help
 
@@ -78,6 +79,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     refused = too_many_trials(args, rows)
     if refused is not None:
         return _bad(refused)
+    warn_cluster(args, plan)
     if args.dry_run:
         print_dry_run(args, plan, rows, notes)
         return ExitCode.OK

@@ -19,7 +19,7 @@ from sublayer_search.spaces.exit_codes import ExitCode
 from sublayer_search.spaces.records import FAILED_STATUSES
 
 __all__ = ["ESTIMATED", "MAX_TRIALS", "plan_file", "print_dry_run", "run_planned",
-           "scheduler_line", "too_many_trials"]
+           "scheduler_line", "too_many_trials", "warn_cluster"]
 
 MAX_TRIALS = 10_000
 """A larger plan runs only with ``--yes`` (a typo in a space can ask for millions)."""
@@ -50,6 +50,19 @@ def too_many_trials(args: argparse.Namespace, rows: list[dict[str, Any]]) -> str
         return None
     return (f"{args.file}: the plan has {len(rows):,} trials (more than {MAX_TRIALS:,}); "
             "check it with --dry-run, then run it with --yes")
+
+
+def warn_cluster(args: argparse.Namespace, plan: Any) -> None:
+    """Warnings for a cluster run (an address, or a Slurm job), dry run or not: a SQLite
+    tracking store on a network file system."""
+    from sublayer_search.search.run.network_fs import cluster_run, network_fs_warnings
+
+    exp = plan.experiment
+    if not cluster_run(args.address or exp.ray.address):
+        return
+    field = "--tracking-uri" if args.tracking_uri else "tracking.uri"
+    for warning in network_fs_warnings(args.tracking_uri or exp.tracking.uri, field):
+        print(f"sublayer: warning: {warning}", file=sys.stderr)
 
 
 def scheduler_line(exp: Any) -> str:
