@@ -85,6 +85,7 @@ def print_dry_run(args: argparse.Namespace, plan: Any, rows: list[dict[str, Any]
     """Notes and warnings on stderr; the trial table, the models, the searcher's budget,
     the scheduler, the prior and the queue it orders on stdout."""
     from sublayer_search.search.cli.disk_estimate import disk_lines
+    from sublayer_search.search.cli.node_fit import fit_lines
     from sublayer_search.search.oneshot.plan import dry_run_footer  # budget, one-shot stages
     from sublayer_search.search.plan.resources import resource_problems
     from sublayer_search.search.searchers.queue import queue_lines
@@ -107,6 +108,11 @@ def print_dry_run(args: argparse.Namespace, plan: Any, rows: list[dict[str, Any]
         print(line)
     print(dry_run_footer(plan))
     print(f"scheduler: {scheduler_line(plan.experiment)}")
+    lines, warnings = fit_lines(plan.experiment, args.address)  # a cluster's nodes
+    for line in lines:
+        print(line)
+    for warning in warnings:
+        print(f"sublayer: warning: {warning}", file=sys.stderr)
     for line in disk_lines(plan.experiment, rows, approximate=bool(estimate)):
         print(line)
     for line in queue_lines(plan):  # search.prior: fitted once, at planning
