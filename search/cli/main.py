@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from sublayer_search.search.cli.fetch import add_fetch
 from sublayer_search.search.cli.output import bad as _bad
 from sublayer_search.search.cli.spaces import cmd_spaces_sample as _cmd_spaces_sample
 from sublayer_search.search.cli.spaces import spaces_epilog as _spaces_epilog
@@ -183,8 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     from sublayer_search.analysis.cli import add_arguments
     add_arguments(p)
     p.set_defaults(func=_cmd_analyze)
-    replay_cli.add_replay(sub)
-    export_cli.add_export(sub)
+    for add in (replay_cli.add_replay, export_cli.add_export, add_fetch):
+        add(sub)
     return parser
 
 

@@ -55,7 +55,7 @@ def too_many_trials(args: argparse.Namespace, rows: list[dict[str, Any]]) -> str
 def warn_cluster(args: argparse.Namespace, plan: Any) -> None:
     """Warnings for a cluster run (an address, or a Slurm job), dry run or not: a SQLite
     tracking store on a network file system."""
-    from sublayer_search.search.run.network_fs import cluster_run, network_fs_warnings
+    from sublayer_search.search.tracking.network_fs import cluster_run, network_fs_warnings
 
     exp = plan.experiment
     if not cluster_run(args.address or exp.ray.address):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from helpers import write_experiment
 
-from sublayer_search.search.run.network_fs import (
+from sublayer_search.search.tracking.network_fs import (
     cluster_run,
     fs_type,
     network_fs_warnings,
@@ -89,7 +89,7 @@ def test_the_dry_run_warns_a_cluster_run(tmp_path: Path, monkeypatch: pytest.Mon
                                          env: dict[str, str], args: list[str],
                                          warned: bool) -> None:
     from sublayer_search.search.cli.main import main
-    from sublayer_search.search.run import network_fs
+    from sublayer_search.search.tracking import network_fs
 
     fake = tmp_path / "mountinfo"  # this test's folder is on NFS, as a cluster's home
     fake.write_text(MOUNTINFO + f"99 22 0:50 / {tmp_path} rw - nfs filer:/x rw\n")
