@@ -44,6 +44,9 @@ class TrialStatus(StrEnum):
     """The trial raised."""
     KILLED = "killed"
     """The sweep was interrupted while the trial ran (``--resume`` continues it)."""
+    WAITING = "waiting"
+    """Restarted (``--resume``, a retry) and waiting for the resources of its workers:
+    not training yet (MLflow status ``SCHEDULED``)."""
 
 
 class Role(StrEnum):

@@ -244,7 +244,8 @@ class SweepRun:
             callback = self.restore_or_start()
             results, interrupted = self.fit(callback)
             return SweepOutcome(experiment_id=self.exp_id, parent_run_id=self.parent_id,
-                                ray_run=self.ray_run, trials=result_rows(results, self.plan),
+                                ray_run=self.ray_run,
+                                trials=result_rows(results, self.plan, callback.waiting.ids),
                                 reused=len(self.reused), interrupted=interrupted)
         finally:
             if started:

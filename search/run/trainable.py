@@ -71,9 +71,10 @@ def train_trial(config: dict[str, Any], plan: SweepPlan) -> None:
             ckpt = tune.Checkpoint.from_directory(checkpoint) if checkpoint else None
             tune.report({**metrics, **where}, checkpoint=ckpt)
 
-        if held and resumed_from < spec.train.steps:
+        if held and resumed_from < spec.train.steps and workers == 1:
             # the evaluation this checkpoint was saved at: the driver may have died before
-            # recording it (the tracker skips steps it already has)
+            # recording it (the tracker skips steps it already has); several workers report
+            # it once they are up, which tells the driver the trial trains again
             report({**held, STATUS_KEY: TrialStatus.RUNNING.value})
         if workers > 1:  # Ray Train workers run the loop
             from sublayer_search.search.run.workers import train_on_workers

@@ -23,7 +23,7 @@ from sublayer_search.search.run.workers import TRIAL_RESOURCES, WholeTrials
 from sublayer_search.search.searchers.registry import search_algorithm
 from sublayer_search.search.searchers.tune import make_searcher
 from sublayer_search.search.tracking.callback import MlflowTracking
-from sublayer_search.spaces.records import ended_status
+from sublayer_search.spaces.records import TrialStatus, ended_status
 
 __all__ = ["SigintWatch", "incomplete", "make_tuner", "restored_tuner", "result_rows"]
 
@@ -71,7 +71,8 @@ def make_tuner(plan: SweepPlan, ray_run: str, callback: MlflowTracking) -> tune.
         run_config=tune.RunConfig(
             name=ray_run, **Storage.of(exp.ray.storage_path).ray_options(),  # or s3://…
             callbacks=[callback, SweepProgress(total=num_samples, metric=plan.metric,
-                                               mode=plan.mode, steps=exp.train.steps),
+                                               mode=plan.mode, steps=exp.train.steps,
+                                               several_workers=res.workers > 1),
                        CheckpointRetention(keep=exp.ray.keep_checkpoints)],
             failure_config=tune.FailureConfig(max_failures=exp.failure.retries),
             # every checkpoint is kept as far as Tune knows, so that it never forces a
@@ -109,16 +110,21 @@ def _use_callback(tuner: tune.Tuner, callback: MlflowTracking, *, keep: int) -> 
                 c.keep = keep
 
 
-def result_rows(results: Any, plan: SweepPlan) -> list[dict[str, Any]]:
-    """One row per Ray trial: name, order, seed, family, status, steps, metric, best."""
+def result_rows(results: Any, plan: SweepPlan,
+                waiting: set[str] | frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """One row per Ray trial: name, order, seed, family, status, steps, metric, best
+    (``waiting``: ids of trials that waited for resources when the sweep stopped)."""
     rows = []
     for res in results:
         trial: Trial[Any] = (res.config or {})["trial"]
         last = res.metrics or {}
+        status = ("failed" if res.error else TrialStatus.WAITING.value
+                  if last.get("trial_id") in waiting
+                  else str(ended_status(last, plan.experiment.train.steps)))
         rows.append({
             "name": trial.name, "order": trial.order, "seed": trial.seed,
             "family": "baseline" if trial.baseline else trial.space,
-            "status": "failed" if res.error else str(ended_status(last, plan.experiment.train.steps)),
+            "status": status,
             "steps": last.get("step"), plan.metric: last.get(plan.metric),
             f"best_{plan.metric}": last.get(f"best_{plan.metric}"),
         })

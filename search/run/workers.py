@@ -122,8 +122,25 @@ def _worker_loop(config: dict[str, Any]) -> None:
             ckpt = train.Checkpoint.from_directory(checkpoint) if checkpoint and lead else None
             train.report({**metrics, **where}, checkpoint=ckpt)
 
+        if resume is not None and train.get_checkpoint() is None:
+            _report_restored(resume, spec.train.steps, report)
+
         plan.task.fit(spec, report, checkpoint_dir=os.path.join(work, "ckpt"),
                       resume_from=resume)
+
+
+def _report_restored(folder: str, steps: int, report: Any) -> None:
+    """A restored Tune trial's workers are up: report again the evaluation its checkpoint
+    holds (the driver may have died before recording it; the tracker skips steps it
+    has). This first report also tells the driver the trial trains again, no longer
+    waiting for its workers' resources (:mod:`~sublayer_search.search.tracking.waiting`)."""
+    from sublayer_search.models.checkpoint import load_checkpoint
+    from sublayer_search.spaces.records import STATUS_KEY, TrialStatus
+
+    state = load_checkpoint(folder)
+    held = dict(state.get("metrics") or {})
+    if held and int(state["step"]) < steps:
+        report({**held, STATUS_KEY: TrialStatus.RUNNING.value})
 
 
 def train_on_workers(trial: Trial, plan: SweepPlan, where: dict[str, Any],

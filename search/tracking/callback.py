@@ -29,6 +29,7 @@ from sublayer_search.search.tracking.buffer import WriteBuffer, short_http_retri
 from sublayer_search.search.tracking.files import checkpoint_uri, local_copy
 from sublayer_search.search.tracking.runs import environment_tags, metrics_of
 from sublayer_search.search.tracking.values import chunks, model_dict, param_value
+from sublayer_search.search.tracking.waiting import Waiting
 from sublayer_search.spaces.records import Role, Tag, TrialStatus, ended_status, final
 
 __all__ = ["MlflowTracking", "RESTARTS"]
@@ -62,6 +63,8 @@ class MlflowTracking(Callback):
         self._restarts: dict[str, int] = {}
         self._done: set[str] = set()
         self._env = environment_tags()
+        self.waiting = Waiting(plan.experiment.resources.workers > 1)
+        """Started trials that wait for their workers' resources (MLflow: SCHEDULED)."""
         self.buffer = WriteBuffer(
             self._apply,
             limit_s=spec.outage_limit_s if outage_limit_s is None else outage_limit_s,
@@ -118,6 +121,9 @@ class MlflowTracking(Callback):
             with local_copy(op["dir"]) as folder:  # an object store's: downloaded first
                 if folder is not None:
                     self.client.log_artifacts(run_id, str(folder), op["path"])
+        elif kind == "status":  # waiting for resources (SCHEDULED) or training again
+            self.client.update_run(run_id, status=op["status"])
+            self.client.set_tag(run_id, Tag.STATUS, op["tag"])
         elif kind == "end":
             self.client.set_terminated(run_id, status=op["status"])
         else:
@@ -209,6 +215,9 @@ class MlflowTracking(Callback):
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._open_trial(trial)
+        if self.waiting.started(trial):
+            self._submit({"op": "status", "trial": trial.trial_id, "status": "SCHEDULED",
+                          "tag": TrialStatus.WAITING.value})
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
         if len(self.buffer):
@@ -244,6 +253,9 @@ class MlflowTracking(Callback):
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict,
                         **info: Any) -> None:
         self._open_trial(trial)
+        if self.waiting.reported(trial):
+            self._submit({"op": "status", "trial": trial.trial_id, "status": "RUNNING",
+                          "tag": TrialStatus.RUNNING.value})
         self._seen_in(trial, result)
         tags: dict[str, str] = {}
         if trial.trial_id not in self._placed and "node_id" in result:
@@ -262,6 +274,7 @@ class MlflowTracking(Callback):
     def _finish(self, trial: Any, status: TrialStatus, mlflow_status: str,
                 extra: dict[str, str]) -> None:
         self._open_trial(trial)
+        self.waiting.ended(trial)
         tid = trial.trial_id
         last = trial.last_result or {}
         metric = self.plan.metric
