@@ -39,7 +39,7 @@ def test_sweep_shares_fractional_gpus_across_two_nodes(tmp_path: Path) -> None:
     with scratch("sublayer-home") as home, ray_cluster(home, nodes=2, cpus=2, gpus=1) as cluster:
         log = tmp_path / "sweep.log"
         done = run_cli(["sweep", str(exp_file), "--address", cluster.address], env=cluster.env,
-                       log=log, timeout=110)
+                       log=log, timeout=240)  # the node data check adds a worker start per node
         assert done.returncode == 0, f"sweep failed ({done.returncode}):\n{tail(log)}"
 
     client = MlflowClient(tracking_uri=uri)
