@@ -117,7 +117,7 @@ def test_four_gpus_run_two_trials_of_two_workers_at_a_time(tmp_path: Path) -> No
         try:
             log = tmp_path / "sweep.log"
             done = run_cli(["sweep", "--address", cluster.address, str(path)], env=cluster.env,
-                           log=log, timeout=300)
+                           log=log, timeout=540)
         finally:
             stop.set()
             counter.join()
