@@ -35,7 +35,7 @@ ORDERS = ["sfsfsfsf", "ssffssff", "sssfsfff", "ssssffff"]  # 4 s + 4 f each, as 
 TRAIN = {"gpu": {"steps": 1000, "batch_size": 64, "eval_every": 500, "eval_batches": 4,
                  "lr": 3e-3, "warmup_steps": 20},
          "smoke": {"steps": 6, "batch_size": 8, "eval_every": 3, "eval_batches": 1,
-                   "lr": 3e-3, "warmup_steps": 1}}
+                   "lr": 3e-3, "warmup_steps": 1, "device": "cpu"}}  # a declared GPU, no CUDA
 MODEL = {"gpu": {"preset": "tiny", "context": 256, "dropout": 0.0},
          "smoke": {"preset": "debug", "dropout": 0.0}}
 SHARE = 0.25

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+import platform
 import random
 from contextlib import AbstractContextManager, nullcontext
 
@@ -11,8 +13,8 @@ import torch
 
 from sublayer_search.models.train_config import TrainConfig
 
-__all__ = ["autocast_for", "bf16_for", "cuda_available", "build_optimizer", "build_scheduler",
-           "device_for", "nccl_available", "fused_adamw_applies", "lr_factor", "optimizer_step",
+__all__ = ["NoGpuError", "autocast_for", "bf16_for", "cuda_available", "build_optimizer",
+           "build_scheduler", "device_facts", "device_for", "require_gpu", "nccl_available", "fused_adamw_applies", "lr_factor", "optimizer_step",
            "seed_everything"]
 
 
@@ -32,6 +34,48 @@ def device_for(cfg: TrainConfig) -> torch.device:
     if cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available()):
         return torch.device("cuda")
     return torch.device("cpu")
+
+
+class NoGpuError(RuntimeError):
+    """A trial that holds GPUs (``resources.gpu`` > 0) where torch sees no CUDA device."""
+
+
+def require_gpu(gpus: float, cfg: TrainConfig, where: str = "") -> None:
+    """Refuse to train on the CPU a trial that asked for ``gpus`` GPUs (``train.device``
+    ``auto`` or ``cuda``) where torch sees none: it would train slowly on the CPU while
+    the GPUs Ray lent it sit idle. ``train.device: cpu`` holds GPUs and trains on the CPU."""
+    if gpus <= 0 or cfg.device == "cpu" or torch.cuda.is_available():
+        return
+    build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    raise NoGpuError(
+        f"resources.gpu is {gpus:g} but torch sees no CUDA device{where} (torch "
+        f"{torch.__version__}, {build}; CUDA_VISIBLE_DEVICES={visible!r}): install a CUDA "
+        "build of torch that matches the node's driver, or set train.device: cpu to train "
+        "on the CPU while holding the GPU")
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def device_facts(device: torch.device, count: int = 1) -> dict[str, str | int]:
+    """What a trial trained on: the device kind (``cuda``/``cpu``/``mps``), its name (the
+    GPU's, or the CPU model) and how many (one per worker)."""
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+    elif device.type == "cpu":
+        name = _cpu_name()
+    else:
+        name = device.type
+    return {"device": device.type, "device_name": name, "device_count": count}
 
 
 def bf16_for(cfg: TrainConfig, device: torch.device) -> bool:

@@ -44,6 +44,9 @@ class TrialStatus(StrEnum):
     """The trial raised."""
     KILLED = "killed"
     """The sweep was interrupted while the trial ran (``--resume`` continues it)."""
+    WAITING = "waiting"
+    """Restarted (``--resume``, a retry) and waiting for the resources of its workers:
+    not training yet (MLflow status ``SCHEDULED``)."""
 
 
 class Role(StrEnum):
@@ -79,6 +82,12 @@ class Tag:
     PARENT: Final = "mlflow.parentRunId"
     NOTE: Final = "mlflow.note.content"
     RAY_TRIAL_ID: Final = "ray.trial_id"
+    DEVICE: Final = "sublayer.device"
+    """The kind of device the trial trained on: ``cuda``, ``cpu`` or ``mps``."""
+    DEVICE_NAME: Final = "sublayer.device_name"
+    """The device's name: the GPU's (``NVIDIA H100 80GB HBM3``) or the CPU model."""
+    DEVICE_COUNT: Final = "sublayer.device_count"
+    """How many devices the trial trained on (one per worker)."""
     ONESHOT_RANK: Final = "sublayer.oneshot_rank"
     """One-shot sweeps: the order's rank under the supernet (1 = best)."""
     ONESHOT_ESTIMATE: Final = "sublayer.oneshot_estimate"

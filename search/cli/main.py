@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from sublayer_search.search.cli.fetch import add_fetch
 from sublayer_search.search.cli.output import bad as _bad
 from sublayer_search.search.cli.spaces import cmd_spaces_sample as _cmd_spaces_sample
 from sublayer_search.search.cli.spaces import spaces_epilog as _spaces_epilog
@@ -21,6 +22,7 @@ from sublayer_search.search.cli.sweep import (
     print_dry_run,
     run_planned,
     too_many_trials,
+    warn_cluster,
 )
 from sublayer_search.spaces.exit_codes import ExitCode, exit_code_help
 
@@ -78,6 +80,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     refused = too_many_trials(args, rows)
     if refused is not None:
         return _bad(refused)
+    warn_cluster(args, plan)
     if args.dry_run:
         print_dry_run(args, plan, rows, notes)
         return ExitCode.OK
@@ -181,8 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     from sublayer_search.analysis.cli import add_arguments
     add_arguments(p)
     p.set_defaults(func=_cmd_analyze)
-    replay_cli.add_replay(sub)
-    export_cli.add_export(sub)
+    for add in (replay_cli.add_replay, export_cli.add_export, add_fetch):
+        add(sub)
     return parser
 
 

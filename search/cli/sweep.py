@@ -19,7 +19,7 @@ from sublayer_search.spaces.exit_codes import ExitCode
 from sublayer_search.spaces.records import FAILED_STATUSES
 
 __all__ = ["ESTIMATED", "MAX_TRIALS", "plan_file", "print_dry_run", "run_planned",
-           "scheduler_line", "too_many_trials"]
+           "scheduler_line", "too_many_trials", "warn_cluster"]
 
 MAX_TRIALS = 10_000
 """A larger plan runs only with ``--yes`` (a typo in a space can ask for millions)."""
@@ -52,6 +52,19 @@ def too_many_trials(args: argparse.Namespace, rows: list[dict[str, Any]]) -> str
             "check it with --dry-run, then run it with --yes")
 
 
+def warn_cluster(args: argparse.Namespace, plan: Any) -> None:
+    """Warnings for a cluster run (an address, or a Slurm job), dry run or not: a SQLite
+    tracking store on a network file system."""
+    from sublayer_search.search.tracking.network_fs import cluster_run, network_fs_warnings
+
+    exp = plan.experiment
+    if not cluster_run(args.address or exp.ray.address):
+        return
+    field = "--tracking-uri" if args.tracking_uri else "tracking.uri"
+    for warning in network_fs_warnings(args.tracking_uri or exp.tracking.uri, field):
+        print(f"sublayer: warning: {warning}", file=sys.stderr)
+
+
 def scheduler_line(exp: Any) -> str:
     """What early stopping the sweep does, for the dry run."""
     spec, every = exp.scheduler, exp.train.eval_every
@@ -71,6 +84,8 @@ def print_dry_run(args: argparse.Namespace, plan: Any, rows: list[dict[str, Any]
                   notes: list[str] | None) -> None:
     """Notes and warnings on stderr; the trial table, the models, the searcher's budget,
     the scheduler, the prior and the queue it orders on stdout."""
+    from sublayer_search.search.cli.disk_estimate import disk_lines
+    from sublayer_search.search.cli.node_fit import fit_lines
     from sublayer_search.search.oneshot.plan import dry_run_footer  # budget, one-shot stages
     from sublayer_search.search.plan.resources import resource_problems
     from sublayer_search.search.searchers.queue import queue_lines
@@ -93,6 +108,13 @@ def print_dry_run(args: argparse.Namespace, plan: Any, rows: list[dict[str, Any]
         print(line)
     print(dry_run_footer(plan))
     print(f"scheduler: {scheduler_line(plan.experiment)}")
+    lines, warnings = fit_lines(plan.experiment, args.address)  # a cluster's nodes
+    for line in lines:
+        print(line)
+    for warning in warnings:
+        print(f"sublayer: warning: {warning}", file=sys.stderr)
+    for line in disk_lines(plan.experiment, rows, approximate=bool(estimate)):
+        print(line)
     for line in queue_lines(plan):  # search.prior: fitted once, at planning
         print(line)
 

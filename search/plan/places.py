@@ -37,3 +37,6 @@ class RaySpec(BaseModel):
     runs (trial state, checkpoints) and the sweep's ``<name>.latest`` pointer."""
     num_cpus: int | None = Field(None, ge=1)
     num_gpus: int | None = Field(None, ge=0)
+    keep_checkpoints: int = Field(1, ge=1)
+    """Checkpoints each trial keeps under ``storage_path`` (its newest N; older ones are
+    deleted once a newer one is safely in Tune's saved state): 1 is enough to resume."""

@@ -30,6 +30,7 @@ from typing import Any, TextIO
 from ray.tune import Callback
 
 from sublayer_search.search.plan.trial import Trial
+from sublayer_search.search.tracking.waiting import Waiting
 from sublayer_search.spaces.records import FAILED_STATUSES, TrialStatus, ended_status
 
 __all__ = ["Snapshot", "render", "snapshot", "SweepProgress", "format_duration",
@@ -59,6 +60,8 @@ class Snapshot:
     """Ended short of their steps: by the scheduler, or by an interrupted sweep."""
     running: int = 0
     failed: int = 0
+    waiting: int = 0
+    """Of the pending: started by Tune, but waiting for their workers' resources."""
     elapsed: float = 0.0
     metric: str = "val_loss"
     best_value: float | None = None
@@ -109,7 +112,9 @@ def render(snap: Snapshot, width: int | None = None) -> str:
     """The progress line; cut to ``width`` characters when given."""
     stopped = f"{snap.stopped} stopped, " if snap.stopped else ""
     parts = [f"sweep {snap.ended}/{snap.total} done: {snap.finished} finished, {stopped}"
-             f"{snap.running} running, {snap.pending} pending, {snap.failed} failed"]
+             f"{snap.running} running, {snap.pending} pending"
+             + (f" ({snap.waiting} waiting for resources)" if snap.waiting else "")
+             + f", {snap.failed} failed"]
     if snap.best_value is not None:
         parts.append(f"best {snap.metric} {snap.best_value:.4g} {snap.best_name} "
                      f"({snap.best_order})")
@@ -131,10 +136,12 @@ def _value(result: dict[str, Any] | None, metric: str) -> float | None:
 
 
 def snapshot(trials: Sequence[Any], *, total: int, metric: str, mode: str,
-             elapsed: float, steps: int | None = None) -> Snapshot:
+             elapsed: float, steps: int | None = None,
+             waiting: frozenset[str] | set[str] = frozenset()) -> Snapshot:
     """A :class:`Snapshot` of Ray Tune trials (``status``, ``config``, ``last_result``);
-    with the planned ``steps``, an ended trial that last reported short of them is stopped."""
-    finished = stopped = running = failed = 0
+    with the planned ``steps``, an ended trial that last reported short of them is stopped.
+    Trials of ``waiting`` (ids) that Tune calls running wait for resources: pending."""
+    finished = stopped = running = failed = held = 0
     done = running_left = 0.0
     best: tuple[float, str | None, str | None] | None = None
     for t in trials:
@@ -156,7 +163,10 @@ def snapshot(trials: Sequence[Any], *, total: int, metric: str, mode: str,
             else:
                 finished += 1
         elif status in ("RUNNING", "PAUSED"):
-            running += 1
+            if getattr(t, "trial_id", None) in waiting:
+                held += 1  # pending: not training
+            else:
+                running += 1
         if result.get("status") in FAILED_STATUSES:
             continue
         v = _value(result, metric)
@@ -169,7 +179,7 @@ def snapshot(trials: Sequence[Any], *, total: int, metric: str, mode: str,
     snap_total = max(total, len(trials))
     pending = max(0, snap_total - finished - stopped - failed - running)
     return Snapshot(total=snap_total, finished=finished, stopped=stopped,
-                    running=running, failed=failed, elapsed=elapsed, metric=metric,
+                    running=running, failed=failed, waiting=held, elapsed=elapsed, metric=metric,
                     steps_done=done,
                     steps_left=running_left + pending * steps if steps is not None else 0.0,
                     best_value=None if best is None else best[0],
@@ -183,8 +193,10 @@ class SweepProgress(Callback):
     def __init__(self, *, total: int, metric: str, mode: str = "min", steps: int | None = None,
                  stream: TextIO | None = None, tty: bool | None = None,
                  tty_every: float = 0.5, line_every: float = 30.0,
-                 end_every: float = 5.0, clock: Callable[[], float] = time.monotonic) -> None:
+                 end_every: float = 5.0, clock: Callable[[], float] = time.monotonic,
+                 several_workers: bool = False) -> None:
         self.total, self.metric, self.mode, self.steps = total, metric, mode, steps
+        self.waiting = Waiting(several_workers)
         self.stream = stream if stream is not None else sys.stderr
         self.tty = self.stream.isatty() if tty is None else tty
         self.every = tty_every if self.tty else line_every
@@ -206,6 +218,8 @@ class SweepProgress(Callback):
         self.__dict__.update(state)
         if self.stream is None:
             self.stream = sys.stderr
+        waiting = state.get("waiting")  # none saved by an older version; none waits yet
+        self.waiting = Waiting(bool(waiting and waiting.several_workers))
 
     def _width(self) -> int | None:
         if not self.tty:
@@ -224,7 +238,7 @@ class SweepProgress(Callback):
         if not force and now - self.last < (self.every if every is None else every):
             return
         snap = snapshot(trials, total=self.total, metric=self.metric, mode=self.mode,
-                        elapsed=now - self.start, steps=self.steps)
+                        elapsed=now - self.start, steps=self.steps, waiting=self.waiting.ids)
         if snap.steps_done != self.work[0]:
             self.work = (snap.steps_done, now)
         snap = replace(snap, rate_time=self.work[1] - self.tune_start, since=now - self.work[1])
@@ -251,12 +265,21 @@ class SweepProgress(Callback):
     def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
         self.show(trials)
 
+    def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        self.waiting.started(trial)
+
+    def on_trial_result(self, iteration: int, trials: list[Any], trial: Any, result: dict,
+                        **info: Any) -> None:
+        self.waiting.reported(trial)
+
     def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any,
                           **info: Any) -> None:
+        self.waiting.ended(trial)
         self.show(trials, every=self.end_every)
 
     def on_trial_error(self, iteration: int, trials: list[Any], trial: Any,
                        **info: Any) -> None:
+        self.waiting.ended(trial)
         self.show(trials, force=True)
 
     def on_experiment_end(self, trials: list[Any], **info: Any) -> None:

@@ -1,4 +1,5 @@
-"""Delete a trial's older checkpoints without forcing Tune to snapshot at each one.
+"""Keep each trial's last ``ray.keep_checkpoints`` checkpoints, deleting older ones
+without forcing Tune to snapshot at each one.
 
 Tune's own retention (``CheckpointConfig(num_to_keep=k)``) forces an experiment snapshot
 whenever a trial has checkpointed ``k`` times since the last one, so that the snapshot
@@ -10,11 +11,12 @@ N × evaluations snapshots of size N, a cost that grows with the square of the s
 So the sweep keeps every checkpoint as far as Tune knows (``num_to_keep=None``: snapshots
 then follow Tune's own period, at most about 5 % of the driver's time), and this callback
 deletes a checkpoint once it is safe: when the same trial has a newer checkpoint that was
-registered at least ``settle_s`` ago. Tune snapshots far more often than that (every 10 s,
+registered at least ``settle_s`` ago, and the trial keeps ``keep`` newer ones (the newest
+``keep`` stay, ``ray.keep_checkpoints``, 1 by default). Tune snapshots far more often than that (every 10 s,
 or 19 times the last snapshot's duration), so the latest snapshot names that newer
 checkpoint or a later one, never the deleted one: a driver killed at any moment resumes.
 When the sweep ends with every trial ended, Tune has written its final snapshot, and
-every checkpoint but each trial's newest goes.
+every checkpoint but each trial's newest ``keep`` goes.
 """
 
 from __future__ import annotations
@@ -50,10 +52,14 @@ _ENDED = frozenset({"TERMINATED", "ERROR"})
 
 
 class CheckpointRetention(Callback):
-    """Driver-side: keep each trial's newest checkpoint, delete the older ones when safe."""
+    """Driver-side: keep each trial's newest ``keep`` checkpoints, delete the older ones
+    when safe."""
 
-    def __init__(self, *, settle_s: float | None = None,
+    def __init__(self, *, keep: int = 1, settle_s: float | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
+        if keep < 1:
+            raise ValueError(f"keep must be at least 1 (got {keep})")
+        self.keep = keep
         self.settle_s = default_settle_s() if settle_s is None else settle_s
         self.clock = clock
         self._held: dict[str, list[tuple[float, Any]]] = {}  # trial id -> (registered, ckpt)
@@ -77,13 +83,15 @@ class CheckpointRetention(Callback):
         while self._arrivals and self._arrivals[0][0] <= settled:
             _, tid = self._arrivals.popleft()
             held = self._held.get(tid, [])
-            # everything older than the trial's newest settled checkpoint can go
-            self._drop(tid, sum(1 for at, _ in held if at <= settled) - 1)
+            # everything older than the trial's newest settled checkpoint can go, as long
+            # as the trial keeps its newest `keep`
+            self._drop(tid, min(sum(1 for at, _ in held if at <= settled) - 1,
+                                len(held) - self.keep))
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         if all(str(getattr(t, "status", "")) in _ENDED for t in trials):
             for tid, held in self._held.items():
-                self._drop(tid, len(held) - 1)
+                self._drop(tid, len(held) - self.keep)
 
     def _drop(self, tid: str, count: int) -> None:
         """Delete the ``count`` oldest checkpoints Tune registered for trial ``tid``."""

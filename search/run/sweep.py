@@ -28,6 +28,7 @@ from sublayer_search.search.plan.problems import ExperimentError, Problem
 from sublayer_search.search.plan.storage import Storage
 from sublayer_search.search.plan.sweep_plan import SweepPlan, trial_table
 from sublayer_search.search.run.local_ray import shutdown_ray, start_local_ray
+from sublayer_search.search.run.node_data import check_node_data
 from sublayer_search.search.run.reuse import reuse_finished
 from sublayer_search.search.run.state_format import legacy_trials
 from sublayer_search.search.run.tuning import (
@@ -237,11 +238,14 @@ class SweepRun:
         started = connect(self.plan, self.address)
         try:
             check_cluster(self.plan)
+            if self.address:  # a cluster: its nodes read the corpus from their own disks
+                check_node_data(self.plan)
             self.open()
             callback = self.restore_or_start()
             results, interrupted = self.fit(callback)
             return SweepOutcome(experiment_id=self.exp_id, parent_run_id=self.parent_id,
-                                ray_run=self.ray_run, trials=result_rows(results, self.plan),
+                                ray_run=self.ray_run,
+                                trials=result_rows(results, self.plan, callback.waiting.ids),
                                 reused=len(self.reused), interrupted=interrupted)
         finally:
             if started:

@@ -16,6 +16,7 @@ import ray
 from ray import tune
 
 from sublayer_search.models.checkpoint import load_checkpoint
+from sublayer_search.models.optim import device_facts, device_for, require_gpu
 from sublayer_search.search.plan.sweep_plan import SweepPlan
 from sublayer_search.search.plan.trial import Trial
 from sublayer_search.spaces.records import STATUS_KEY, TrialStatus
@@ -57,19 +58,25 @@ def train_trial(config: dict[str, Any], plan: SweepPlan) -> None:
             resumed_from, held = int(state["step"]), dict(state.get("metrics") or {})
 
         node_id = ray.get_runtime_context().get_node_id()
-        where = {"node_id": node_id, "node_ip": _node_ip(node_id),
-                 "gpu_ids": ",".join(str(g) for g in ray.get_gpu_ids()),
-                 "resumed_from_step": resumed_from}
+        where: dict[str, Any] = {"node_id": node_id, "node_ip": _node_ip(node_id),
+                                 "gpu_ids": ",".join(str(g) for g in ray.get_gpu_ids()),
+                                 "resumed_from_step": resumed_from}
+        workers = plan.experiment.resources.workers
+        if workers == 1:  # a multi-worker trial's workers hold the devices (run/workers.py)
+            require_gpu(plan.experiment.resources.gpu, spec.train,
+                        f" on node {where['node_ip']} (Ray lent GPU(s) {where['gpu_ids']})")
+            where.update(device_facts(device_for(spec.train)))
 
         def report(metrics: dict[str, Any], checkpoint: str | None = None) -> None:
             ckpt = tune.Checkpoint.from_directory(checkpoint) if checkpoint else None
             tune.report({**metrics, **where}, checkpoint=ckpt)
 
-        if held and resumed_from < spec.train.steps:
+        if held and resumed_from < spec.train.steps and workers == 1:
             # the evaluation this checkpoint was saved at: the driver may have died before
-            # recording it (the tracker skips steps it already has)
+            # recording it (the tracker skips steps it already has); several workers report
+            # it once they are up, which tells the driver the trial trains again
             report({**held, STATUS_KEY: TrialStatus.RUNNING.value})
-        if plan.experiment.resources.workers > 1:  # Ray Train workers run the loop
+        if workers > 1:  # Ray Train workers run the loop
             from sublayer_search.search.run.workers import train_on_workers
 
             train_on_workers(trial, plan, where, restored)

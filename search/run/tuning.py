@@ -24,7 +24,7 @@ from sublayer_search.search.run.workers import TRIAL_RESOURCES, WholeTrials
 from sublayer_search.search.searchers.registry import search_algorithm
 from sublayer_search.search.searchers.tune import make_searcher
 from sublayer_search.search.tracking.callback import MlflowTracking
-from sublayer_search.spaces.records import ended_status
+from sublayer_search.spaces.records import TrialStatus, ended_status
 
 __all__ = ["CREDENTIAL_ENV", "SigintWatch", "incomplete", "keep_credentials_out_of_trials",
            "make_tuner", "restored_tuner", "result_rows"]
@@ -94,8 +94,9 @@ def make_tuner(plan: SweepPlan, ray_run: str, callback: MlflowTracking) -> tune.
         run_config=tune.RunConfig(
             name=ray_run, **Storage.of(exp.ray.storage_path).ray_options(),  # or s3://…
             callbacks=[callback, SweepProgress(total=num_samples, metric=plan.metric,
-                                               mode=plan.mode, steps=exp.train.steps),
-                       CheckpointRetention()],
+                                               mode=plan.mode, steps=exp.train.steps,
+                                               several_workers=res.workers > 1),
+                       CheckpointRetention(keep=exp.ray.keep_checkpoints)],
             failure_config=tune.FailureConfig(max_failures=exp.failure.retries),
             # every checkpoint is kept as far as Tune knows, so that it never forces a
             # snapshot of the whole sweep per checkpoint; CheckpointRetention prunes them
@@ -116,11 +117,11 @@ def restored_tuner(plan: SweepPlan, storage: Storage, ray_run: str,
                                resume_unfinished=True, resume_errored=False,
                                restart_errored=False,
                                storage_filesystem=options.get("storage_filesystem"))
-    _use_callback(tuner, callback)
+    _use_callback(tuner, callback, keep=plan.experiment.ray.keep_checkpoints)
     return tuner
 
 
-def _use_callback(tuner: tune.Tuner, callback: MlflowTracking) -> None:
+def _use_callback(tuner: tune.Tuner, callback: MlflowTracking, *, keep: int) -> None:
     """Tune restores the callbacks pickled when the sweep started; track with this run's
     instead (its tracking URI and outage limit, the runs its backlog replay found)."""
     inner = getattr(tuner, "_local_tuner", None)
@@ -128,18 +129,26 @@ def _use_callback(tuner: tune.Tuner, callback: MlflowTracking) -> None:
     if config is not None and config.callbacks:
         config.callbacks = [callback if isinstance(c, MlflowTracking) else c
                             for c in config.callbacks]
+        for c in config.callbacks:  # this file's ray.keep_checkpoints, not the saved one
+            if isinstance(c, CheckpointRetention):
+                c.keep = keep
 
 
-def result_rows(results: Any, plan: SweepPlan) -> list[dict[str, Any]]:
-    """One row per Ray trial: name, order, seed, family, status, steps, metric, best."""
+def result_rows(results: Any, plan: SweepPlan,
+                waiting: set[str] | frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """One row per Ray trial: name, order, seed, family, status, steps, metric, best
+    (``waiting``: ids of trials that waited for resources when the sweep stopped)."""
     rows = []
     for res in results:
         trial: Trial[Any] = (res.config or {})["trial"]
         last = res.metrics or {}
+        status = ("failed" if res.error else TrialStatus.WAITING.value
+                  if last.get("trial_id") in waiting
+                  else str(ended_status(last, plan.experiment.train.steps)))
         rows.append({
             "name": trial.name, "order": trial.order, "seed": trial.seed,
             "family": "baseline" if trial.baseline else trial.space,
-            "status": "failed" if res.error else str(ended_status(last, plan.experiment.train.steps)),
+            "status": status,
             "steps": last.get("step"), plan.metric: last.get(plan.metric),
             f"best_{plan.metric}": last.get(f"best_{plan.metric}"),
         })

@@ -101,11 +101,17 @@ def _worker_loop(config: dict[str, Any]) -> None:
     """Runs on every worker: the one training loop as one of N (Ray Train set up the group)."""
     plan: SweepPlan = config["plan"]
     trial: Trial = config["trial"]
+    from sublayer_search.models.optim import device_facts, device_for, require_gpu
     from sublayer_search.models.training_loop import use_threads
 
     context = train.get_context()
     use_threads(max(1, int(config["cpus_per_worker"])))
     lead = context.get_world_rank() == 0
+    spec = trial.planned_spec()
+    require_gpu(plan.experiment.resources.gpu, spec.train,
+                f" on worker {context.get_world_rank()} of {context.get_world_size()} "
+                f"(node {ray.util.get_node_ip_address()})")
+    where = {**config["where"], **device_facts(device_for(spec.train), context.get_world_size())}
     with tempfile.TemporaryDirectory(prefix="sublayer-worker-") as work:
         resume = None
         restored = train.get_checkpoint() or config.get("restored")
@@ -114,10 +120,27 @@ def _worker_loop(config: dict[str, Any]) -> None:
 
         def report(metrics: dict[str, Any], checkpoint: str | None = None) -> None:
             ckpt = train.Checkpoint.from_directory(checkpoint) if checkpoint and lead else None
-            train.report({**metrics, **config["where"]}, checkpoint=ckpt)
+            train.report({**metrics, **where}, checkpoint=ckpt)
 
-        plan.task.fit(trial.planned_spec(), report, checkpoint_dir=os.path.join(work, "ckpt"),
+        if resume is not None and train.get_checkpoint() is None:
+            _report_restored(resume, spec.train.steps, report)
+
+        plan.task.fit(spec, report, checkpoint_dir=os.path.join(work, "ckpt"),
                       resume_from=resume)
+
+
+def _report_restored(folder: str, steps: int, report: Any) -> None:
+    """A restored Tune trial's workers are up: report again the evaluation its checkpoint
+    holds (the driver may have died before recording it; the tracker skips steps it
+    has). This first report also tells the driver the trial trains again, no longer
+    waiting for its workers' resources (:mod:`~sublayer_search.search.tracking.waiting`)."""
+    from sublayer_search.models.checkpoint import load_checkpoint
+    from sublayer_search.spaces.records import STATUS_KEY, TrialStatus
+
+    state = load_checkpoint(folder)
+    held = dict(state.get("metrics") or {})
+    if held and int(state["step"]) < steps:
+        report({**held, STATUS_KEY: TrialStatus.RUNNING.value})
 
 
 def train_on_workers(trial: Trial, plan: SweepPlan, where: dict[str, Any],

@@ -9,9 +9,11 @@ the searchers, Ray and MLflow are the same for every task. Add a task by subclas
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 import pydantic
@@ -83,6 +85,10 @@ def validate_section(cls: type[SectionT], raw: Any, prefix: str,
     return None
 
 
+FETCH_HINT = "`sublayer fetch <this experiment file>`, with the SUBLAYER_DATA_DIR the nodes read"
+"""The command that puts a sweep's corpus on disk before it runs (``sublayer fetch``)."""
+
+
 def obtain_corpus(name: str, on_disk: Callable[[], object], download: Callable[[], object],
                   problems: list[Problem], notes: list[str] | None, where: str = "", *,
                   downloadable: bool = True) -> bool:
@@ -107,9 +113,25 @@ def obtain_corpus(name: str, on_disk: Callable[[], object], download: Callable[[
     try:
         download()
     except DataError as exc:
-        problems.append(Problem("data.name", name, f"an available corpus: {exc}"))
+        problems.append(Problem("data.name", name, f"an available corpus: {exc} (where the "
+                                "nodes cannot download, fetch it first where they can, on a "
+                                f"login node: {FETCH_HINT})"))
         return False
     return True
+
+
+def fetch_into_data_dir(data: Any, resolve: Callable[[Any], Mapping[str, Any]]) -> list[Path]:
+    """Put the corpus of ``data`` on disk where trials read it: found where it is, else
+    downloaded into the data folder (``data.data_dir``, else ``$SUBLAYER_DATA_DIR``) when
+    one is set, else into the cache. ``resolve`` finds (and downloads) its files; the
+    files found (a pair per split for a parallel corpus) are returned."""
+    from sublayer_search.models.data.download import data_root
+
+    root = data_root(data)
+    target = dataclasses.replace(data, cache_dir=str(root)) if root is not None and \
+        getattr(data, "path", None) is None else data
+    found = resolve(target)
+    return [p for value in found.values() for p in (value if isinstance(value, tuple) else (value,))]
 
 
 class Task(ABC, Generic[ModelT, DataT, ExtraT, SpecT]):
@@ -156,6 +178,16 @@ class Task(ABC, Generic[ModelT, DataT, ExtraT, SpecT]):
         """Model settings the template does not hold (hashed with it, so reuse never takes
         a run trained with other ones); none by default."""
         return {}
+
+    def corpus_on_disk(self, data: DataT) -> list[Path]:
+        """The files of the corpus a trial reads, found on disk here (nothing downloaded);
+        raises ``DataError`` naming what is missing. A task whose data has no files: []."""
+        return []
+
+    def fetch_corpus(self, data: DataT) -> list[Path]:
+        """Put the corpus on disk here (:func:`fetch_into_data_dir`): its files. Raises
+        ``DataError`` when it is missing and cannot be downloaded."""
+        return []
 
     @abstractmethod
     def metric(self, data: DataT) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sublayer_search.models.accounting import flops_per_token, param_count
@@ -28,7 +29,12 @@ if TYPE_CHECKING:
     from sublayer_search.models.training_loop import FitResult, Report
 
 from sublayer_search.search.plan.problems import Problem, problems_from
-from sublayer_search.search.tasks.base import Task, obtain_corpus, validate_section
+from sublayer_search.search.tasks.base import (
+    Task,
+    fetch_into_data_dir,
+    obtain_corpus,
+    validate_section,
+)
 from sublayer_search.search.tasks.registry import register
 
 __all__ = ["LMTask"]
@@ -71,6 +77,12 @@ class LMTask(Task[ModelConfig, DataConfig, None, TrialSpec]):
         if raw:
             problems.append(Problem("translation", raw, "no translation section in an lm "
                                     "experiment (set task: translation)"))
+
+    def corpus_on_disk(self, data: DataConfig) -> list[Path]:
+        return list(resolve_files(replace(data, download=False), get_spec(data.name)).values())
+
+    def fetch_corpus(self, data: DataConfig) -> list[Path]:
+        return fetch_into_data_dir(data, lambda cfg: resolve_files(cfg, get_spec(cfg.name)))
 
     def metric(self, data: DataConfig) -> str:
         return main_metric(data.resolved_level)

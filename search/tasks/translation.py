@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sublayer_search.models.data.download import cache_root
@@ -44,7 +45,12 @@ if TYPE_CHECKING:
     from sublayer_search.models.training_loop import FitResult, Report
 
 from sublayer_search.search.plan.problems import Problem, from_exception, problems_from
-from sublayer_search.search.tasks.base import Task, obtain_corpus, validate_section
+from sublayer_search.search.tasks.base import (
+    Task,
+    fetch_into_data_dir,
+    obtain_corpus,
+    validate_section,
+)
 from sublayer_search.search.tasks.registry import register
 
 __all__ = ["TranslationTask"]
@@ -95,6 +101,13 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
 
     def extra(self, raw: dict[str, Any], problems: list[Problem]) -> TranslationConfig | None:
         return validate_section(TranslationConfig, raw, "translation", problems)
+
+    def corpus_on_disk(self, data: ParallelDataConfig) -> list[Path]:
+        return [p for pair in resolve_parallel_files(replace(data, download=False)).values()
+                for p in pair]
+
+    def fetch_corpus(self, data: ParallelDataConfig) -> list[Path]:
+        return fetch_into_data_dir(data, resolve_parallel_files)
 
     def metric(self, data: ParallelDataConfig) -> str:
         return "val_bleu"

@@ -29,12 +29,16 @@ from sublayer_search.search.tracking.buffer import WriteBuffer, short_http_retri
 from sublayer_search.search.tracking.files import checkpoint_uri, local_copy
 from sublayer_search.search.tracking.runs import environment_tags, metrics_of
 from sublayer_search.search.tracking.values import chunks, model_dict, param_value
+from sublayer_search.search.tracking.waiting import Waiting
 from sublayer_search.spaces.records import Role, Tag, TrialStatus, ended_status, final
 
 __all__ = ["MlflowTracking", "RESTARTS"]
 
 RESTARTS = "sublayer.restarts"
 """Tag: how often Ray restarted the trial after a failure (a lost node, a crash)."""
+DEVICE_TAGS = {"device": Tag.DEVICE, "device_name": Tag.DEVICE_NAME,
+               "device_count": Tag.DEVICE_COUNT}
+"""The trainable's reported device facts and the run tags they become."""
 _HISTORY_KEY = "val_loss"  # the metric every task reports at every evaluation
 
 
@@ -59,6 +63,8 @@ class MlflowTracking(Callback):
         self._restarts: dict[str, int] = {}
         self._done: set[str] = set()
         self._env = environment_tags()
+        self.waiting = Waiting(plan.experiment.resources.workers > 1)
+        """Started trials that wait for their workers' resources (MLflow: SCHEDULED)."""
         self.buffer = WriteBuffer(
             self._apply,
             limit_s=spec.outage_limit_s if outage_limit_s is None else outage_limit_s,
@@ -115,6 +121,9 @@ class MlflowTracking(Callback):
             with local_copy(op["dir"]) as folder:  # an object store's: downloaded first
                 if folder is not None:
                     self.client.log_artifacts(run_id, str(folder), op["path"])
+        elif kind == "status":  # waiting for resources (SCHEDULED) or training again
+            self.client.update_run(run_id, status=op["status"])
+            self.client.set_tag(run_id, Tag.STATUS, op["tag"])
         elif kind == "end":
             self.client.set_terminated(run_id, status=op["status"])
         else:
@@ -206,6 +215,9 @@ class MlflowTracking(Callback):
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._open_trial(trial)
+        if self.waiting.started(trial):
+            self._submit({"op": "status", "trial": trial.trial_id, "status": "SCHEDULED",
+                          "tag": TrialStatus.WAITING.value})
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
         if len(self.buffer):
@@ -241,12 +253,17 @@ class MlflowTracking(Callback):
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict,
                         **info: Any) -> None:
         self._open_trial(trial)
+        if self.waiting.reported(trial):
+            self._submit({"op": "status", "trial": trial.trial_id, "status": "RUNNING",
+                          "tag": TrialStatus.RUNNING.value})
         self._seen_in(trial, result)
         tags: dict[str, str] = {}
         if trial.trial_id not in self._placed and "node_id" in result:
             self._placed.add(trial.trial_id)
             tags = {f"ray.{k}": param_value(result.get(k)) for k in ("node_id", "node_ip", "gpu_ids")}
             tags[Tag.RESUMED_FROM_STEP] = str(result.get("resumed_from_step", 0))
+            tags.update({tag: param_value(result[key]) for key, tag in DEVICE_TAGS.items()
+                         if key in result})
         step = int(result.get("step", result.get("training_iteration", 0)))
         now = int(time.time() * 1000)
         metrics = [[k, v, now, step] for k, v in metrics_of(result).items()]
@@ -257,6 +274,7 @@ class MlflowTracking(Callback):
     def _finish(self, trial: Any, status: TrialStatus, mlflow_status: str,
                 extra: dict[str, str]) -> None:
         self._open_trial(trial)
+        self.waiting.ended(trial)
         tid = trial.trial_id
         last = trial.last_result or {}
         metric = self.plan.metric

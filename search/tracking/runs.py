@@ -31,7 +31,8 @@ from sublayer_search.spaces.records import Role, Tag, TrialStatus
 __all__ = ["open_sweep_run", "close_sweep", "finished_trials", "ensure_store",
            "environment_tags", "PLACEMENT_KEYS", "metrics_of"]
 
-PLACEMENT_KEYS = ("node_id", "node_ip", "gpu_ids", "resumed_from_step")
+PLACEMENT_KEYS = ("node_id", "node_ip", "gpu_ids", "resumed_from_step", "device",
+                  "device_name", "device_count")
 """What the trainable adds to each report about where the trial runs (tags, not metrics)."""
 _NOT_METRICS = frozenset({*AUTO_RESULT_KEYS, *PLACEMENT_KEYS, "step", "done", "trial_id",
                           "experiment_tag", "should_checkpoint", "experiment_id"})

@@ -192,9 +192,11 @@ def _alive_nodes(address: str, env: Mapping[str, str]) -> int:
 
 @contextlib.contextmanager
 def ray_cluster(home: Path, *, nodes: int = 2, cpus: int = 2, gpus: int = 1,
-                timeout: float = 90.0, **env_overrides: str) -> Iterator[RayCluster]:
+                timeout: float = 90.0, worker_env: Mapping[str, str] | None = None,
+                **env_overrides: str) -> Iterator[RayCluster]:
     """A head and ``nodes - 1`` workers on 127.0.0.1, each a ``ray start --block`` we own
-    (its environment: :func:`subprocess_env` with ``env_overrides``)."""
+    (its environment: :func:`subprocess_env` with ``env_overrides``); ``worker_env`` is
+    added to the workers' environment (a node set up differently)."""
     env = subprocess_env(home, **env_overrides)
     port = free_port()
     address = f"127.0.0.1:{port}"
@@ -213,7 +215,7 @@ def ray_cluster(home: Path, *, nodes: int = 2, cpus: int = 2, gpus: int = 1,
             log = home / f"ray-worker{i}.log"
             cluster.logs.append(log)
             cluster.procs.append(start([RAY, "start", f"--address={address}", *common],
-                                       env=env, log=log))
+                                       env={**env, **(worker_env or {})}, log=log))
         deadline = time.monotonic() + timeout
         seen = 0
         while time.monotonic() < deadline:

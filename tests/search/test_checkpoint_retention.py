@@ -86,3 +86,37 @@ def test_a_checkpoint_already_gone_is_no_error(tmp_path):
     clock.now += 5
     cb.on_step_end(0, [])
     assert [p.name for p in (tmp_path / "a").iterdir()] == ["checkpoint_000001"]
+
+
+def test_keep_n_keeps_each_trials_newest_n(tmp_path):
+    """``ray.keep_checkpoints: 2``: settled older checkpoints go, the newest two stay."""
+    clock = Clock()
+    cb = CheckpointRetention(keep=2, settle_s=10, clock=clock)
+    trial = SimpleNamespace(trial_id="a", status="RUNNING")
+    for i in range(4):
+        _save(cb, tmp_path, trial, i)
+        clock.now += 20
+    cb.on_step_end(0, [])  # all four settled: the newest two stay
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == [
+        "checkpoint_000002", "checkpoint_000003"]
+    _save(cb, tmp_path, trial, 4)
+    cb.on_step_end(0, [])  # 4 has not settled: 2 stays too (older than the newest settled)
+    assert len(list((tmp_path / "a").iterdir())) == 3
+    trial.status = "TERMINATED"
+    cb.on_experiment_end([trial])
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == [
+        "checkpoint_000003", "checkpoint_000004"]
+    assert cb.deleted == 3
+
+
+def test_keep_checkpoints_is_validated(tmp_path):
+    import pytest
+
+    from sublayer_search.search.plan.places import RaySpec
+
+    assert RaySpec().keep_checkpoints == 1
+    assert RaySpec(keep_checkpoints=3).keep_checkpoints == 3
+    with pytest.raises(ValueError, match="keep_checkpoints"):
+        RaySpec(keep_checkpoints=0)
+    with pytest.raises(ValueError, match="at least 1"):
+        CheckpointRetention(keep=0)

@@ -22,7 +22,8 @@ ORDERS = ["sfsf", "ssff", "ffss", "fsfs"]
 # trials ended before the other node's actors were up (actor start-up is 8-15 s on two
 # busy cores), every trial would run on one node. ~300 steps keep the trials running
 # past that start-up skew; the model is still the two-layer debug one.
-TRAIN = {"steps": 300, "batch_size": 8, "eval_every": 150, "eval_batches": 2}
+# device cpu: the fake GPUs are held for scheduling only (torch here has no CUDA)
+TRAIN = {"steps": 300, "batch_size": 8, "eval_every": 150, "eval_batches": 2, "device": "cpu"}
 
 
 def _overlap(a: object, b: object) -> bool:
@@ -38,7 +39,7 @@ def test_sweep_shares_fractional_gpus_across_two_nodes(tmp_path: Path) -> None:
     with scratch("sublayer-home") as home, ray_cluster(home, nodes=2, cpus=2, gpus=1) as cluster:
         log = tmp_path / "sweep.log"
         done = run_cli(["sweep", str(exp_file), "--address", cluster.address], env=cluster.env,
-                       log=log, timeout=110)
+                       log=log, timeout=240)  # the node data check adds a worker start per node
         assert done.returncode == 0, f"sweep failed ({done.returncode}):\n{tail(log)}"
 
     client = MlflowClient(tracking_uri=uri)

@@ -16,11 +16,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import scratch, tail, write_experiment
+from helpers import TINY_TRAIN, scratch, tail, write_experiment
 from mlflow.tracking import MlflowClient
 from test_slurm_template import SLURM, job_env, run_job, standins
 
 NODE_SH = SLURM / "ray-node.sh"
+CPU_TRAIN = {**TINY_TRAIN, "device": "cpu"}
+"""The fake GPUs are held for scheduling; torch here has no CUDA, so the trials say cpu."""
 
 # records each `ray start`: its arguments, the node, its temp folder's mode, and whether
 # the job's GPU request variables reached the step; ends once both nodes have recorded
@@ -117,7 +119,7 @@ def _job(tmp_path: Path, home: Path, sbatch: str, **slurm: str) -> tuple[int, st
     """Run ``sbatch`` with the ray stand-in; (status, the job's output, its folder)."""
     exp = write_experiment(tmp_path, "slurm_gpus", orders=["sfsf"],
                            tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
-                           resources={"cpu": 1, "gpu": 1})
+                           resources={"cpu": 1, "gpu": 1}, train=CPU_TRAIN)
     bin_dir = standins(tmp_path, {"ray": RAY})
     job_id = f"{os.getpid()}2"
     env = job_env(home, tmp_path, bin_dir, exp, job_id, RAY_LOG=str(tmp_path / "ray.log"),
@@ -217,7 +219,7 @@ def test_a_gpu_job_gives_ray_the_gpus_slurm_granted(tmp_path):
     whose trials each ask for one GPU runs to the end on it."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     exp = write_experiment(tmp_path, "slurm_gpus", orders=["sfsf", "ssff"], tracking_uri=uri,
-                           resources={"cpu": 1, "gpu": 1})
+                           resources={"cpu": 1, "gpu": 1}, train=CPU_TRAIN)
     bin_dir = standins(tmp_path)
     log = tmp_path / "job.log"
     with scratch("sublayer-home") as home:
