@@ -103,10 +103,11 @@ def run_planned(args: argparse.Namespace, plan: Any, rows: list[dict[str, Any]])
     from sublayer_search.search.cli.output import bad
     from sublayer_search.search.oneshot.stage_one import OneShotError
     from sublayer_search.search.plan.problems import ExperimentError
-    from sublayer_search.search.run.progress import starting_line
+    from sublayer_search.search.run.progress import line_width, starting_line
     from sublayer_search.search.run.sweep import TrackingOutage, run_sweep
 
-    print(starting_line(len(rows), plan.metric), file=sys.stderr, flush=True)
+    print(starting_line(len(rows), plan.metric, line_width(sys.stderr)), file=sys.stderr,
+          flush=True)
     from sublayer_search.search.tracking.links import program
 
     try:
