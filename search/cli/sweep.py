@@ -57,8 +57,8 @@ def scheduler_line(exp: Any) -> str:
     spec, every = exp.scheduler, exp.train.eval_every
     if spec.type == "fifo":  # the default: studies compare every trial's final value
         return ("fifo (no early stopping: every trial trains all its steps, as studies of "
-                "every order need; to search, `scheduler: {type: curve}` stops the hopeless "
-                "and kept the true top 3 on every recorded study: docs/search.md)")
+                "every order need; to search, `scheduler: {type: curve}` stops hopeless trials "
+                "early, and on every recorded study it kept the true top 3: docs/search.md)")
     grace = f"grace {spec.grace_period} evaluation(s) ({spec.grace_period * every} steps)"
     if spec.type == "asha":
         rule = f"asha, {grace}, reduction factor {spec.reduction_factor:g}"
