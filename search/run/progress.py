@@ -1,7 +1,7 @@
 """Live sweep progress on the terminal: a Ray Tune callback in the driver.
 
-One line: trials finished / stopped (early, by the scheduler) / running / pending / failed
-of the total, the best result so far with its trial name and order, the wall time since the
+One line: trials finished / stopped (early, by the scheduler) / killed (by Ctrl-C) /
+running / pending / failed of the total, the best result so far with its trial name and order, the wall time since the
 sweep command started and an ETA. On a TTY the line fits the terminal's width (the counts,
 the best value, elapsed and ETA first; the rest only if there is room) and is redrawn in place (at most every ``tty_every`` seconds); otherwise (a log file, CI) a
 line is printed when a trial ends (at most every ``end_every`` seconds: a sweep of
@@ -75,6 +75,8 @@ class Snapshot:
     finished: int = 0
     stopped: int = 0
     """Ended short of their steps by the scheduler (early stopping)."""
+    killed: int = 0
+    """Ended by an interrupted sweep (Ctrl-C) before their last step: ``--resume`` trains them."""
     running: int = 0
     failed: int = 0
     elapsed: float = 0.0
@@ -97,7 +99,7 @@ class Snapshot:
 
     @property
     def pending(self) -> int:
-        return max(0, self.total - self.ended - self.running)
+        return max(0, self.total - self.ended - self.running - self.killed)
 
     @property
     def eta(self) -> float | None:
@@ -129,6 +131,7 @@ def render(snap: Snapshot, width: int | None = None) -> str:
     then shorter counts; a line that still does not fit is cut with ``…``."""
     counts = (f"sweep {snap.ended}/{snap.total} done: {snap.finished} finished, "
               + (f"{snap.stopped} stopped, " if snap.stopped else "")
+              + (f"{snap.killed} killed, " if snap.killed else "")
               + f"{snap.running} running, {snap.pending} pending, {snap.failed} failed")
     short = f"{snap.ended}/{snap.total} done, {snap.running} running, {snap.failed} failed"
     value = "-" if snap.best_value is None else f"{snap.best_value:.4g}"
@@ -157,7 +160,7 @@ def snapshot(trials: Sequence[Any], *, total: int, metric: str, mode: str,
              elapsed: float, steps: int | None = None) -> Snapshot:
     """A :class:`Snapshot` of Ray Tune trials (``status``, ``config``, ``last_result``);
     with the planned ``steps``, an ended trial that last reported short of them is stopped."""
-    finished = stopped = running = failed = 0
+    finished = stopped = killed = running = failed = 0
     done = running_left = 0.0
     best: tuple[float, str | None, str | None] | None = None
     for t in trials:
@@ -173,6 +176,8 @@ def snapshot(trials: Sequence[Any], *, total: int, metric: str, mode: str,
         if status == "ERROR" or (status == "TERMINATED" and result.get("status") in
                                  FAILED_STATUSES):
             failed += 1
+        elif status == "TERMINATED" and result.get("done") is False:  # ended by Ctrl-C
+            killed += 1
         elif status == "TERMINATED":
             if steps is not None and ended_status(result, steps) == TrialStatus.STOPPED:
                 stopped += 1
@@ -190,8 +195,8 @@ def snapshot(trials: Sequence[Any], *, total: int, metric: str, mode: str,
                                                      else v > best[0])):
             best = (v, planned.name, planned.order)
     snap_total = max(total, len(trials))
-    pending = max(0, snap_total - finished - stopped - failed - running)
-    return Snapshot(total=snap_total, finished=finished, stopped=stopped,
+    pending = max(0, snap_total - finished - stopped - killed - failed - running)
+    return Snapshot(total=snap_total, finished=finished, stopped=stopped, killed=killed,
                     running=running, failed=failed, elapsed=elapsed, metric=metric,
                     steps_done=done,
                     steps_left=running_left + pending * steps if steps is not None else 0.0,

@@ -3,6 +3,7 @@ one, whether Ctrl-C stopped it, and one row per trial of its results."""
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 from typing import Any
@@ -23,9 +24,28 @@ from sublayer_search.search.run.workers import TRIAL_RESOURCES, WholeTrials
 from sublayer_search.search.searchers.registry import search_algorithm
 from sublayer_search.search.searchers.tune import make_searcher
 from sublayer_search.search.tracking.callback import MlflowTracking
-from sublayer_search.spaces.records import ended_status
+from sublayer_search.spaces.records import TrialStatus, ended_status
 
-__all__ = ["SigintWatch", "incomplete", "make_tuner", "restored_tuner", "result_rows"]
+__all__ = ["SigintWatch", "incomplete", "make_tuner", "quiet_ray_resume_advice",
+           "restored_tuner", "result_rows"]
+
+PENDING = "pending"
+"""The closing table's status of a trial an interrupted sweep never started."""
+
+
+class _NoResumeAdvice(logging.Filter):
+    """Drops Tune's "Resume experiment with: Tuner.restore(...)" warning: the sweep
+    prints the one command that resumes it (``--resume``, or ``make run RESUME=1``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Tuner.restore(" not in record.getMessage()
+
+
+def quiet_ray_resume_advice() -> None:
+    """Install :class:`_NoResumeAdvice` on the logger Tune warns through (once)."""
+    logger = logging.getLogger("ray.tune.tune")
+    if not any(isinstance(f, _NoResumeAdvice) for f in logger.filters):
+        logger.addFilter(_NoResumeAdvice())
 
 
 def _scheduler(plan: SweepPlan) -> Any:
@@ -115,11 +135,24 @@ def result_rows(results: Any, plan: SweepPlan) -> list[dict[str, Any]]:
         rows.append({
             "name": trial.name, "order": trial.order, "seed": trial.seed,
             "family": "baseline" if trial.baseline else trial.space,
-            "status": "failed" if res.error else str(ended_status(last, plan.experiment.train.steps)),
+            "status": _status(res.error, last, plan.experiment.train.steps),
             "steps": last.get("step"), plan.metric: last.get(plan.metric),
             f"best_{plan.metric}": last.get(f"best_{plan.metric}"),
         })
     return sorted(rows, key=lambda r: (str(r["family"]), str(r["name"])))
+
+
+def _status(error: Any, last: dict[str, Any], steps: int) -> str:
+    """How a trial ended, as MLflow's tag says it: failed; killed (an interrupted sweep
+    stopped it before Tune marked its last result ``done``); pending (never started);
+    else diverged, stopped (early, by the scheduler) or finished."""
+    if error:
+        return str(TrialStatus.FAILED)
+    if not last:
+        return PENDING
+    if last.get("done") is False:  # Tune marks the last result of an ended trial done
+        return str(TrialStatus.KILLED)
+    return str(ended_status(last, steps))
 
 
 def incomplete(results: Any, plan: SweepPlan) -> bool:

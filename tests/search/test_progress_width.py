@@ -15,7 +15,13 @@ import pytest
 
 from sublayer_search.search.plan.trial import Trial
 from sublayer_search.search.plan.variant import Variant
-from sublayer_search.search.run.progress import Snapshot, SweepProgress, render, starting_line
+from sublayer_search.search.run.progress import (
+    Snapshot,
+    SweepProgress,
+    render,
+    snapshot,
+    starting_line,
+)
 
 NAME, ORDER = "perm03@seed0", "sssfsfffsfsfsfsf"
 
@@ -126,3 +132,17 @@ def test_render_drops_the_extras_before_the_essentials() -> None:
     assert len(render(snap, 12)) == 12 and render(snap, 12).endswith("…")
     assert len(starting_line(10, "val_bpc", 79)) <= 79
     assert starting_line(10, "val_bpc").endswith("| starting Ray and MLflow")
+
+
+def test_trials_an_interrupt_ended_count_as_killed_not_stopped() -> None:
+    """Tune ends every trial on Ctrl-C: one whose last result is not ``done`` was killed
+    (``--resume`` trains it); stopped is the scheduler's word alone."""
+    killed = _trial("TERMINATED", 3.3, 80)
+    killed.last_result["done"] = False
+    early = _trial("TERMINATED", 3.4, 80)
+    early.last_result["done"] = True  # the scheduler's stop marks the result done
+    snap = snapshot([killed, early, _trial("PENDING", None, 0)], total=3, metric="val_bpc",
+                    mode="min", elapsed=1.0, steps=160)
+    assert (snap.killed, snap.stopped, snap.ended, snap.pending) == (1, 1, 1, 1)
+    assert render(snap).startswith("sweep 1/3 done: 0 finished, 1 stopped, 1 killed, "
+                                   "0 running, 1 pending")
