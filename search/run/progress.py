@@ -1,6 +1,6 @@
 """Live sweep progress on the terminal: a Ray Tune callback in the driver.
 
-One line: trials finished / stopped (early, by the scheduler) / killed (by Ctrl-C) /
+One line: trials finished / stopped (early, by the scheduler) / killed (by an interrupt) /
 running / pending / failed of the total, the best result so far with its trial name and order, the wall time since the
 sweep command started and an ETA. On a TTY the line fits the terminal's width (the counts,
 the best value, elapsed and ETA first; the rest only if there is room) and is redrawn in place (at most every ``tty_every`` seconds); otherwise (a log file, CI) a
@@ -76,7 +76,8 @@ class Snapshot:
     stopped: int = 0
     """Ended short of their steps by the scheduler (early stopping)."""
     killed: int = 0
-    """Ended by an interrupted sweep (Ctrl-C) before their last step: ``--resume`` trains them."""
+    """Ended before their last step by an interrupted sweep (Ctrl-C, a Slurm time limit, an
+    MLflow outage): ``--resume`` trains them."""
     running: int = 0
     failed: int = 0
     elapsed: float = 0.0
@@ -176,7 +177,7 @@ def snapshot(trials: Sequence[Any], *, total: int, metric: str, mode: str,
         if status == "ERROR" or (status == "TERMINATED" and result.get("status") in
                                  FAILED_STATUSES):
             failed += 1
-        elif status == "TERMINATED" and result.get("done") is False:  # ended by Ctrl-C
+        elif status == "TERMINATED" and result.get("done") is False:  # an interrupt ended it
             killed += 1
         elif status == "TERMINATED":
             if steps is not None and ended_status(result, steps) == TrialStatus.STOPPED:
