@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
 
 __all__ = ["unusable_folder", "write_refused"]
+
+_OWN_CAUSE = {errno.EROFS: "on a read-only file system", errno.ENOSPC: "on a full disk",
+              errno.EDQUOT: "over its disk quota"}
+"""Failures to create a file that have a cause of their own; any other (EACCES, or
+ENOENT where a file system such as /proc takes no new files) is plainly "not writable"."""
 
 
 def write_refused(folder: Path) -> str | None:
@@ -20,8 +26,8 @@ def write_refused(folder: Path) -> str | None:
     try:
         with tempfile.TemporaryFile(dir=folder):
             pass
-    except OSError as exc:
-        return f"not writable: {exc.strerror or type(exc).__name__}"
+    except OSError as exc:  # one cause, never "not writable: No such file or directory"
+        return _OWN_CAUSE.get(exc.errno or 0, "not writable")
     return None
 
 

@@ -23,7 +23,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from clone_helpers import fresh_clone
+from clone_helpers import user_clone
 from test_readme import AFTER_MAKE_RUN, DOCS, EXCLUDED, all_commands
 
 pytestmark = pytest.mark.slow
@@ -51,24 +51,7 @@ WALKED = {"install", "run", "notebooks", "ui", "lint", "test", "test-fast"}
 
 @pytest.fixture(scope="module")
 def walk(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    root = tmp_path_factory.mktemp("walk")
-    (root / "shared").mkdir()
-    (root / "shared" / "data").symlink_to(DATA)  # ../shared/data, as beside this checkout
-    for entry in (REPO.parent / "shared").glob("*"):  # the papers' facts the tests read
-        if not (root / "shared" / entry.name).exists():
-            (root / "shared" / entry.name).symlink_to(entry)
-    work = fresh_clone(REPO, root / "main", VENV)
-    stamp = VENV / ".installed"
-    assert stamp.exists(), f"{stamp} is missing: run `make install` first"
-    old = stamp.stat().st_mtime - 60  # the clone's pyproject is no newer than the install
-    os.utime(work / "pyproject.toml", (old, old))
-    home = root / "home"
-    home.mkdir()
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("SUBLAYER_DATA_DIR", "VIRTUAL_ENV", "PYTHONPATH", "MAKEFLAGS",
-                        "MAKELEVEL", "PYTEST_ADDOPTS", "PYTEST_CURRENT_TEST")}
-    env.update(HOME=str(home), MLFLOW_DISABLE_TELEMETRY="true", RAY_USAGE_STATS_ENABLED="0")
-    return work, env
+    return user_clone(REPO, tmp_path_factory.mktemp("walk"), VENV, DATA)
 
 
 def _make(work: Path, env: dict[str, str], *args: str, timeout: float = 900,

@@ -248,3 +248,18 @@ def test_the_readmes_timings_say_when_and_how_they_were_measured() -> None:
         cells = [c.strip() for c in row.strip("|").split("|")]
         assert len(cells) == 4 and re.fullmatch(r"\d+:\d\d(\.\d)?", cells[1]), row
         assert cells[2] and cells[3], row  # how, and the machine's other load
+
+
+def test_make_run_states_one_measured_duration_everywhere() -> None:
+    """The Makefile, the README and the quickstart config give `make run` one duration: the
+    README's measured row (no remembered "~3-5 min" beside it)."""
+    readme = (REPO / "README.md").read_text()
+    rows = [line for line in readme.splitlines() if line.startswith("| `make run` |")]
+    assert len(rows) == 1, rows
+    figure = rows[0].split("|")[2].strip()
+    makefile = (REPO / "Makefile").read_text()
+    run_comment = makefile.split("\nrun:", 1)[0].rsplit("\n\n", 1)[1]
+    config_head = (REPO / "configs" / "quickstart.yaml").read_text().split("\nname:", 1)[0]
+    for where, text in (("Makefile", run_comment), ("configs/quickstart.yaml", config_head)):
+        found = re.findall(r"\b\d+:\d\d\b|~?\d+\s*-\s*\d+\s*min|~\d+\s*min", text)
+        assert found == [figure], f"{where}: {found}, the README measured {figure}"

@@ -74,7 +74,7 @@ def distribution_and_halves(
          f"{info.count_at_least_best} of {info.n_models}"),
         ("best candidate", f"{summary['best_name']} = {summary['best_value']:.4g} "
                            f"({summary['best_order']})"),
-        ("failed / diverged / unfinished", info.n_unusable),
+        ("failed / diverged / killed (Ctrl-C) / still running", info.n_unusable),
     ]
     w.figure(sec, f"{stem}_distribution", plots.plot_distribution(info, title=(
         f"{fig}: {info.count_at_least_average} of {info.n_models} models at least as good as "

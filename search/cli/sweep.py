@@ -8,7 +8,6 @@ code load in :func:`run_planned`, so ``--dry-run`` stays light.
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from collections import Counter
 from typing import Any
@@ -70,8 +69,8 @@ def scheduler_line(exp: Any) -> str:
     spec, every = exp.scheduler, exp.train.eval_every
     if spec.type == "fifo":  # the default: studies compare every trial's final value
         return ("fifo (no early stopping: every trial trains all its steps, as studies of "
-                "every order need; to search, `scheduler: {type: curve}` stops the hopeless "
-                "and kept the true top 3 on every recorded study: docs/search.md)")
+                "every order need; to search, `scheduler: {type: curve}` stops hopeless trials "
+                "early, and on every recorded study it kept the true top 3: docs/search.md)")
     grace = f"grace {spec.grace_period} evaluation(s) ({spec.grace_period * every} steps)"
     if spec.type == "asha":
         rule = f"asha, {grace}, reduction factor {spec.reduction_factor:g}"
@@ -125,11 +124,15 @@ def run_planned(args: argparse.Namespace, plan: Any, rows: list[dict[str, Any]])
     from sublayer_search.search.cli.output import bad
     from sublayer_search.search.oneshot.stage_one import OneShotError
     from sublayer_search.search.plan.problems import ExperimentError
-    from sublayer_search.search.run.progress import starting_line
-    from sublayer_search.search.run.sweep import TrackingOutage, run_sweep
+    from sublayer_search.search.run.progress import line_width, starting_line
+    from sublayer_search.search.run.sweep import TrackingOutage, nothing_to_resume, run_sweep
 
-    print(starting_line(len(rows), plan.metric), file=sys.stderr, flush=True)
-    from sublayer_search.search.tracking.links import program
+    if args.resume and (done := nothing_to_resume(plan, args.tracking_uri)):
+        print(f"sublayer: {done}", file=sys.stderr)  # at once, without starting Ray
+        return ExitCode.OK
+    print(starting_line(len(rows), plan.metric, line_width(sys.stderr)), file=sys.stderr,
+          flush=True)
+    from sublayer_search.search.tracking.links import resume_command
 
     try:
         outcome = run_sweep(plan, resume=args.resume, address=args.address,
@@ -140,7 +143,7 @@ def run_planned(args: argparse.Namespace, plan: Any, rows: list[dict[str, Any]])
         print(f"sublayer: {exc}", file=sys.stderr)
         return ExitCode.FAILED
     except TrackingOutage as exc:  # EX_TEMPFAIL: try again later
-        print(f"sublayer: {exc}; once MLflow is back: {program()} sweep {args.file} --resume",
+        print(f"sublayer: {exc}; once MLflow is back: {resume_command(args.file)}",
               file=sys.stderr)
         return ExitCode.TRACKING_OUTAGE
     return report_outcome(args, plan, outcome)
@@ -150,7 +153,7 @@ def report_outcome(args: argparse.Namespace, plan: Any, outcome: Any) -> int:
     """The closing table and links; the exit status: interrupted, failed trials (unless
     ``failure.tolerate``) or OK."""
     from sublayer_search.analysis.store.mlflow_store import redact_uri
-    from sublayer_search.search.tracking.links import closing_lines, program
+    from sublayer_search.search.tracking.links import closing_lines, resume_command
 
     exp = plan.experiment
     print_trials(outcome.trials, ["name", "family", "seed", "status", "steps", plan.metric,
@@ -165,8 +168,8 @@ def report_outcome(args: argparse.Namespace, plan: Any, outcome: Any) -> int:
                               mode=plan.mode):
         print(line)
     if outcome.interrupted:
-        print(f"sublayer: sweep interrupted; its runs are KILLED in MLflow. Continue it with: "
-              f"{program()} sweep {shlex.quote(args.file)} --resume", file=sys.stderr)
+        print("sublayer: sweep interrupted; its unfinished trials are killed (MLflow status "
+              f"KILLED); continue it with: {resume_command(args.file)}", file=sys.stderr)
         return ExitCode.INTERRUPTED
     return _failure_status(outcome.trials, tolerate=exp.failure.tolerate)
 

@@ -18,6 +18,7 @@ from sublayer_search.models.specs import TrialSpec
 from sublayer_search.models.train_config import TrainConfig
 from sublayer_search.search.plan.experiment import read_yaml
 from sublayer_search.search.plan.problems import ExperimentError, Problem, from_validation_error
+from sublayer_search.search.plan.yaml_input import nearest_file
 
 __all__ = ["TrainFile", "add_train_arguments", "build_spec", "progress_printer", "usable_cpus"]
 
@@ -92,7 +93,7 @@ def _load(path: str | None) -> TrainFile:
     source = f"--config {path}"
     if not Path(path).is_file():
         raise ExperimentError(source, [Problem("", path, "an existing YAML file with model/data/"
-                                                          "train sections")])
+                                                          "train sections" + nearest_file(path))])
     try:
         raw = read_yaml(path)
     except ExperimentError as err:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import csv
 import io
-import shlex
 import signal
 import sys
 import tempfile
@@ -49,7 +48,7 @@ from sublayer_search.search.plan.trial import Trial
 from sublayer_search.search.searchers.prior import prior_for
 from sublayer_search.search.tracking.buffer import TrackingOutage
 from sublayer_search.search.tracking.callback import MlflowTracking
-from sublayer_search.search.tracking.links import program
+from sublayer_search.search.tracking.links import resume_command
 from sublayer_search.search.tracking.runs import close_sweep, environment_tags
 from sublayer_search.search.tracking.values import chunks
 from sublayer_search.spaces.records import Role, Tag, TrialStatus
@@ -304,8 +303,8 @@ def run_stage_one(
         close_sweep(client, exp_id, parent_id, "KILLED" if killed else "FAILED")
         if killed:
             print(
-                f"sublayer: stage 1 interrupted; its runs are KILLED in MLflow. Continue it "
-                f"with: {program()} sweep {shlex.quote(plan.source)} --resume",
+                "sublayer: stage 1 interrupted; its unfinished runs are killed (MLflow status "
+                f"KILLED); continue it with: {resume_command(plan.source)}",
                 file=sys.stderr,
             )
         raise

@@ -37,10 +37,10 @@ from sublayer_search.models.train_config import TrainConfig
 from sublayer_search.search.plan.places import RaySpec, TrackingSpec
 from sublayer_search.search.plan.problems import (
     NO_VALUE,
-    UNKNOWN_KEY,
     ExperimentError,
     Problem,
     from_validation_error,
+    unknown_key,
 )
 from sublayer_search.search.plan.scalars import OWN_CHECKS, magnitude_problems, strict_scalars
 from sublayer_search.search.plan.storage import Storage
@@ -337,10 +337,11 @@ def parse_experiment(raw: Any, source: str = "<experiment>", *,
     try:
         exp = Experiment.model_validate(raw, context=context)
     except pydantic.ValidationError as err:
-        problems += from_validation_error(err)
+        problems += from_validation_error(err, model=Experiment)
     except RecursionError:
         problems.append(Problem("", "a document nested too deeply", "a flatter YAML document"))
-    problems += [Problem(k, NO_VALUE, UNKNOWN_KEY) for k in unknown] + context["found"]
+    problems += [Problem(k, NO_VALUE, unknown_key(k, Experiment.model_fields))
+                 for k in unknown] + context["found"]
     if exp is None or (problems and found is None):
         raise ExperimentError(source, problems) from None
     if found is not None:

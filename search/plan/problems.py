@@ -6,7 +6,10 @@ errors in its words."""
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import re
+import typing
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -17,9 +20,55 @@ from sublayer_search.spaces.problems import NO_VALUE, Problem, ProblemError, sho
 _FIELD_MESSAGE = re.compile(r"^([A-Za-z_][\w.\[\]-]*): (got .*)$", re.S)
 
 __all__ = ["Problem", "ExperimentError", "NO_VALUE", "UNKNOWN_KEY", "path_str",
-           "from_validation_error", "from_exception", "problems_from", "short_repr"]
+           "from_validation_error", "from_exception", "problems_from", "short_repr",
+           "unknown_key", "keys_at"]
 
 UNKNOWN_KEY = "unknown key (remove it or check its spelling)"
+
+
+def unknown_key(key: str, known: Iterable[str]) -> str:
+    """What an unknown ``key`` should be: the nearest known name when one is close (a
+    misspelling: ``trian`` -> ``train``), else :data:`UNKNOWN_KEY`."""
+    names = [str(k) for k in known]
+    # a part of one name (``grace`` of ``grace_period``, ``samples`` of ``num_samples``),
+    # else the nearest spelling
+    part = [k for k in names if len(key) >= 4 and k != key
+            and (k.startswith(key + "_") or k.endswith("_" + key))]
+    near = part if len(part) == 1 else difflib.get_close_matches(key, names, n=1)
+    return f"unknown key (did you mean {near[0]!r}?)" if near else UNKNOWN_KEY
+
+
+def _fields(tp: Any) -> dict[str, Any]:
+    """The keys of a pydantic model or dataclass type (and each key's type), looking
+    through ``Annotated`` and unions; {} for anything else."""
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return _fields(typing.get_args(tp)[0])
+    if origin is not None:  # a union, list[...]: the first member with keys
+        return next((f for f in map(_fields, typing.get_args(tp)) if f), {})
+    if isinstance(tp, type) and issubclass(tp, pydantic.BaseModel):
+        return {**{f.alias: f.annotation for f in tp.model_fields.values() if f.alias},
+                **{k: f.annotation for k, f in tp.model_fields.items()}}
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        try:
+            return dict(typing.get_type_hints(tp))
+        except Exception:  # noqa: BLE001 - a hint that does not resolve: the names only
+            return {f.name: Any for f in dataclasses.fields(tp)}
+    return {}
+
+
+def keys_at(tp: Any, loc: Sequence[str | int]) -> list[str]:
+    """The keys allowed at location ``loc`` (a YAML path's parts) below type ``tp``."""
+    for part in loc:
+        if isinstance(part, int):
+            args = [a for a in typing.get_args(tp) if typing.get_origin(a) is list] or [tp]
+            inner = typing.get_args(args[0])
+            tp = inner[0] if inner else tp
+            continue
+        tp = _fields(tp).get(part)
+        if tp is None:
+            return []
+    return list(_fields(tp))
 
 
 class ExperimentError(ProblemError):
@@ -124,10 +173,12 @@ def _merge_unions(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def from_validation_error(err: pydantic.ValidationError, prefix: str = "",
-                          strip: int = 0) -> list[Problem]:
+                          strip: int = 0, model: Any = None) -> list[Problem]:
     """Turn pydantic's errors into problems with YAML paths and plain words.
 
-    ``strip`` drops that many leading parts of each error location (a wrapper's field).
+    ``strip`` drops that many leading parts of each error location (a wrapper's field);
+    ``model``, the type validated (below the stripped parts), names the nearest valid key
+    for an unknown one.
     """
     problems: list[Problem] = []
     for item in _merge_unions([dict(e) for e in err.errors()]):
@@ -137,7 +188,10 @@ def from_validation_error(err: pydantic.ValidationError, prefix: str = "",
         value = item.get("input", NO_VALUE)
         cause = (item.get("ctx") or {}).get("error")
         if kind in ("extra_forbidden", "unexpected_keyword_argument"):
-            problems.append(Problem(path, NO_VALUE, UNKNOWN_KEY))
+            loc_parts = item["loc"][strip:]
+            known = keys_at(model, loc_parts[:-1]) if model is not None and loc_parts else []
+            problems.append(Problem(path, NO_VALUE, unknown_key(str(loc_parts[-1]), known)
+                                    if known else UNKNOWN_KEY))
         elif kind in ("missing", "missing_keyword_argument", "missing_argument"):
             problems.append(Problem(path, NO_VALUE, "a value for this required key"))
         elif isinstance(cause, ProblemError):

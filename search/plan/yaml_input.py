@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ import yaml
 
 from sublayer_search.search.plan.problems import ExperimentError, Problem
 
-__all__ = ["MAX_DEPTH", "read_yaml"]
+__all__ = ["MAX_DEPTH", "nearest_file", "read_yaml"]
 
 MAX_DEPTH = 32
 """Deepest nesting of an experiment file (mappings and lists)."""
@@ -54,11 +55,35 @@ def _depth(value: Any) -> int:
     return deepest
 
 
+def nearest_file(path: str | os.PathLike[str]) -> str:
+    """`` (did you mean 'configs/quickstart.yaml'?)`` for a missing ``path`` whose folder
+    holds a file of a close name (the folder's own name is matched too); else ``""``."""
+    p = Path(path)
+    folder = p.parent
+    if not folder.is_dir():  # a misspelt folder: its nearest sibling, when there is one
+        above = folder.parent if folder.parent.is_dir() else None
+        near = difflib.get_close_matches(folder.name, [d.name for d in above.iterdir()
+                                                       if d.is_dir()], n=1) if above else []
+        if not near:
+            return ""
+        folder = folder.parent / near[0]
+    try:
+        names = sorted(f.name for f in folder.iterdir() if f.is_file())
+    except OSError:
+        return ""
+    near = difflib.get_close_matches(p.name, names, n=1)
+    if not near or folder / near[0] == p:
+        return ""
+    shown = near[0] if str(p.parent) == "." else str(folder / near[0])
+    return f" (did you mean {shown!r}?)"
+
+
 def read_yaml(path: str | os.PathLike[str]) -> Any:
     """The YAML document of ``path``: UTF-8, no duplicate keys, at most ``MAX_DEPTH`` deep."""
     p = Path(path)
     if not p.is_file():
-        raise ExperimentError(str(path), [Problem("", str(path), "an existing experiment YAML file")])
+        raise ExperimentError(str(path), [Problem("", str(path), "an existing experiment YAML "
+                                                  "file" + nearest_file(path))])
     data = p.read_bytes()
     try:
         text = data.decode("utf-8-sig")

@@ -1,9 +1,9 @@
 """Live sweep progress on the terminal: a Ray Tune callback in the driver.
 
-One line: trials finished / stopped / running / pending / failed of the total, the best
-result so far with its trial name and order, the wall time since the sweep command started
-and an ETA. On a TTY the line is
-redrawn in place (at most every ``tty_every`` seconds); otherwise (a log file, CI) a
+One line: trials finished / stopped (early, by the scheduler) / killed (by an interrupt) /
+running / pending / failed of the total, the best result so far with its trial name and order, the wall time since the
+sweep command started and an ETA. On a TTY the line fits the terminal's width (the counts,
+the best value, elapsed and ETA first; the rest only if there is room) and is redrawn in place (at most every ``tty_every`` seconds); otherwise (a log file, CI) a
 line is printed when a trial ends (at most every ``end_every`` seconds: a sweep of
 thousands of short trials gets a line every few seconds, not one per trial) and at most
 every ``line_every`` seconds in between. A failed trial and the end always print.
@@ -34,19 +34,37 @@ from sublayer_search.search.tracking.waiting import Waiting
 from sublayer_search.spaces.records import FAILED_STATUSES, TrialStatus, ended_status
 
 __all__ = ["Snapshot", "render", "snapshot", "SweepProgress", "format_duration",
-           "starting_line"]
+           "starting_line", "line_width"]
 
+
+DEFAULT_COLUMNS = 80
+"""The width assumed on a terminal that does not report its own (0 columns)."""
 
 _STARTED: list[float] = []
 """When the sweep command printed its :func:`starting_line` (monotonic): elapsed is counted
 from there, the wall time a user sees, Ray's and MLflow's start included."""
 
 
-def starting_line(total: int, metric: str) -> str:
-    """The line a sweep prints before Ray and MLflow start (they take seconds); the
-    progress line's elapsed time counts from here."""
+def starting_line(total: int, metric: str, width: int | None = None) -> str:
+    """The line a sweep prints before Ray and MLflow start (they take seconds), fitted to
+    ``width``; the progress line's elapsed time counts from here."""
     _STARTED[:] = [time.monotonic()]
-    return render(Snapshot(total=total, metric=metric)) + " | starting Ray and MLflow"
+    line = render(Snapshot(total=total, metric=metric))
+    starting = f"{line} | starting Ray and MLflow"
+    return starting if width is None or len(starting) <= width else render(
+        Snapshot(total=total, metric=metric), width)
+
+
+def line_width(stream: TextIO) -> int | None:
+    """The characters a line may take on ``stream``: its terminal's columns less one (80
+    when a terminal reports 0 columns); None when it is not a terminal (a log file, CI)."""
+    try:
+        if not stream.isatty():
+            return None
+        columns = os.get_terminal_size(stream.fileno()).columns
+    except (OSError, ValueError, AttributeError):
+        columns = 0
+    return (columns if columns > 0 else DEFAULT_COLUMNS) - 1
 
 
 
@@ -57,7 +75,10 @@ class Snapshot:
     total: int
     finished: int = 0
     stopped: int = 0
-    """Ended short of their steps: by the scheduler, or by an interrupted sweep."""
+    """Ended short of their steps by the scheduler (early stopping)."""
+    killed: int = 0
+    """Ended before their last step by an interrupted sweep (Ctrl-C, a Slurm time limit, an
+    MLflow outage): ``--resume`` trains them."""
     running: int = 0
     failed: int = 0
     waiting: int = 0
@@ -82,7 +103,7 @@ class Snapshot:
 
     @property
     def pending(self) -> int:
-        return max(0, self.total - self.ended - self.running)
+        return max(0, self.total - self.ended - self.running - self.killed)
 
     @property
     def eta(self) -> float | None:
@@ -109,23 +130,29 @@ def format_duration(seconds: float | None) -> str:
 
 
 def render(snap: Snapshot, width: int | None = None) -> str:
-    """The progress line; cut to ``width`` characters when given."""
-    stopped = f"{snap.stopped} stopped, " if snap.stopped else ""
-    parts = [f"sweep {snap.ended}/{snap.total} done: {snap.finished} finished, {stopped}"
-             f"{snap.running} running, {snap.pending} pending"
-             + (f" ({snap.waiting} waiting for resources)" if snap.waiting else "")
-             + f", {snap.failed} failed"]
-    if snap.best_value is not None:
-        parts.append(f"best {snap.metric} {snap.best_value:.4g} {snap.best_name} "
-                     f"({snap.best_order})")
-    else:
-        parts.append(f"best {snap.metric} -")
-    parts.append(f"elapsed {format_duration(snap.elapsed)}")
-    parts.append(f"ETA {format_duration(snap.eta)}")
-    line = " | ".join(parts)
-    if width is not None and len(line) > width:
-        line = line[: max(0, width - 1)] + "…"
-    return line
+    """The progress line, fitted to ``width`` characters when given: the counts, the best
+    value, elapsed and ETA come first; the best trial's name and order only if they fit,
+    then shorter counts; a line that still does not fit is cut with ``…``."""
+    counts = (f"sweep {snap.ended}/{snap.total} done: {snap.finished} finished, "
+              + (f"{snap.stopped} stopped, " if snap.stopped else "")
+              + (f"{snap.killed} killed, " if snap.killed else "")
+              + f"{snap.running} running, {snap.pending} pending"
+              + (f" ({snap.waiting} waiting for resources)" if snap.waiting else "")
+              + f", {snap.failed} failed")
+    short = f"{snap.ended}/{snap.total} done, {snap.running} running, {snap.failed} failed"
+    value = "-" if snap.best_value is None else f"{snap.best_value:.4g}"
+    best = f"best {snap.metric} {value}"
+    times = f"elapsed {format_duration(snap.elapsed)} | ETA {format_duration(snap.eta)}"
+    who = [] if snap.best_value is None else [f" {snap.best_name} ({snap.best_order})",
+                                              f" {snap.best_name}"]
+    lines = ([f"{counts} | {best}{w} | {times}" for w in who]
+             + [f"{c} | {best} | {times}" for c in (counts, short)]
+             + [f"{snap.ended}/{snap.total} | {value} | {format_duration(snap.elapsed)} | "
+                f"ETA {format_duration(snap.eta)}"])
+    if width is None:
+        return lines[0]
+    line = next((text for text in lines if len(text) <= width), lines[-1])
+    return line if len(line) <= width else line[: max(0, width - 1)] + "…"
 
 
 def _value(result: dict[str, Any] | None, metric: str) -> float | None:
@@ -141,7 +168,7 @@ def snapshot(trials: Sequence[Any], *, total: int, metric: str, mode: str,
     """A :class:`Snapshot` of Ray Tune trials (``status``, ``config``, ``last_result``);
     with the planned ``steps``, an ended trial that last reported short of them is stopped.
     Trials of ``waiting`` (ids) that Tune calls running wait for resources: pending."""
-    finished = stopped = running = failed = held = 0
+    finished = stopped = killed = running = failed = held = 0
     done = running_left = 0.0
     best: tuple[float, str | None, str | None] | None = None
     for t in trials:
@@ -157,6 +184,8 @@ def snapshot(trials: Sequence[Any], *, total: int, metric: str, mode: str,
         if status == "ERROR" or (status == "TERMINATED" and result.get("status") in
                                  FAILED_STATUSES):
             failed += 1
+        elif status == "TERMINATED" and result.get("done") is False:  # an interrupt ended it
+            killed += 1
         elif status == "TERMINATED":
             if steps is not None and ended_status(result, steps) == TrialStatus.STOPPED:
                 stopped += 1
@@ -177,8 +206,8 @@ def snapshot(trials: Sequence[Any], *, total: int, metric: str, mode: str,
                                                      else v > best[0])):
             best = (v, planned.name, planned.order)
     snap_total = max(total, len(trials))
-    pending = max(0, snap_total - finished - stopped - failed - running)
-    return Snapshot(total=snap_total, finished=finished, stopped=stopped,
+    pending = max(0, snap_total - finished - stopped - killed - failed - running)
+    return Snapshot(total=snap_total, finished=finished, stopped=stopped, killed=killed,
                     running=running, failed=failed, waiting=held, elapsed=elapsed, metric=metric,
                     steps_done=done,
                     steps_left=running_left + pending * steps if steps is not None else 0.0,
@@ -224,10 +253,7 @@ class SweepProgress(Callback):
     def _width(self) -> int | None:
         if not self.tty:
             return None
-        try:
-            return os.get_terminal_size(self.stream.fileno()).columns - 1
-        except (OSError, ValueError, AttributeError):
-            return 119
+        return line_width(self.stream) or DEFAULT_COLUMNS - 1
 
     def show(self, trials: Sequence[Any], *, force: bool = False, final: bool = False,
              every: float | None = None) -> None:

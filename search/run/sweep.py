@@ -35,6 +35,7 @@ from sublayer_search.search.run.tuning import (
     SigintWatch,
     incomplete,
     make_tuner,
+    quiet_ray_resume_advice,
     restored_tuner,
     result_rows,
 )
@@ -43,11 +44,17 @@ from sublayer_search.search.searchers.warm_start import with_warm_start
 from sublayer_search.search.tracking.buffer import TrackingOutage, ride_out, short_http_retries
 from sublayer_search.search.tracking.callback import MlflowTracking
 from sublayer_search.search.tracking.links import label_experiment
-from sublayer_search.search.tracking.runs import close_sweep, ensure_store, open_sweep_run
+from sublayer_search.search.tracking.runs import (
+    close_sweep,
+    ensure_store,
+    finished_sweep_run,
+    open_sweep_run,
+)
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SweepOutcome", "SweepRun", "run_sweep", "connect", "latest_run_name", "TrackingOutage"]
+__all__ = ["SweepOutcome", "SweepRun", "run_sweep", "connect", "latest_run_name",
+           "nothing_to_resume", "TrackingOutage"]
 
 
 @dataclass(frozen=True)
@@ -118,6 +125,21 @@ def _pointer(plan: SweepPlan) -> str:
 def latest_run_name(plan: SweepPlan) -> str | None:
     text = Storage.of(plan.experiment.ray.storage_path).read_text(_pointer(plan))
     return text.strip() if text is not None else None
+
+
+def nothing_to_resume(plan: SweepPlan, tracking_uri: str | None = None) -> str | None:
+    """Why ``--resume`` has nothing to do (the latest sweep of the file ended, its MLflow
+    parent run FINISHED), read without starting Ray; None when there is something."""
+    ray_run = latest_run_name(plan)
+    if ray_run is None:
+        return None  # said by the resume itself, as bad input
+    short_http_retries()  # an unreachable server answers in seconds, not minutes
+    done = finished_sweep_run(tracking_uri or plan.experiment.tracking.uri, plan, ray_run)
+    if done is None:
+        return None
+    return (f"{plan.source}: its latest sweep ({ray_run}) already ran to its end (MLflow "
+            f"parent run {done.info.run_id} is FINISHED): nothing to resume; run the file "
+            "without --resume to start a new sweep")
 
 
 def _table_csv(plan: SweepPlan) -> str:
@@ -358,3 +380,4 @@ def _quiet_output() -> None:
     # MLflow prints a "View run" link per closed run, with the URI's password if it has one;
     # the sweep prints its own links (without it) at the end
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+    quiet_ray_resume_advice()  # Ctrl-C: the sweep names its own resume command

@@ -3,6 +3,7 @@ one, whether Ctrl-C stopped it, and one row per trial of its results."""
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 from typing import Any
@@ -27,7 +28,7 @@ from sublayer_search.search.tracking.callback import MlflowTracking
 from sublayer_search.spaces.records import TrialStatus, ended_status
 
 __all__ = ["CREDENTIAL_ENV", "SigintWatch", "incomplete", "keep_credentials_out_of_trials",
-           "make_tuner", "restored_tuner", "result_rows"]
+           "make_tuner", "quiet_ray_resume_advice", "restored_tuner", "result_rows"]
 
 CREDENTIAL_ENV = frozenset({"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SECURITY_TOKEN",
                             "AWS_SESSION_TOKEN"})
@@ -48,6 +49,24 @@ def keep_credentials_out_of_trials() -> None:
     """
     class_cache.ENV_VARS_TO_PROPAGATE = frozenset(class_cache.ENV_VARS_TO_PROPAGATE
                                                   - CREDENTIAL_ENV)
+
+PENDING = "pending"
+"""The closing table's status of a trial an interrupted sweep never started."""
+
+
+class _NoResumeAdvice(logging.Filter):
+    """Drops Tune's "Resume experiment with: Tuner.restore(...)" warning: the sweep
+    prints the one command that resumes it (``--resume``, or ``make run RESUME=1``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Tuner.restore(" not in record.getMessage()
+
+
+def quiet_ray_resume_advice() -> None:
+    """Install :class:`_NoResumeAdvice` on the logger Tune warns through (once)."""
+    logger = logging.getLogger("ray.tune.tune")
+    if not any(isinstance(f, _NoResumeAdvice) for f in logger.filters):
+        logger.addFilter(_NoResumeAdvice())
 
 
 def _scheduler(plan: SweepPlan) -> Any:
@@ -142,17 +161,31 @@ def result_rows(results: Any, plan: SweepPlan,
     for res in results:
         trial: Trial[Any] = (res.config or {})["trial"]
         last = res.metrics or {}
-        status = ("failed" if res.error else TrialStatus.WAITING.value
-                  if last.get("trial_id") in waiting
-                  else str(ended_status(last, plan.experiment.train.steps)))
         rows.append({
             "name": trial.name, "order": trial.order, "seed": trial.seed,
             "family": "baseline" if trial.baseline else trial.space,
-            "status": status,
+            "status": _status(res.error, last, plan.experiment.train.steps,
+                              waiting=last.get("trial_id") in waiting),
             "steps": last.get("step"), plan.metric: last.get(plan.metric),
             f"best_{plan.metric}": last.get(f"best_{plan.metric}"),
         })
     return sorted(rows, key=lambda r: (str(r["family"]), str(r["name"])))
+
+
+def _status(error: Any, last: dict[str, Any], steps: int, *, waiting: bool = False) -> str:
+    """How a trial ended, as MLflow's tag says it: failed; waiting (for its workers'
+    resources when the sweep stopped); killed (an interrupted sweep stopped it before Tune
+    marked its last result ``done``); pending (never started); else diverged, stopped
+    (early, by the scheduler) or finished."""
+    if error:
+        return str(TrialStatus.FAILED)
+    if waiting:
+        return TrialStatus.WAITING.value
+    if not last:
+        return PENDING
+    if last.get("done") is False:  # Tune marks the last result of an ended trial done
+        return str(TrialStatus.KILLED)
+    return str(ended_status(last, steps))
 
 
 def incomplete(results: Any, plan: SweepPlan) -> bool:

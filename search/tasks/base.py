@@ -79,7 +79,7 @@ def validate_section(cls: type[SectionT], raw: Any, prefix: str,
         section: SectionT = getattr(validated, "section")  # noqa: B009  # a dynamic model
         return None if strict else section  # a dropped value would read as its default
     except pydantic.ValidationError as err:
-        problems.extend(from_validation_error(err, prefix, strip=1))
+        problems.extend(from_validation_error(err, prefix, strip=1, model=cls))
     except ValueError as exc:
         problems.extend(problems_from(exc, prefix, raw))
     return None

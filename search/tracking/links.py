@@ -20,7 +20,12 @@ import shutil
 import sys
 from typing import Any
 
-__all__ = ["EXPERIMENT_KIND", "label_experiment", "runs_page", "closing_lines", "program"]
+__all__ = ["EXPERIMENT_KIND", "RESUME_WITH", "label_experiment", "runs_page", "closing_lines",
+           "program", "resume_command"]
+
+RESUME_WITH = "SUBLAYER_RESUME_WITH"
+"""Set by whatever started the sweep with settings of its own (``make run`` exports the
+corpus folder): the command that continues it there, printed as is (``make run RESUME=1``)."""
 
 EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 NOTE = "mlflow.note.content"
@@ -79,6 +84,14 @@ def program() -> str:
         return "sublayer"
     rel = os.path.relpath(ran)
     return shlex.quote(rel if not rel.startswith("..") else os.path.abspath(ran))
+
+
+def resume_command(source: str) -> str:
+    """The one command that continues the sweep of file ``source`` in the shell that
+    started it: :data:`RESUME_WITH` when its starter set it, else ``sublayer sweep FILE
+    --resume``."""
+    given = os.environ.get(RESUME_WITH, "").strip()
+    return given or f"{program()} sweep {shlex.quote(source)} --resume"
 
 
 def closing_lines(*, uri: str, experiment: str, experiment_id: str, metric: str,

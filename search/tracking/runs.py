@@ -28,7 +28,7 @@ from sublayer_search.search.plan.sweep_plan import SweepPlan
 from sublayer_search.search.tracking.values import chunks
 from sublayer_search.spaces.records import Role, Tag, TrialStatus
 
-__all__ = ["open_sweep_run", "close_sweep", "finished_trials", "ensure_store",
+__all__ = ["open_sweep_run", "close_sweep", "finished_sweep_run", "finished_trials", "ensure_store",
            "environment_tags", "PLACEMENT_KEYS", "metrics_of"]
 
 PLACEMENT_KEYS = ("node_id", "node_ip", "gpu_ids", "resumed_from_step", "device",
@@ -228,6 +228,23 @@ def open_sweep_run(client: MlflowClient, plan: SweepPlan, ray_run: str,
     run = client.create_run(exp_id, run_name=exp.name, tags=tags)
     client.log_batch(run.info.run_id, params=params)
     return exp_id, run.info.run_id
+
+
+def finished_sweep_run(uri: str, plan: SweepPlan, ray_run: str) -> Any | None:
+    """The MLflow parent run of Ray run ``ray_run`` when it ended FINISHED (every trial
+    ended: nothing to resume); None when it did not, or the store cannot say (it is not
+    created, or unreachable: resuming is what rides out an outage)."""
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).expanduser().is_file():
+        return None
+    try:
+        client = MlflowClient(tracking_uri=uri)
+        exp = client.get_experiment_by_name(plan.experiment.experiment_name)
+        runs = [] if exp is None else client.search_runs(
+            [exp.experiment_id], max_results=1,
+            filter_string=f"tags.`{STORAGE}` = '{ray_run}' and tags.`{ROLE}` = '{Role.SWEEP}'")
+    except Exception:  # noqa: BLE001 - not known: resume as usual, which says what is wrong
+        return None
+    return runs[0] if runs and runs[0].info.status == "FINISHED" else None
 
 
 def finished_trials(client: MlflowClient, exp_ids: str | list[str], config_hash: str,

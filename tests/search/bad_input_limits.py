@@ -37,10 +37,10 @@ LIMIT_CASES = [
          "limit for a tag; this one has 8,001",)),
     Bad("tracking-in-proc", _set("tracking.uri", "sqlite:////proc/no_such/mlflow.db"),
         ("tracking.uri: got 'sqlite:////proc/no_such/mlflow.db', expected a SQLite file in a "
-         "writable folder (/proc is not writable",)),
+         "writable folder (/proc is not writable)",)),
     Bad("storage-in-proc", _set("ray.storage_path", "/proc/no_such/ray"),
         ("ray.storage_path: got '/proc/no_such/ray', expected a writable folder (/proc is not "
-         "writable",)),
+         "writable)",)),
     Bad("model-problems-together", _set("model", {"preset": "debug", "d_model": 30,
                                                   "n_heads": 4, "dropout": 3,
                                                   "activation": "swish", "vocab_size": 1}),

@@ -200,9 +200,9 @@ def _stores(tmp_path: Path) -> dict[str, bytes]:
      "(no MLflow store at /no/such/store)"),
     (["--paper", "press2020", "--out", "/proc/no_such/report"],  # issue 30: root may "write" it
      "--out: got '/proc/no_such/report', expected a folder for the report (it cannot be "
-     "created: /proc is not writable"),
+     "created: /proc is not writable)"),  # one cause, not ": No such file or directory"
     (["--paper", "press2020", "--out", "/proc"],
-     "--out: got '/proc', expected a folder for the report (it is not writable"),
+     "--out: got '/proc', expected a folder for the report (it is not writable)"),
 ], ids=["out-file", "out-under-file", "out-deep-under-file", "out-file-experiment",
         "uri-empty", "uri-foreign-scheme", "uri-text-file", "uri-empty-file", "uri-other-sqlite",
         "uri-folder-as-sqlite", "uri-absent", "uri-under-file", "uri-file-as-folder",

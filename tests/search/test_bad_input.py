@@ -111,8 +111,24 @@ def test_missing_file(tmp_path: Path, untouched: Callable[[set[str]], None],
     assert main(["sweep", str(path)]) == 2
     err = capsys.readouterr().err
     assert f"{path}: 1 problem(s)" in err
-    assert f"got '{path}', expected an existing experiment YAML file" in err
+    assert f"got '{path}', expected an existing experiment YAML file\n" in err  # no guess
     untouched(set())
+
+
+def test_a_misspelt_file_names_the_nearest_one(tmp_path: Path,
+                                               untouched: Callable[[set[str]], None],
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "configs").mkdir()  # untouched made tmp_path the working folder
+    (tmp_path / "configs" / "quickstart.yaml").write_text("name: x\n")
+    for given in ("configs/quickstrat.yaml", "config/quickstart.yaml"):
+        assert main(["sweep", given]) == 2
+        err = capsys.readouterr().err
+        assert f"got '{given}', expected an existing experiment YAML file (did you mean " \
+               "'configs/quickstart.yaml'?)" in err, err
+    assert main(["train", "--order", "sfsf", "--data", "tinyshakespeare", "--config",
+                 "configs/quickstart.yml"]) == 2
+    assert "(did you mean 'configs/quickstart.yaml'?)" in capsys.readouterr().err
+    untouched({"configs"})
 
 
 def _downloadable_but_absent(cfg: dict[str, Any], tmp_path: Path) -> None:

@@ -101,7 +101,7 @@ def test_mlflow_outage_is_buffered_and_resume_completes_training_and_logging(
         first = log1.read_text(errors="replace")
         assert driver.returncode == 75, first[-4000:]
         assert "outage_limit_s" in first and "--resume" in first, first[-4000:]
-        assert " stopped, " in first, first[-4000:]  # the progress line: not "finished"
+        assert " killed, " in first, first[-4000:]  # the progress line: not finished, not stopped
         ray_run = (tmp_path / "ray" / f"{NAME}.latest").read_text().strip()
         backlog = tmp_path / "ray" / ray_run / "tracking_backlog.jsonl"
         assert backlog.is_file() and backlog.read_text().strip(), "no backlog was kept"

@@ -193,6 +193,8 @@ def test_dry_run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert "10 trial(s)" in lines[-2] and "val_bpc" in lines[-2]
     assert lines[-1].startswith("scheduler: fifo (no early stopping: every trial trains all its "
                                 "steps") and "{type: curve}" in lines[-1]
+    assert "stops hopeless trials early, and on every recorded study it kept the true top 3" \
+        in lines[-1]
     assert _snapshot(tmp_path) == set()  # no mlflow.db, no ray_results
     assert not ray.is_initialized()
 

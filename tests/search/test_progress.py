@@ -51,7 +51,8 @@ def test_render_before_any_result_and_cut_to_width() -> None:
     line = render(Snapshot(total=3, metric="val_loss"))
     assert "0 finished, 0 running, 3 pending, 0 failed" in line
     assert "best val_loss -" in line and "ETA ?" in line
-    assert len(render(Snapshot(total=3), width=40)) == 40
+    assert len(render(Snapshot(total=3), width=40)) <= 40
+    assert len(render(Snapshot(total=3), width=15)) == 15
     assert format_duration(3725) == "1:02:05" and format_duration(None) == "?"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -157,7 +158,10 @@ def test_ctrl_c_stops_the_sweep_as_killed_and_resume_finishes_it(tmp_path):
             driver.wait()
     err = log.read_text()
     assert driver.returncode == 130, err[-3000:]
-    assert "--resume" in err  # the message says how to continue
+    # one resume command, the product's; Tune's own Tuner.restore advice is not shown
+    assert err.count("--resume") == 1 and "Tuner.restore" not in err, err[-3000:]
+    assert re.search(rf"continue it with: \S+ sweep {re.escape(str(path))} --resume\n", err), \
+        err[-3000:]
     runs = _children(client, "resume")
     assert runs and not any(r.info.status == "RUNNING" for r in runs), _describe(runs)
     killed = [r for r in runs if r.info.status == "KILLED"]
@@ -175,3 +179,14 @@ def test_ctrl_c_stops_the_sweep_as_killed_and_resume_finishes_it(tmp_path):
     parents = client.search_runs([after[0].info.experiment_id],
                                  filter_string="tags.`sublayer.role` = 'sweep'")
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+
+    # resumed once more, the finished sweep says so at once and starts no Ray (local Ray
+    # writes ~/.ray/auth_token in a fresh HOME when it starts)
+    home = tmp_path / "fresh-home"
+    home.mkdir()
+    again = subprocess.run(_cli("sweep", str(path), "--resume"), cwd=tmp_path,
+                           env={**env, "HOME": str(home)}, capture_output=True, text=True,
+                           timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "already ran to its end" in again.stderr and "nothing to resume" in again.stderr
+    assert "starting Ray" not in again.stderr and not (home / ".ray").exists()

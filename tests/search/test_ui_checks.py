@@ -59,7 +59,7 @@ def test_a_bad_store_or_host_is_exit_2_without_a_traceback(args, named, never_st
                                       "tracking URI with one of the schemes"),
     (["--tracking-uri", "sqlite:////proc/no_such/mlflow.db"],
      "--tracking-uri: got 'sqlite:////proc/no_such/mlflow.db', expected a SQLite file in a "
-     "writable folder (/proc is not writable"),
+     "writable folder (/proc is not writable)"),
 ], ids=["ui-unknown-scheme", "ui-store-in-proc"])
 def test_ui_bad_store_is_exit_2_before_mlflow(argv: list[str], expect: str, tmp_path,
                                               monkeypatch: pytest.MonkeyPatch,
