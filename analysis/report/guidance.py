@@ -33,13 +33,14 @@ def guidance_section(
     sec.text = (
         "Cross-layer guidance (Crossformer): each candidate with each guidance setting "
         "(soft: a stop-gradient regulariser; hard: shared matrices) over seeds against the "
-        "unguided baseline seeds. The paired t-test over the seeds a group shares with the "
-        "baseline where every group's seeds are all baseline seeds, else Welch's t-test "
-        f"(this sweep: {_decides(info)}); p-values adjusted over the {_tested(info)} groups "
+        "unguided baseline seeds. Welch's t-test over every baseline seed decides (a shared "
+        "seed shares the batch order, not the initial weights; the paired t-test over "
+        f"shared seeds is shown beside it, never deciding; this sweep: {_decides(info)}); "
+        f"p-values adjusted over the {_tested(info)} groups "
         f"tested ({ADJUST_NAMES[info.adjust]}; a group needs 2 seeds), both tests side by "
         "side in the table; 'better' or 'worse' only "
         f"when the adjusted p is below {info.alpha:g} and the {info.confidence:.0%} "
-        "interval of the difference (paired t or Welch t) excludes 0. 'params change' is "
+        "Welch t interval of the difference excludes 0. 'params change' is "
         "the group's parameter count minus the baseline's (hard guidance shares matrices)."
     )
     base = info.baseline
