@@ -186,6 +186,7 @@ def _row(client: MlflowClient, run: Any) -> dict[str, Any]:
         "parent_run_id": tags.get(Tag.PARENT),
         "trial_id": tags.get(Tag.RAY_TRIAL_ID),
         "steps": _number(tags.get(Tag.STEPS), int),
+        "end_ms": run.info.end_time,
         **_translation_fields(params, metrics),
         **guidance_fields(params, tags, metrics, run_id=run.info.run_id),
     }
