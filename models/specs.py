@@ -89,6 +89,10 @@ class TranslationConfig:
     ``--max-tokens``: length-sorted batches, :func:`models.data.parallel.token_batches`),
     one drawn at random per micro-batch; ``None``: ``train.batch_size`` random pairs.
     ``train.batch_size`` then sets only the evaluation batch (``eval_batch_size``'s default)."""
+    batch_multiple: int = 8
+    """With ``max_tokens``: a full batch is cut to a multiple of this many pairs, the rest
+    carried to the next batch, as fairseq's ``--required-batch-size-multiple`` (default 8)
+    does; 1 cuts where the tokens run out (the product before issue 46)."""
 
     def __post_init__(self) -> None:
         _check(is_positive_int(self.beam), "beam", self.beam, "a positive integer")
@@ -105,6 +109,8 @@ class TranslationConfig:
             self.label_smoothing,
             "a number in [0, 1)",
         )
+        _check(is_positive_int(self.batch_multiple), "batch_multiple", self.batch_multiple,
+               "a positive integer")
         for name in ("bleu_every", "eval_sentences", "max_tokens"):
             value = getattr(self, name)
             _check(

@@ -254,7 +254,7 @@ class TranslationFamily(Family):
         ctx_len = self.model_config.context
         self.token_batches = None if max_tokens is None else token_batches(
             self.corpus.train, max_tokens=max_tokens, seed=train.seed, max_src=ctx_len,
-            max_tgt=ctx_len)
+            max_tgt=ctx_len, multiple=spec.translation.batch_multiple)
         """``translation.max_tokens``: the fixed length-sorted batches (fairseq's)."""
 
     def build(self) -> OrderedSeq2Seq | IOTSeq2Seq:
