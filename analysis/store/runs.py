@@ -58,6 +58,7 @@ __all__ = [
 
 TRANSLATION_COLUMNS: tuple[str, ...] = (
     "task", "encoder_order", "decoder_order", "subset", "subset_size", "codes", "stack", "side",
+    "bleu_tokenize",
 )
 """Extra columns of translation trials (dropped from the frame when no run has them);
 ``route_share_<code>`` columns (final share of validation sentences routed to each
@@ -217,6 +218,7 @@ def _translation_fields(params: dict[str, str], metrics: dict[str, float]) -> di
         "codes": codes,
         "stack": params.get("stack") or None,
         "side": params.get("side") or None,
+        "bleu_tokenize": params.get("translation.bleu_tokenize") or None,
     }
     for key, value in metrics.items():
         code = route_share_code(key)

@@ -320,6 +320,12 @@ def test_analyze_translation_sweep_writes_iot_sections(translation_store, tmp_pa
     comparison = pd.read_csv(out / "tables" / "iot_paper_comparison.csv")
     assert comparison.set_index("size").loc[3, "paper_bleu"] == 35.58
     assert comparison.set_index("size").loc[2, "ours_gain"] == 1.5
+    # the scorer and split beside every comparison with the paper (issue 46): these runs
+    # predate translation.bleu_tokenize, so sacrebleu's 13a on the validation split
+    assert set(comparison["ours_scored"]) == {"sacrebleu 13a, validation split"}
+    assert set(comparison["paper_scored"]) == {
+        "multi-bleu.perl on tokenised text (sacrebleu tokenize none), test split"}
+    assert "ours (sacrebleu 13a, validation split) vs Zhu et al. (2021)" in html
     assert "4 of 5" in html and "Zhu et al. (2021) Table 3" in html
     shares = pd.read_csv(out / "tables" / "iot_route_shares.csv", dtype={"subset": str})
     assert shares[(shares["subset"] == "46") & (shares["code"] == 4)]["mean"].iloc[0] == (
