@@ -183,3 +183,28 @@ def test_findings_name_the_dropped_draw_as_the_dry_run_does(study) -> None:
     assert "the first draw, `budget00`, is `ffssfsfssffs`, the same order as the permutation " \
            "`perm17`, so it was dropped and 19 were trained" in findings
     assert "counts as a baseline" not in findings
+
+
+def test_fig4_is_claimed_per_family_and_every_noise_share_has_its_interval(study) -> None:
+    """Issue 46, items 4 and 5: (b) states the Fig. 4 pattern per family (the families'
+    attention budgets differ), the pooled figure shown, not claimed; every share "beyond
+    seed noise" in docs/findings.md names a two-sided test and its interval, and the
+    permutations' ratio interval, which holds 1, is called no evidence."""
+    from sublayer_search.analysis.studies.replication import by_family
+
+    text = _flat("docs/findings.md")
+    fig4 = text.split("- **(b) Fig. 4 at this scale:**")[1].split("- **(c)")[0]
+    fam = by_family(study.trials, METRIC).set_index("family")
+    for phrase in ("the claim is made per family, not pooled",
+                   "Mann–Whitney on bottom-half s between the 10 at least as good",
+                   f"p = {fam.loc['permutations', 'mann_whitney_p']:.2g}",
+                   "Pooled as the paper defines Fig. 4 (shown, not claimed)"):
+        assert phrase in fig4, phrase
+    noise = text.split("- **(d) Seed noise against order differences:**")[1].split("- **")[0]
+    assert noise.count("beyond seed noise") == 2 and noise.count("two-sided F-test") == 2
+    perm = fam.loc["permutations"]
+    assert perm["ratio_ci_low"] < 1 < perm["ratio_ci_high"]
+    assert (f"ratio is 3.6 [{perm['ratio_ci_low']:.2f}, {perm['ratio_ci_high']:.1f}] "
+            f"(two-sided F-test p = {perm['ratio_p']:.2g}): the interval includes 1, so "
+            "there is no evidence") in noise
+    assert "one-sided" not in text and "F-test p = 0.044" not in text
