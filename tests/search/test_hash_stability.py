@@ -25,7 +25,8 @@ def test_an_unset_max_tokens_leaves_a_translation_hash_as_it_was() -> None:
     settings = plan.settings()
     assert settings["translation.max_tokens"] is None
     before = {k: v for k, v in settings.items()
-              if k not in ("translation.max_tokens", "translation.batch_multiple")}
+              if k not in ("translation.max_tokens", "translation.batch_multiple",
+                           "translation.bleu_tokenize", "translation.test_bleu")}
     assert plan.config_hash == config_hash(before)
     assert _plan("iot_multi30k.yaml", translation={"max_tokens": 4000}).config_hash != \
         plan.config_hash
@@ -52,3 +53,11 @@ def test_the_batch_multiple_is_hashed_only_with_token_batches() -> None:
     eight = _plan("iot_multi30k.yaml", translation={"max_tokens": 4000})
     one = _plan("iot_multi30k.yaml", translation={"max_tokens": 4000, "batch_multiple": 1})
     assert eight.config_hash != one.config_hash
+
+
+def test_scoring_as_the_paper_did_is_hashed_only_when_asked_for() -> None:
+    """``translation.bleu_tokenize`` and ``test_bleu`` (issue 46) at their defaults leave
+    the hash as it was; set, they change it (a reused run must have been scored so)."""
+    plain = _plan("iot_multi30k.yaml")
+    for change in ({"bleu_tokenize": "none"}, {"test_bleu": True}):
+        assert _plan("iot_multi30k.yaml", translation=change).config_hash != plain.config_hash
