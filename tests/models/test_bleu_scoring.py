@@ -45,6 +45,7 @@ def corpus(shared_data, tmp_path_factory):  # type: ignore[no-untyped-def]
     return data, load_parallel(data)
 
 
+@pytest.mark.slow  # decodes Multi30k's whole test split twice
 def test_the_final_evaluation_scores_the_test_split_with_the_chosen_tokeniser(corpus) -> None:
     data, loaded = corpus
     assert len(loaded.test) > 0
