@@ -143,6 +143,9 @@ def _experiment_report(args: argparse.Namespace, experiments: list[str], out: st
     replication = study == "replication"
     trials, history, routing = load_pooled(
         experiments, uri, history=getattr(args, "history", False) or replication)
+    replays = trials.attrs.get("replays")
+    if replays is not None and replays.message():
+        print(f"sublayer analyze: {replays.message()}")
     loaded = trials
     if getattr(args, "include_stopped", False):
         trials = with_stopped(trials)

@@ -60,6 +60,10 @@ def _check(cond: bool, field_: str, value: object, expected: str) -> None:
     check(cond, f"translation.{field_}", value, expected)
 
 
+BLEU_TOKENIZE = ("13a", "none")
+"""``translation.bleu_tokenize`` choices (sacrebleu tokenisers)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class TranslationConfig:
     """Decoding and evaluation settings of a translation trial."""
@@ -89,6 +93,17 @@ class TranslationConfig:
     ``--max-tokens``: length-sorted batches, :func:`models.data.parallel.token_batches`),
     one drawn at random per micro-batch; ``None``: ``train.batch_size`` random pairs.
     ``train.batch_size`` then sets only the evaluation batch (``eval_batch_size``'s default)."""
+    bleu_tokenize: str = "13a"
+    """sacrebleu's tokenisation of BLEU: ``13a`` (sacrebleu's default, on detokenised
+    text) or ``none``: the text as it is, as multi-bleu.perl scores fairseq's tokenised
+    output and references (the IOT paper's BLEU on IWSLT14)."""
+    test_bleu: bool = False
+    """At the final evaluation also score the test split (``test_bleu``, ``test_loss``),
+    where the corpus has one; the papers report the test split."""
+    batch_multiple: int = 8
+    """With ``max_tokens``: a full batch is cut to a multiple of this many pairs, the rest
+    carried to the next batch, as fairseq's ``--required-batch-size-multiple`` (default 8)
+    does; 1 cuts where the tokens run out (the product before issue 46)."""
 
     def __post_init__(self) -> None:
         _check(is_positive_int(self.beam), "beam", self.beam, "a positive integer")
@@ -105,12 +120,16 @@ class TranslationConfig:
             self.label_smoothing,
             "a number in [0, 1)",
         )
+        _check(self.bleu_tokenize in BLEU_TOKENIZE, "bleu_tokenize", self.bleu_tokenize,
+               " or ".join(BLEU_TOKENIZE))
+        _check(is_positive_int(self.batch_multiple), "batch_multiple", self.batch_multiple,
+               "a positive integer")
         for name in ("bleu_every", "eval_sentences", "max_tokens"):
             value = getattr(self, name)
             _check(
                 value is None or is_positive_int(value), name, value, "a positive integer or null"
             )
-        for name in ("eval_at_start", "routing_bleu"):
+        for name in ("eval_at_start", "routing_bleu", "test_bleu"):
             _check(
                 isinstance(getattr(self, name), bool), name, getattr(self, name), "true or false"
             )

@@ -90,10 +90,12 @@ def sandwich_coefficient() -> list:
         new_code_cell("plots.plot_seeds(seeds);"),
         new_markdown_cell(
             "## This product's sandwiches over seeds (`mini_press2020`, shipped data)\n\n"
-            "Every k trained seeds 0–2, which share the baseline's data order and initial "
-            "draws (the baseline has seeds 0–7), so the paired t-test over those seeds "
-            "decides (`decides`), Holm over the 5 k; Welch's test stands beside it. The "
-            "same rule picks the test that compares the best k with the others."),
+            "Every k trained seeds 0–2, which the baseline also trained (it has seeds "
+            "0–7). A seed fixes the batch order but not the initial weights, so the "
+            "pairing is not real: Welch's t over all 8 baseline seeds decides "
+            "(`decides`), Holm over the 5 k, and the paired t-test over seeds 0–2 stands "
+            "beside it, never deciding. The same rule picks the test that compares the "
+            "best k with the others."),
         new_code_cell(
             "from sublayer_search.analysis import builtin_export, leaders, seed_comparison\n\n"
             "mini = builtin_export('mini_press2020').trials\n"

@@ -100,6 +100,8 @@ def _halves_panel(ax: Axes, frame: pd.DataFrame, halves: HalvesInfo, base: Basel
     ax.set_xlabel("self-attention sublayers in the bottom half (count)")
     ax.set_ylabel(metric_label(metric))
     ax.set_title("random models: attention in the bottom half" + (
+        "\nSpearman per family (legend); families differ in s: not pooled"
+        if rhos else
         f"\npooled Spearman rho {rho.rho:+.2f}, p = {rho.pvalue:.2g}, n = {rho.n}"
         if rho is not None else ""), fontsize=10)
     ax.legend(fontsize=7, loc="best", framealpha=0.85)

@@ -23,6 +23,7 @@ __all__ = [
     "LAYERS",
     "METRIC",
     "PAPER",
+    "SCORED",
     "SOURCE",
     "TABLE3",
     "published_tables",
@@ -37,6 +38,8 @@ SOURCE = "Zhu et al. (2021)"
 TABLE3 = f"{SOURCE}, Table 3 (IWSLT14 De→En)"
 DATASET = "iwslt14-de-en"
 METRIC = "bleu"
+SCORED = "multi-bleu.perl on tokenised text (sacrebleu tokenize none), test split"
+"""How the paper's BLEU is scored (fairseq's IWSLT14 recipe, their seed-003 checkpoint)."""
 LAYERS = 6
 """Decoder blocks of ``transformer_iwslt_de_en`` (6 + 6)."""
 

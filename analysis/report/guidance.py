@@ -33,13 +33,14 @@ def guidance_section(
     sec.text = (
         "Cross-layer guidance (Crossformer): each candidate with each guidance setting "
         "(soft: a stop-gradient regulariser; hard: shared matrices) over seeds against the "
-        "unguided baseline seeds. The paired t-test over the seeds a group shares with the "
-        "baseline where every group's seeds are all baseline seeds, else Welch's t-test "
-        f"(this sweep: {_decides(info)}); p-values adjusted over the {_tested(info)} groups "
+        "unguided baseline seeds. Welch's t-test over every baseline seed decides (a shared "
+        "seed shares the batch order, not the initial weights; the paired t-test over "
+        f"shared seeds is shown beside it, never deciding; this sweep: {_decides(info)}); "
+        f"p-values adjusted over the {_tested(info)} groups "
         f"tested ({ADJUST_NAMES[info.adjust]}; a group needs 2 seeds), both tests side by "
         "side in the table; 'better' or 'worse' only "
         f"when the adjusted p is below {info.alpha:g} and the {info.confidence:.0%} "
-        "interval of the difference (paired t or Welch t) excludes 0. 'params change' is "
+        "Welch t interval of the difference excludes 0. 'params change' is "
         "the group's parameter count minus the baseline's (hard guidance shares matrices)."
     )
     base = info.baseline
@@ -76,9 +77,11 @@ def _params_section(w: Writer) -> None:
         + "). Hard guidance follows the paper's Eq. 5 exactly: T-1 shared pairs per stack, "
         "cross-attention as is. The paper's own counts are not consistent with Eq. 5: its FFN "
         "rows fit halving every layer's feedforward (8d^2 -> 4d^2, T per stack; Table 2's "
-        "14M saved is more than even that), and its Key-Query and Value rows fit only if the "
-        "decoder's cross-attention is guided as well, as a T-1 chain (the option "
-        "cross_attention: true). A reading fits when its saving (the Transformer's count "
+        "14M saved is more than even that), and its Key-Query and Value rows need the "
+        "decoder's cross-attention guided as well: as a T-1 chain (the option "
+        "cross_attention: true) they fit the 6+6 rows and Table 3's En-Fr ones; by the "
+        "paper's own per-block rule (its Sec. 2: 1d^2 per guided attention block, every "
+        "one, cross-attention included) all ten. A reading fits when its saving (the Transformer's count "
         "minus the row's; vocabulary-free) is within "
         f"{cparams.TOLERANCE_M:g}M of the paper's, whose counts are whole millions.",
     )

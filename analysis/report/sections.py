@@ -146,9 +146,9 @@ def sandwich_section(w: Writer, info: SandwichInfo, *,
     sec = w.section(title)
     sec.text = ("Mean per k against the baseline seeds; 'at least as good' compares means "
                 f"and is not a tested claim ({seeds_ref}). The k with the "
-                "best mean is tested against every other k: the paired t-test over the "
-                "seeds both share when every other k's seeds are all among its seeds (same "
-                "data order and initial draws), else Welch's t; "
+                "best mean is tested against every other k with Welch's t over every seed "
+                "(a shared seed shares the batch order only, not the initial weights, so "
+                "the paired t-test over shared seeds is shown beside it, never deciding); "
                 f"{ADJUST_NAMES[adjust]} over the comparisons, alpha "
                 f"{lead.attrs['alpha']:g}; the table has both tests side by side, column "
                 "'decides' names the one that decides; a 'best k' is named only when no "
@@ -185,8 +185,9 @@ def seeds_section(w: Writer, info: SeedsInfo, *, label: str, stem: str,
     sec = w.section(f"Fig. 6: {label}, over seeds against the baseline")
     rule = str(info.table["decides"].iloc[0]) if len(info.table) else "unpaired (no test)"
     test = ("the paired t-test over the seeds each order shares with the baseline (every "
-            "order's seeds are all among the baseline's: same data order and initial draws)"
-            if rule == PAIRED else "Welch's t-test per order against the baseline seeds")
+            "order's seeds are all among the baseline's, and a seed fixes the initial "
+            "weights as well as the batches)"
+            if rule == PAIRED else "Welch's t-test per order against every baseline seed")
     label = rule.replace("unpaired (", "unpaired: ").rstrip(")") if rule != PAIRED else rule
     sec.text = (f"Test that decides ({label}): {test}; p-values adjusted for the number of "
                 f"orders compared ({ADJUST_NAMES[info.adjust]}). 'Better' (or 'worse') than "
@@ -194,8 +195,10 @@ def seeds_section(w: Writer, info: SeedsInfo, *, label: str, stem: str,
                 f"{info.alpha:g} and the {info.confidence:.0%} confidence interval of the "
                 "difference (paired t interval, or Welch t interval: with few seeds a "
                 "percentile bootstrap is too narrow) excludes 0 on that side; otherwise 'no "
-                "evidence'. The paired test decides only when every order's seeds are all "
-                "matched by baseline seeds, else Welch's t decides for all. Both are in the "
+                "evidence'. A seed here fixes the batch order only: different orders draw "
+                "their initial weights differently, so the pairing of shared seeds is not "
+                "real and Welch's t over every seed decides; the paired t-test over shared "
+                "seeds is shown beside it and never decides. Both are in the "
                 "table side by side (welch_p_adjusted, welch_verdict, paired_p_adjusted, "
                 "paired_verdict; 'decides' names the one that decides). The Wilcoxon "
                 "signed-rank test over shared seeds is shown, unadjusted, and never decides "

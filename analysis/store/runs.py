@@ -58,6 +58,7 @@ __all__ = [
 
 TRANSLATION_COLUMNS: tuple[str, ...] = (
     "task", "encoder_order", "decoder_order", "subset", "subset_size", "codes", "stack", "side",
+    "bleu_tokenize",
 )
 """Extra columns of translation trials (dropped from the frame when no run has them);
 ``route_share_<code>`` columns (final share of validation sentences routed to each
@@ -186,6 +187,7 @@ def _row(client: MlflowClient, run: Any) -> dict[str, Any]:
         "parent_run_id": tags.get(Tag.PARENT),
         "trial_id": tags.get(Tag.RAY_TRIAL_ID),
         "steps": _number(tags.get(Tag.STEPS), int),
+        "end_ms": run.info.end_time,
         **_translation_fields(params, metrics),
         **guidance_fields(params, tags, metrics, run_id=run.info.run_id),
     }
@@ -216,6 +218,7 @@ def _translation_fields(params: dict[str, str], metrics: dict[str, float]) -> di
         "codes": codes,
         "stack": params.get("stack") or None,
         "side": params.get("side") or None,
+        "bleu_tokenize": params.get("translation.bleu_tokenize") or None,
     }
     for key, value in metrics.items():
         code = route_share_code(key)

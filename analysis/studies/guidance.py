@@ -9,8 +9,8 @@ unguided baseline trials; a baseline row that carries guidance is studied as a c
 by the rules of :mod:`analysis.studies.seeds`: Welch's t, p adjusted over the groups
 (Holm / Benjamini–Hochberg / none), a Welch t interval of the difference, verdict
 better / worse / no evidence, seeds for 80 % power (post hoc); the paired t-test over
-shared seeds beside it, which decides where every group's seeds are all matched by
-baseline seeds. Unguided candidates (mode none) stay
+shared seeds beside it, never deciding (a shared seed shares the batch order, not the
+initial weights: :func:`analysis.studies.significance.decides`). Unguided candidates (mode none) stay
 in the family, as the reference of their order.
 
 Call it on a sweep with :func:`study_experiment` (``study_experiment("my-sweep", uri)``)

@@ -47,9 +47,9 @@ def translation_seeds(
     significant at ``alpha`` and the Welch t interval of the
     difference lies above 0. Grouping is by candidate, not by order string: IOT trials of
     different subsets, and encoder-side sandwiches, share their decoder order. When the
-    baseline is the subset {1} trials, that subset is not compared with itself. Where every
-    candidate's seeds are all matched by the reference's, the paired t-test decides
-    (:func:`analysis.studies.significance.decides`)."""
+    baseline is the subset {1} trials, that subset is not compared with itself. The paired t-test over
+    shared seeds is shown beside it, never deciding: a shared seed shares the batch order,
+    not the initial weights (:func:`analysis.studies.significance.decides`)."""
     frame = validate_trials(frame)
     metric = bleu_metric(frame, metric)
     base, source = iot_baseline(frame, metric, column=column)

@@ -3,7 +3,9 @@
 The trial frames of the sweeps are stacked (an ``experiment`` column says where each
 trial came from; run ids are unique across an MLflow store) and studied as one: the
 baseline seeds of every sweep form one baseline. Pooling is refused unless every sweep
-has the same main metric.
+has the same main metric. A trial trained again (same order, seed and settings, in one
+experiment's several sweeps or across pooled ones) is one sample: the latest finished is
+kept (:mod:`analysis.store.replays`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import pandas as pd
 
 from sublayer_search.analysis.errors import AnalysisError
 from sublayer_search.analysis.store.frame import validate_trials
+from sublayer_search.analysis.store.replays import one_per_content_key
 
 __all__ = ["load_pooled", "main_metric", "pool"]
 
@@ -50,7 +53,9 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame | None:
 def load_pooled(
     experiments: Sequence[str], tracking_uri: str, *, history: bool = False
 ) -> tuple[pd.DataFrame, pd.DataFrame | None, pd.DataFrame | None]:
-    """Load and pool the sweeps: (trials, history or None, routing or None)."""
+    """Load and pool the sweeps: (trials, history or None, routing or None). The trials
+    keep one finished trial per content key (:func:`~.replays.one_per_content_key`;
+    ``trials.attrs["replays"]`` says what was left out)."""
     from sublayer_search.analysis.store import runs
     from sublayer_search.analysis.store.iot_frame import is_translation
 
@@ -70,7 +75,11 @@ def load_pooled(
         ).any():
             routings.append(runs.load_routing(name, tracking_uri))
     trials = frames[experiments[0]] if len(frames) == 1 else pool(frames)
+    trials, replays = one_per_content_key(trials)
+    trials.attrs["replays"] = replays
     hist_frame = _concat(histories) if history else None
     if history and hist_frame is None:
         hist_frame = histories[0]
+    if hist_frame is not None and replays.run_ids:
+        hist_frame = hist_frame[~hist_frame["run_id"].isin(replays.run_ids)]
     return trials, hist_frame, _concat(routings)

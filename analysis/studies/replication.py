@@ -9,8 +9,9 @@
   the verdict needs the adjusted p below alpha and the interval of ``d`` on one side of 0.
 * :func:`noise`: how large seed noise is against the differences between orders. The spread
   of the random orders (one seed each: order effect plus seed noise) against the spread of
-  the baseline seeds (seed noise alone): variance ratio, its F-test and confidence interval,
-  and the share of the random orders' variance that seed noise cannot explain. With
+  the baseline seeds (seed noise alone): variance ratio, its two-sided F-test and confidence
+  interval, and the share of the random orders' variance that seed noise cannot explain
+  (``1 - 1/ratio``) with the interval the ratio's interval implies (floored at 0). With
   several seeds per sandwich coefficient also a one-way ANOVA over k (baseline = k 0) and
   its intraclass correlation.
 * :func:`by_family`: the variance share and the Fig. 4 pattern per family and pooled.
@@ -102,10 +103,12 @@ class NoiseStudy:
     """order variance / seed variance."""
     ratio_ci: tuple[float, float]
     ratio_p: float
-    """One-sided F-test: the random orders vary more than seeds do."""
+    """Two-sided F-test of equal variances (orders against seeds)."""
     order_share: float
     """1 - seed variance / order variance (0 when seeds vary as much): the share of the
     random orders' variance that seed noise does not explain."""
+    share_ci: tuple[float, float]
+    """The share's interval from the ratio's: ``1 - 1/ratio`` at each end, floored at 0."""
     anova_f: float
     anova_p: float
     icc: float
@@ -119,8 +122,9 @@ class NoiseStudy:
             ("sd over random orders", self.order_sd), ("random orders", self.order_n),
             ("variance ratio orders / seeds", self.variance_ratio),
             ("ratio CI low", self.ratio_ci[0]), ("ratio CI high", self.ratio_ci[1]),
-            ("F-test p (orders vary more)", self.ratio_p),
+            ("F-test p (two-sided)", self.ratio_p),
             ("share of order variance not seed noise", self.order_share),
+            ("share CI low", self.share_ci[0]), ("share CI high", self.share_ci[1]),
             ("sandwich ANOVA F", self.anova_f), ("sandwich ANOVA p", self.anova_p),
             ("sandwich ICC (between k)", self.icc), ("sandwich groups", self.anova_groups))])
 
@@ -153,9 +157,16 @@ def noise(frame: pd.DataFrame, metric: str, *, families: tuple[str, ...] = RANDO
     return NoiseStudy(
         seed_sd=float(np.sqrt(s2)), seed_n=len(seeds), order_sd=float(np.sqrt(o2)),
         order_n=len(orders), variance_ratio=ratio, ratio_ci=ci,
-        ratio_p=float(stats.f.sf(ratio, df_o, df_s)),
+        ratio_p=min(1.0, 2 * min(float(stats.f.sf(ratio, df_o, df_s)),
+                                  float(stats.f.cdf(ratio, df_o, df_s)))),
         order_share=max(0.0, 1 - float(s2 / o2)) if o2 > 0 else math.nan,
+        share_ci=(_share(ci[0]), _share(ci[1])),
         anova_f=f_stat, anova_p=p_anova, icc=icc, anova_groups=len(groups))
+
+
+def _share(ratio: float) -> float:
+    """The share of order variance beyond seed noise at a variance ratio (0 at or below 1)."""
+    return max(0.0, 1 - 1 / ratio) if ratio > 0 else 0.0
 
 
 def _anova_n0(sizes: list[int]) -> float:
@@ -209,7 +220,8 @@ def by_family(frame: pd.DataFrame, metric: str, *, families: tuple[str, ...] = R
         out.append({"family": label, "n": study.order_n, "order_sd": study.order_sd,
                     "variance_ratio": study.variance_ratio, "ratio_ci_low": study.ratio_ci[0],
                     "ratio_ci_high": study.ratio_ci[1], "ratio_p": study.ratio_p,
-                    "order_share": study.order_share,
+                    "order_share": study.order_share, "share_ci_low": study.share_ci[0],
+                    "share_ci_high": study.share_ci[1],
                     "n_better": halves.group_sizes()["better"],
                     "spearman_rho": rho.rho if rho else math.nan,
                     "spearman_p": rho.pvalue if rho else math.nan,

@@ -1,10 +1,10 @@
 """Sandwich coefficient study (Press et al. 2020, Fig. 5): metric against k.
 
 :func:`sandwich_curve` gives the mean per k; the k with the best mean is only the *lowest
-mean* (``best_k``). :func:`leaders` tests it against every other k (the paired t-test over
-the seeds both share when every other k's seeds are all among its seeds, else Welch's t;
-:func:`significance.decides`; p adjusted over those comparisons, the other test and
-Wilcoxon alongside) and returns the set of k that cannot be told apart from it: a "best
+mean* (``best_k``). :func:`leaders` tests it against every other k (Welch's t over every seed: a shared seed
+shares the batch order, not the initial weights, :func:`significance.decides`; p adjusted
+over those comparisons, the paired t-test and Wilcoxon over shared seeds alongside,
+never deciding) and returns the set of k that cannot be told apart from it: a "best
 k" claim is made only when that set has one member. :func:`headline` says so in a line.
 """
 
@@ -105,8 +105,8 @@ def leaders(info: SandwichInfo, *, alpha: float = 0.05, adjust: str = "holm") ->
     n, mean, sd, the difference from the best k, Welch's t and p
     (``scipy.stats.ttest_ind(equal_var=False)``), the paired t-test
     (``scipy.stats.ttest_rel`` over the seeds both share) and Wilcoxon p, the Welch and
-    paired p each adjusted over the comparisons (``adjust``), ``decides`` (``paired`` when
-    every compared k has all its seeds among the best k's, else ``unpaired (...)``: Welch),
+    paired p each adjusted over the comparisons (``adjust``), ``decides`` (``unpaired (...)``:
+    Welch, since a shared seed does not share the initial weights),
     ``p_adjusted`` (the deciding test's) and ``told_apart`` (``p_adjusted`` below
     ``alpha``). A k with fewer than 2 trials (or a best k with fewer than 2) cannot be
     tested: ``told_apart`` False, ``tested`` False. ``attrs``: best_k, leaders (the k not

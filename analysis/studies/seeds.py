@@ -13,15 +13,16 @@ each group resampled independently) is used only where both arms have at least
 ``BOOTSTRAP_MIN_N`` values; below that the row falls back to the t interval and its
 ``ci_method`` says so.
 
-Where the order and the baseline trained some of the same seeds (seeds share the data
-order and initial draws, so the design is paired), each row adds the paired analysis over
-the shared seeds: paired t with its interval and the Wilcoxon signed-rank test
-(:func:`analysis.studies.significance.paired`). Both the Welch and the paired p-values
-are adjusted, each over its family. Which one gives the verdicts (column ``decides``) is
-one rule for the whole family (:func:`analysis.studies.significance.decides`): the paired
-t-test when every compared order has every one of its seeds matched by a baseline seed
-(the shipped sandwiches: seeds 0–2 against baseline seeds 0–7, paired over 0–2), else
-Welch's t. The table keeps both side by side (``welch_p_adjusted``, ``welch_verdict``,
+Where the order and the baseline trained some of the same seeds, each row adds the paired
+analysis over the shared seeds: paired t with its interval and the Wilcoxon signed-rank
+test (:func:`analysis.studies.significance.paired`). Both the Welch and the paired
+p-values are adjusted, each over its family. Which one gives the verdicts (column
+``decides``) is one rule for the whole family, chosen by what a shared seed shares
+(:func:`analysis.studies.significance.decides`): here a seed fixes the batch order but
+not the initial weights (different orders draw their modules from the global RNG in
+different sequences), so Welch's t over every baseline seed decides and the paired
+t-test is shown beside it, never deciding (the shipped sandwiches: seeds 0–2 against
+baseline seeds 0–7, all 8 baseline seeds in the verdict). The table keeps both side by side (``welch_p_adjusted``, ``welch_verdict``,
 ``paired_p_adjusted``, ``paired_verdict``); ``p_adjusted`` and ``verdict`` are the
 deciding test's. Every number in the statement names its test.
 

@@ -12,14 +12,18 @@
 * :func:`welch_interval`: the Welch–Satterthwaite t interval of a difference of means (the
   seeds study's interval: a percentile bootstrap is too narrow with few seeds).
 * :func:`paired`: paired t and Wilcoxon signed-rank over the seeds two arms share.
-* :func:`decides`: which of the two decides a family of verdicts. The paired t-test
-  (``scipy.stats.ttest_rel`` on the per-seed differences) when every compared arm has
-  at least 2 seeds and every one of its seeds is matched by a reference trial with the
-  same seed (same data order and initial draws), and every arm's paired differences vary
-  (else the paired t-test has no p-value); otherwise Welch's t for the whole family,
-  so one family never mixes the two tests under one adjustment. The Wilcoxon signed-rank
-  test is shown, never decides: with n pairs its exact two-sided p cannot go below
-  2 / 2^n (0.25 for 3 seeds).
+* :func:`decides`: which test decides a family of verdicts, chosen by what a shared seed
+  shares. In this product a seed fixes the batch order only: different orders draw their
+  modules' initial weights from the global RNG in different sequences, so two orders'
+  trials with one seed do not start from the same weights and the pairing is not real.
+  So Welch's t over every seed decides (``shares_weights=False``, every caller today),
+  and the paired t over the shared seeds is shown beside it, never deciding. The
+  paired t-test (``scipy.stats.ttest_rel``) decides only where a caller states that
+  shared seeds share the initial weights too (``shares_weights=True``) and every arm's
+  seeds are matched by the reference with paired differences that vary; one family
+  never mixes the two tests under one adjustment. The Wilcoxon signed-rank test is
+  shown, never decides: with n pairs its exact two-sided p cannot go below 2 / 2^n
+  (0.25 for 3 seeds).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import numpy as np
 
 from sublayer_search.analysis.errors import AnalysisError
 
-__all__ = ["ADJUST", "PAIRED", "VERDICTS", "Paired", "adjust_pvalues", "decides",
+__all__ = ["ADJUST", "BATCHES_ONLY", "PAIRED", "VERDICTS", "Paired", "adjust_pvalues", "decides",
            "design_power", "paired", "seeds_for_power", "verdict", "welch_interval"]
 
 ADJUST = ("holm", "bh", "none")
@@ -188,16 +192,25 @@ def paired(a: Mapping[int, float], b: Mapping[int, float], *,
     return Paired(seeds=seeds, difference=mean, t=t, p=p, ci_low=lo, ci_high=hi, wilcoxon_p=w)
 
 
-def decides(arms: Sequence[tuple[int, int]], *, defined: bool = True) -> str:
+BATCHES_ONLY = "unpaired (shared seeds share the batch order, not the initial weights)"
+"""``decides`` where arms share seeds with the reference but not their initial weights."""
+
+
+def decides(arms: Sequence[tuple[int, int]], *, defined: bool = True,
+            shares_weights: bool = False) -> str:
     """Which test decides a family of comparisons with one reference: ``arms`` holds, per
     compared arm (one with at least 2 values), its number of values and how many of them
-    are matched by seed in the reference. :data:`PAIRED` when every arm is matched in full
-    (and has at least 2 pairs) and ``defined`` (every paired t-test has a p-value: its
-    differences vary), else the reason Welch's t decides."""
-    if arms and all(n >= 2 and shared == n for n, shared in arms):
-        return PAIRED if defined else "unpaired (paired differences that do not vary)"
+    are matched by seed in the reference. :data:`PAIRED` only when a shared seed shares
+    the initial weights as well as the batches (``shares_weights``), every arm is matched
+    in full (at least 2 pairs) and ``defined`` (every paired t-test has a p-value: its
+    differences vary); else the reason Welch's t decides (:data:`BATCHES_ONLY` where
+    seeds are shared but the weights are not)."""
     if not any(shared for _, shared in arms):
         return "unpaired (no shared seeds)"
+    if not shares_weights:
+        return BATCHES_ONLY
+    if arms and all(n >= 2 and shared == n for n, shared in arms):
+        return PAIRED if defined else "unpaired (paired differences that do not vary)"
     return "unpaired (not every arm's seeds all matched in the reference)"
 
 

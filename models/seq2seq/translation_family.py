@@ -7,9 +7,11 @@ schedule, seeding, devices and checkpoint files come from :mod:`models.lm_family
 
 Reported metrics: ``step``, ``train_loss`` (label-smoothed training objective; for IOT
 the full IOT loss), ``val_loss`` (plain NLL per target token, nats, argmax routing for
-IOT), ``val_bleu`` (sacrebleu corpus BLEU of detokenised hypotheses against the
-whitespace-normalised references; only at evaluations where BLEU is due, see
-``bleu_every``), ``best_val_bleu``, ``lr``, ``tokens_per_s`` (target tokens, padding
+IOT), ``val_bleu`` (sacrebleu corpus BLEU of the decoded hypotheses against the
+whitespace-normalised references, tokenised as ``translation.bleu_tokenize`` says: 13a,
+or none for multi-bleu.perl's BLEU of tokenised text; only at evaluations where BLEU is
+due, see ``bleu_every``), with ``translation.test_bleu`` ``test_bleu`` and ``test_loss``
+on the test split at the final evaluation, ``best_val_bleu``, ``lr``, ``tokens_per_s`` (target tokens, padding
 excluded), ``status``. IOT adds ``tau`` and ``route_share_<code>`` (share of evaluated
 sentences whose argmax decoder order is ``<code>``), and at the last evaluation
 ``routing_bleu``: a JSON string ``{"<routed code>": {"<decoding code>": BLEU, …}, …}``
@@ -77,13 +79,15 @@ def build_translation_model(cfg: Seq2SeqConfig | IOTConfig) -> OrderedSeq2Seq | 
     return IOTSeq2Seq(cfg) if isinstance(cfg, IOTConfig) else OrderedSeq2Seq(cfg)
 
 
-def bleu(hyps: Sequence[str], refs: Sequence[str]) -> float:
-    """Corpus BLEU (sacrebleu defaults: 13a tokenisation, one reference per sentence)."""
+def bleu(hyps: Sequence[str], refs: Sequence[str], tokenize: str = "13a") -> float:
+    """Corpus BLEU with sacrebleu, one reference per sentence; ``tokenize``: ``13a``
+    (sacrebleu's default) or ``none`` (the text as it is: multi-bleu.perl on tokenised
+    text, as fairseq's IWSLT14 numbers are scored)."""
     import sacrebleu
 
     if len(hyps) != len(refs):
         raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
-    return float(sacrebleu.corpus_bleu(list(hyps), [list(refs)]).score)
+    return float(sacrebleu.corpus_bleu(list(hyps), [list(refs)], tokenize=tokenize).score)
 
 
 @torch.no_grad()
@@ -102,6 +106,7 @@ def evaluate_translation(
     device: torch.device | None = None,
     autocast: Any = None,
     workers: Workers = SINGLE,
+    tokenize: str = "13a",
 ) -> dict[str, Any]:
     """Validation loss (plain NLL), BLEU and, for IOT, routing shares (and matrix).
 
@@ -143,7 +148,8 @@ def evaluate_translation(
     if count == 0:
         raise ConfigError("translation.eval_sentences", limit, f"at least one {split} pair")
     parts = sorted(workers.gather(mine), key=lambda part: part.index)  # corpus order
-    return {"loss": total / count, **_decoded_scores(model, corpus, data, parts, with_bleu)}
+    return {"loss": total / count,
+            **_decoded_scores(model, corpus, data, parts, with_bleu, tokenize)}
 
 
 def _decoded(model: OrderedSeq2Seq | IOTSeq2Seq, index: int, src: torch.Tensor, enc: Any,
@@ -165,7 +171,7 @@ def _decoded(model: OrderedSeq2Seq | IOTSeq2Seq, index: int, src: torch.Tensor, 
 
 def _decoded_scores(model: OrderedSeq2Seq | IOTSeq2Seq, corpus: ParallelCorpus,
                     data: ParallelSplit, parts: list[_Decoded],
-                    with_bleu: bool) -> dict[str, Any]:
+                    with_bleu: bool, tokenize: str = "13a") -> dict[str, Any]:
     """BLEU and hypotheses; an IOT model's routes and routing BLEU matrix (all batches'
     parts, in corpus order)."""
     hyps = [h for part in parts for h in part.hyps]
@@ -176,7 +182,7 @@ def _decoded_scores(model: OrderedSeq2Seq | IOTSeq2Seq, corpus: ParallelCorpus,
     if with_bleu:
         refs = list(data.tgt_text[: len(hyps)])
         texts = [corpus.decode(h) for h in hyps]
-        out["bleu"] = bleu(texts, refs)
+        out["bleu"] = bleu(texts, refs, tokenize)
         out["hypotheses"] = texts
     if isinstance(model, IOTSeq2Seq):
         out["routes"] = routes
@@ -254,7 +260,7 @@ class TranslationFamily(Family):
         ctx_len = self.model_config.context
         self.token_batches = None if max_tokens is None else token_batches(
             self.corpus.train, max_tokens=max_tokens, seed=train.seed, max_src=ctx_len,
-            max_tgt=ctx_len)
+            max_tgt=ctx_len, multiple=spec.translation.batch_multiple)
         """``translation.max_tokens``: the fixed length-sorted batches (fairseq's)."""
 
     def build(self) -> OrderedSeq2Seq | IOTSeq2Seq:
@@ -309,8 +315,15 @@ class TranslationFamily(Family):
             device=ctx.device,
             autocast=ctx.autocast,
             workers=ctx.workers,
+            tokenize=tcfg.bleu_tokenize,
         )
         out: Scores = {"val_loss": res["loss"]}
+        if final and tcfg.test_bleu and len(self.corpus.test):
+            test = evaluate_translation(
+                model, self.corpus, split="test", batch_size=ctx.eval_batch_size, beam=tcfg.beam,
+                max_len=tcfg.max_len, length_penalty=tcfg.length_penalty, device=ctx.device,
+                autocast=ctx.autocast, workers=ctx.workers, tokenize=tcfg.bleu_tokenize)
+            out.update(test_loss=test["loss"], test_bleu=test["bleu"])
         with torch.no_grad():
             term = guidance_term(model, self.model_config.guidance)
         if term is not None:

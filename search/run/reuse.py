@@ -10,7 +10,7 @@ from sublayer_search.search.plan.trial import Trial
 from sublayer_search.search.plan.variant import run_variant
 from sublayer_search.search.tracking.runs import copy_trial, finished_trials
 
-__all__ = ["reuse_finished"]
+__all__ = ["rerun_hint", "reuse_finished"]
 
 
 def reuse_finished(client: Any, exp_id: str, parent_id: str,
@@ -23,13 +23,7 @@ def reuse_finished(client: Any, exp_id: str, parent_id: str,
         scope += [e.experiment_id for e in client.search_experiments(max_results=50000)
                   if e.experiment_id != exp_id]
 
-    def identity(params: dict[str, str]) -> str:
-        variant = run_variant(params)
-        return "?" if variant is None else plan.task.identity(variant)
-
-    def key(t: Trial) -> tuple[str, int, str]:
-        return (t.order, t.seed, plan.task.identity(t.variant))
-
+    identity, key = _keys(plan)
     done = finished_trials(client, scope, plan.config_hash, identity)
     same = (set(finished_trials(client, exp_id, plan.config_hash, identity))
             if len(scope) > 1 else set(done))
@@ -44,3 +38,33 @@ def reuse_finished(client: Any, exp_id: str, parent_id: str,
     client.set_tag(parent_id, "sublayer.reused_trials", str(len(reused)))
     kept = [t for t in plan.trials if key(t) not in reused]
     return replace(plan, trials=kept), reused
+
+
+def _keys(plan: SweepPlan) -> tuple[Any, Any]:
+    """(a finished run's identity from its params, a planned trial's content key)."""
+
+    def identity(params: dict[str, str]) -> str:
+        variant = run_variant(params)
+        return "?" if variant is None else plan.task.identity(variant)
+
+    def key(t: Trial) -> tuple[str, int, str]:
+        return (t.order, t.seed, plan.task.identity(t.variant))
+
+    return identity, key
+
+
+def rerun_hint(client: Any, exp_id: str, plan: SweepPlan, source: str) -> str:
+    """With ``reuse`` off, a line that says how many planned trials already finished in
+    this experiment with the same content key and how to avoid training them again
+    (``reuse: true``, or ``--resume`` for an interrupted sweep); empty when none did."""
+    identity, key = _keys(plan)
+    done = finished_trials(client, exp_id, plan.config_hash, identity)
+    again = sum(1 for t in plan.trials if key(t) in done)
+    if not again:
+        return ""
+    return (f"{again} of {len(plan.trials)} planned trial(s) already finished in experiment "
+            f"{plan.experiment.experiment_name!r} with the same order, seed and settings: "
+            "this sweep trains them again, which adds no evidence (sublayer analyze keeps "
+            "the latest of each). To reuse them instead, set `reuse: true` in "
+            f"{source}; to finish an interrupted sweep, run `sublayer sweep {source} "
+            "--resume`.")

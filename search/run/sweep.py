@@ -29,7 +29,7 @@ from sublayer_search.search.plan.storage import Storage
 from sublayer_search.search.plan.sweep_plan import SweepPlan, trial_table
 from sublayer_search.search.run.local_ray import shutdown_ray, start_local_ray
 from sublayer_search.search.run.node_data import check_node_data
-from sublayer_search.search.run.reuse import reuse_finished
+from sublayer_search.search.run.reuse import rerun_hint, reuse_finished
 from sublayer_search.search.run.state_format import legacy_trials
 from sublayer_search.search.run.tuning import (
     SigintWatch,
@@ -318,6 +318,9 @@ class SweepRun:
             tracker = OneShotTracking  # stage 2: the top-k as a grid, tagged with their rank
         if exp.reuse and not self.resume:
             self.plan, self.reused = reuse_finished(self.client, self.exp_id, self.parent_id, self.plan)
+        elif not self.resume and (hint := rerun_hint(self.client, self.exp_id, self.plan,
+                                                     str(self.plan.source))):
+            print(f"sublayer sweep: note: {hint}", file=sys.stderr, flush=True)
         return tracker
 
     def _log_files(self) -> None:

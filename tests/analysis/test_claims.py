@@ -21,7 +21,12 @@ from sublayer_search.analysis.store.study_export import builtin_export
 from sublayer_search.analysis.studies.replication import by_family, scale_statement, single_runs
 from sublayer_search.analysis.studies.sandwich import headline, leaders, sandwich_curve
 from sublayer_search.analysis.studies.seeds import seed_comparison
-from sublayer_search.analysis.studies.significance import design_power, paired, welch_interval
+from sublayer_search.analysis.studies.significance import (
+    BATCHES_ONLY,
+    design_power,
+    paired,
+    welch_interval,
+)
 
 METRIC = "val_bpc"
 
@@ -91,13 +96,14 @@ def test_seed_comparison_states_which_test_each_number_comes_from(study) -> None
     assert row["effect"] == pytest.approx(base_sd)
     assert row["design_power"] == pytest.approx(design_power(3, 8, base_sd, base_sd))
     text = row["statement"]
-    for phrase in ("decides: paired t over the 3 shared seeds (0, 1, 2): mean difference "
-                   "-0.143, 95% paired t interval [-0.276, -0.0103], paired t-test p = 0.0435, "
-                   "Holm-adjusted over 5 comparisons p = 0.0971 (alpha 0.05): no evidence of a "
-                   "difference from the baseline",
-                   "unpaired alongside (does not decide): 95% Welch t interval [-0.257, "
-                   "-0.0414]; Welch t-test t = ",
-                   "Holm-adjusted over 5 comparisons p = 0.0258, Welch's verdict better",
+    for phrase in ("difference -0.149, 95% Welch t interval [-0.257, -0.0414]; Welch t-test "
+                   "t = ", "Holm-adjusted over 5 comparisons p = 0.0258 (alpha 0.05): better "
+                   "than the baseline; decides: unpaired (shared seeds share the batch order, "
+                   "not the initial weights)",
+                   "paired alongside (does not decide): paired t over the 3 shared seeds "
+                   "(0, 1, 2): mean difference -0.143, 95% paired t interval [-0.276, "
+                   "-0.0103], paired t-test p = 0.0435, Holm-adjusted over 5 comparisons "
+                   "p = 0.0971, paired verdict no evidence",
                    "Wilcoxon signed-rank p = 0.25 (unadjusted, shown only: it never decides)",
                    "post hoc (from the observed difference): 3 seeds per arm",
                    "planned power of this design (n=3 vs 8"):
@@ -110,7 +116,8 @@ def test_no_best_k_without_a_test_among_the_leaders(study) -> None:
     info = sandwich_curve(sandwich_rows(study.trials), metric=METRIC)
     lead = leaders(info)
     assert lead.attrs["best_k"] == 5 == info.best_k
-    assert lead.attrs["decides"] == "paired"  # every k trained seeds 0-2, as k = 5 did
+    # every k trained seeds 0-2, as k = 5 did, but a seed shares no initial weights
+    assert lead.attrs["decides"] == BATCHES_ONLY
     assert sorted(lead.attrs["leaders"]) == [1, 2, 3, 4, 5]  # none told apart from k = 5
     row = lead.set_index("k")
     for k, p, q in ((3, 0.74, 0.69), (4, 0.84, 0.66)):  # k5 vs k3, k5 vs k4
@@ -125,10 +132,10 @@ def test_no_best_k_without_a_test_among_the_leaders(study) -> None:
     for test in ("welch", "paired"):
         p = lead.loc[others, f"{test}_p"].to_numpy()
         assert lead.loc[others, f"{test}_p_adjusted"].to_numpy() == pytest.approx(_holm(p))
-    assert (lead["p_adjusted"].dropna() == lead["paired_p_adjusted"].dropna()).all()
-    assert round(lead.loc[others, "p_adjusted"].min(), 2) == 0.21
+    assert (lead["p_adjusted"].dropna() == lead["welch_p_adjusted"].dropna()).all()
+    assert round(lead.loc[others, "p_adjusted"].min(), 2) == 0.28
     assert headline(lead) == ("best mean at k = 5, not told apart from k = 1, 2, 3, 4\n"
-                              "(paired t, Holm-adjusted p >= 0.21): no best k claimed")
+                              "(Welch t, Holm-adjusted p >= 0.28): no best k claimed")
     # a k told apart: a clearly worse k with several seeds leaves the set
     far = info.trials.assign(value=np.where(info.trials["k"] == 1, 4.0 + info.trials["seed"]
                                             * 0.01, info.trials["value"]))
@@ -161,10 +168,20 @@ def test_each_family_alone_and_pooled(study) -> None:
         vals = study.trials.loc[study.trials["family"] == name, "final"].to_numpy(dtype=float)
         ratio = vals.var(ddof=1) / base.var(ddof=1)
         assert fam.loc[name, "variance_ratio"] == pytest.approx(ratio)
-        assert fam.loc[name, "ratio_p"] == pytest.approx(stats.f.sf(ratio, len(vals) - 1, 7))
+        dof = len(vals) - 1
+        two_sided = 2 * min(stats.f.sf(ratio, dof, 7), stats.f.cdf(ratio, dof, 7))
+        assert fam.loc[name, "ratio_p"] == pytest.approx(two_sided)
         assert fam.loc[name, "order_share"] == pytest.approx(1 - 1 / ratio)
+        lo = ratio / stats.f.ppf(0.975, dof, 7)
+        hi = ratio / stats.f.ppf(0.025, dof, 7)
+        assert fam.loc[name, "share_ci_low"] == pytest.approx(max(0.0, 1 - 1 / lo))
+        assert fam.loc[name, "share_ci_high"] == pytest.approx(1 - 1 / hi)
     assert round(fam.loc["permutations", "variance_ratio"], 1) == 3.6
-    assert round(fam.loc["permutations", "ratio_p"], 3) == 0.044
+    # two-sided: the permutations' ratio interval [0.81, 11.1] holds 1, p 0.088
+    assert round(fam.loc["permutations", "ratio_p"], 3) == 0.088
+    assert round(fam.loc["permutations", "ratio_ci_low"], 2) == 0.81
+    assert fam.loc["permutations", "share_ci_low"] == 0.0
+    assert round(fam.loc["permutations", "mann_whitney_p"], 4) == 0.0047
     assert round(fam.loc["permutations", "spearman_rho"], 2) == -0.78
     assert round(fam.loc["budgeted", "spearman_rho"], 2) == -0.17
     assert round(fam.loc["budgeted", "spearman_p"], 2) == 0.48
@@ -213,7 +230,7 @@ def test_the_shipped_report_says_nothing_its_tests_do_not_support(tmp_path: Path
     sandwich = sections["(c) Fig. 5: sandwich coefficient"]
     assert ("k = 5 has the best mean, but k = 1, 2, 3, 4, 5 cannot be told apart from it "
             "(no best k claimed)") in sandwich
-    assert "decides paired (4 comparisons)" in sandwich
+    assert f"decides {BATCHES_ONLY} (4 comparisons)" in sandwich
     single = sections["(a) Random orders against the average baseline, tested"]
     assert "39 of 39 orders have one seed: their seed sd is taken to be the baseline's 0.029" \
         in single
@@ -221,8 +238,9 @@ def test_the_shipped_report_says_nothing_its_tests_do_not_support(tmp_path: Path
     seeds = sections["Fig. 6: (c) sandwich coefficients, over seeds against the baseline"]
     assert "post hoc" in seeds and "Welch t interval" in seeds and "bootstrap (percentile)" \
         not in seeds and "Wilcoxon signed-rank p" in seeds
-    assert "Test that decides (paired): the paired t-test over the seeds" in seeds
-    assert "decides paired: 1 better, 0 worse, 4 no evidence of 5" in seeds
+    assert ("Test that decides (unpaired: shared seeds share the batch order, not the initial "
+            "weights): Welch's t-test per order against every baseline seed") in seeds
+    assert f"decides {BATCHES_ONLY}: 5 better, 0 worse, 0 no evidence of 5" in seeds
     table = pd.read_csv(tmp_path / "tables" / "sandwich_seeds.csv")
     for column in ("welch_p_adjusted", "welch_verdict", "paired_p_adjusted",
                    "paired_verdict", "decides"):
@@ -231,7 +249,7 @@ def test_the_shipped_report_says_nothing_its_tests_do_not_support(tmp_path: Path
     for phrase in ("permutations (n=20): Fig. 4 pattern Spearman rho = -0.78",
                    "budgeted (n=19): Fig. 4 pattern Spearman rho = -0.17, p = 0.48",
                    "permutations (n=20): variance ratio orders / seeds 3.6",
-                   "F-test p = 0.044; share beyond seed noise 72%",
+                   "two-sided F-test p = 0.088; share beyond seed noise 72% [95% CI 0%, 91%]",
                    "pooled (n=39): variance ratio orders / seeds 8.1"):
         assert phrase in fam, phrase
     assert "untested grouping" in sections[
@@ -268,8 +286,13 @@ def test_the_findings_cover_every_number_with_a_computation(study) -> None:
     seeds = seed_comparison(sandwich_rows(frame), metric=METRIC).table.set_index("name")
     lead = leaders(sandwich_curve(sandwich_rows(frame), metric=METRIC)).set_index("k")
     k5, k2 = seeds.loc["sandwich6_5"], seeds.loc["sandwich6_2"]
-    assert set(seeds["decides"]) == {"paired"} and lead.attrs["decides"] == "paired"
-    assert list(seeds.index[seeds["verdict"] == "better"]) == ["sandwich6_2"]
+    assert set(seeds["decides"]) == {BATCHES_ONLY} and lead.attrs["decides"] == BATCHES_ONLY
+    assert set(seeds["verdict"]) == {"better"}
+    k1 = seeds.loc["sandwich6_1"]
+    shared = seed_values(frame, None).loc[[0, 1, 2]]
+    good_budgeted = runs.loc[runs["beats_average"] & (runs["family"] == "budgeted"), "order"]
+    corr = [np.corrcoef(seed_values(frame, k).to_numpy(), shared.to_numpy())[0, 1]
+            for k in range(1, 6)]
     assert h.mann_whitney is not None and h.spearman is not None
     worse = runs[runs["verdict"] == "worse"]
     multi = frame[~frame["baseline"]].groupby("order")["final"].agg(["std", "count"])
@@ -298,18 +321,29 @@ def test_the_findings_cover_every_number_with_a_computation(study) -> None:
         f"{k5['paired_ci_low']:.3f}", f"{k5['paired_ci_high']:.3f}",
         f"{k5['wilcoxon_p']:.2f}", str(int(k5["paired_n"])),
         f"{k2['paired_difference']:.3f}", f"{k2['paired_ci_low']:.3f}",
-        f"{k2['paired_ci_high']:.3f}", f"{k2['p_adjusted']:.3g}",
-        *(f"{p:.3g}" for p in seeds.loc[seeds["verdict"] != "better", "p_adjusted"]),
+        f"{k2['paired_ci_high']:.3f}", f"{k2['paired_p_adjusted']:.3g}",
+        *(f"{p:.3g}" for p in seeds.loc[seeds["paired_verdict"] != "better",
+                                        "paired_p_adjusted"]),
+        f"{k1['difference']:.3f}", f"{k1['ci_low']:.3f}", f"{k1['ci_high']:.3f}",
+        f"{k5['design_power']:.2f}", f"{shared.std(ddof=1):.3f}",
+        *(f"{r:.2f}".lstrip("+") for r in corr),
         str(len(seeds)), str(int((seeds["welch_verdict"] == "better").sum())),
-        f"{lead.loc[3, 'paired_p']:.2f}", f"{lead.loc[4, 'paired_p']:.2f}",
+        f"{lead.loc[3, 'welch_p']:.2f}", f"{lead.loc[4, 'welch_p']:.2f}",
         str(int(lead["tested"].sum())), f"{lead['p_adjusted'].min():.2f}",
         f"{nz.seed_sd:.3f}", f"{nz.order_sd:.3f}", f"{nz.variance_ratio:.1f}",
         f"{nz.ratio_ci[0]:.1f}", f"{nz.ratio_ci[1]:.1f}", f"{nz.ratio_p:.2g}",
-        f"{nz.order_share * 100:.0f}", f"{nz.anova_f:.1f}", f"{nz.anova_p:.2g}".replace(
+        f"{nz.order_share * 100:.0f}", f"{nz.share_ci[0] * 100:.0f}",
+        f"{nz.share_ci[1] * 100:.0f}", f"{nz.anova_f:.1f}", f"{nz.anova_p:.2g}".replace(
             "e-06", "e-6"), f"{nz.icc:.2f}",
         *(f"{fam.loc[f, 'variance_ratio']:.1f}" for f in RANDOM_FAMILIES),
         *(f"{fam.loc[f, 'order_share'] * 100:.0f}" for f in RANDOM_FAMILIES),
         f"{fam.loc['permutations', 'ratio_p']:.2g}",
+        *(f"{fam.loc[f, c]:.2g}" for f in RANDOM_FAMILIES for c in ("mann_whitney_p",
+                                                                    "ratio_ci_low")),
+        f"{fam.loc['permutations', 'ratio_ci_high']:.1f}",
+        *(f"{fam.loc[f, c] * 100:.0f}" for f in RANDOM_FAMILIES
+          for c in ("share_ci_low", "share_ci_high")),
+        *(str(o.count("s")) for o in good_budgeted),
         f"{frame['final'].min():.1f}", f"{frame['final'].max():.1f}",
     }
     model = exp["model"]

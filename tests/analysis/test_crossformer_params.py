@@ -49,13 +49,13 @@ def test_counts_against_hand_computations():
     assert row["ffn_every_layer_m"] == round(_hand(6, 6, 8000, 2, 12 * D * FF), 2) == 39.75
     assert row["product_saved_m"] == 10.49 and row["ffn_every_layer_saved_m"] == 12.58
     assert (row["paper_params_m"], row["gap_m"]) == (39, 2.85)
-    assert row["fits"] == "ffn_every_layer" and "halving every layer" in row["reading"]
+    assert row["fits"] == "ffn_every_layer+per_block" and "halving every layer" in row["reading"]
     # HG-KQ and HG-V: 5 + 5 pairs of d^2; with the cross-attention chain 5 more
     for label in ("hg-kq", "hg-v"):
         row = t.loc[(*iwslt, label)]
         assert row["product_params_m"] == round(_hand(6, 6, 8000, 2, 10 * D * D), 2) == 49.71
         assert row["cross_chain_m"] == round(_hand(6, 6, 8000, 2, 15 * D * D), 2) == 48.40
-        assert row["fits"] == "cross_chain" and "cross_attention: true" in row["reading"]
+        assert row["fits"] == "cross_chain+per_block" and "cross_attention: true" in row["reading"]
     # WMT'14 En-De, 32K shared: 60.92M; 36+6: 155.49M; KQ 36+6: 35 + 5 (+ 5) pairs
     de2, de3 = (2, "wmt14-en-de"), (3, "wmt14-en-de")
     assert t.loc[(*de2, "none"), "product_params_m"] == round(_hand(6, 6, 32768, 1, 0), 2)
@@ -65,11 +65,12 @@ def test_counts_against_hand_computations():
     row = t.loc[(*de3, "hg-kq")]
     assert row["product_params_m"] == round(_hand(36, 6, 32768, 1, 40 * D * D), 2) == 145.00
     assert row["cross_chain_saved_m"] == round(45 * D * D / 1e6, 2) == 11.80
-    assert (row["paper_saved_m"], row["fits"], row["closest"]) == (13, "none", "cross_chain")
-    assert "comes closest but saves less" in row["reading"]
+    assert (row["paper_saved_m"], row["fits"], row["closest"]) == (13, "per_block", "per_block")
+    assert "11.80M, which does not fit" in row["reading"]
+    assert "per-block rule" in row["reading"] and "12.58M, which fits" in row["reading"]
     row = t.loc[(*de3, "hg-ffn")]
     assert row["ffn_every_layer_saved_m"] == round(42 * D * FF / 1e6, 2) == 44.04
-    assert row["fits"] == "ffn_every_layer"
+    assert row["fits"] == "ffn_every_layer+per_block"
     # Table 2's FFN rows save 14M: more than halving all 12 feedforwards (12.58M)
     assert (t.loc[(*de2, "hg-ffn"), "fits"], t.loc[(*de2, "hg-ffn"), "closest"]) == (
         "none", "ffn_every_layer")
@@ -78,6 +79,28 @@ def test_counts_against_hand_computations():
     saved = (15 + 5) * (2 * D * D + D * FF)
     assert row["product_params_m"] == round(_hand(16, 6, 32768, 1, saved), 2) == 60.98
     assert "split not stated" in row["reading"]
+
+
+def test_the_per_block_reading_fits_all_ten_key_query_and_value_rows():
+    """The paper's per-block rule (Sec. 2: 1d^2 saved per guided attention block), applied
+    to every attention block, decoder cross-attention included: (E + D self + D cross)
+    d^2, by hand, within the 1M the paper's whole millions allow, on all ten rows."""
+    t = cparams.params_table()
+    rows = t[t["label"].isin(["hg-kq", "hg-v"])]
+    assert len(rows) == 10
+    for r in rows.itertuples():
+        blocks = r.encoder_layers + 2 * r.decoder_layers
+        assert r.per_block_saved_m == round(blocks * D * D / 1e6, 2), r.model
+        assert abs(r.per_block_saved_m - r.paper_saved_m) <= cparams.TOLERANCE_M, r.model
+        assert "per_block" in r.fits.split("+")
+    assert set(rows.loc[rows["encoder_layers"] == 36, "per_block_saved_m"]) == {12.58}  # 48d^2
+    assert set(rows.loc[rows["encoder_layers"] == 6, "per_block_saved_m"]) == {4.72}  # 18d^2
+    # the cross-attention chain misses Table 3's En-De rows (11.80M against 13M)
+    de3 = rows[(rows["table"] == 3) & (rows["dataset"] == "wmt14-en-de")]
+    assert set(de3["fits"]) == {"per_block"}
+    # FFN: 4d^2 (one d x d_ff matrix) per block, the same as halving every layer
+    ffn = t[t["label"] == "hg-ffn"]
+    assert (ffn["per_block_saved_m"] == ffn["ffn_every_layer_saved_m"]).all()
 
 
 def test_the_difference_the_issue_names():
@@ -173,40 +196,36 @@ def test_docs_state_the_default_norm_and_why():
     assert "Only the public part is shared" in docs  # Figure 2's private and public parts
 
 
-def test_docs_explain_the_rows_no_reading_fits():
-    """docs/guidance.md explains Table 3's En-De Key-Query/Value rows and Table 2's HG-All
-    (16 layers), which fit no reading, with the table's numbers; the rounding argument
-    (whole millions) is recomputed here."""
+def test_docs_say_which_reading_fits_which_rows():
+    """docs/guidance.md says which reading fits Table 3's Key-Query/Value rows (the
+    per-block rule all of them, the chain En-Fr's only) and explains Table 2's HG-All
+    (16 layers), which fits none, with the table's numbers; the rounding argument (whole
+    millions) is recomputed here."""
     from pathlib import Path
 
     repo = Path(__file__).resolve().parents[2]
     docs = " ".join((repo / "docs" / "guidance.md").read_text(encoding="utf-8").split())
     t = cparams.params_table().set_index(["table", "dataset", "label"])
     none = {k for k, fits in t["fits"].items() if fits == "none"}
-    assert {(3, "wmt14-en-de", "hg-kq"), (3, "wmt14-en-de", "hg-v"),
-            (2, "wmt14-en-de", "hg-kq+v+ffn"), (2, "wmt14-en-fr", "hg-kq+v+ffn")} <= none
-    assert (3, "wmt14-en-fr", "hg-kq") not in none  # the chain fits En-Fr's 12M
+    assert {(2, "wmt14-en-de", "hg-kq+v+ffn"), (2, "wmt14-en-fr", "hg-kq+v+ffn")} <= none
     de, fr = t.loc[(3, "wmt14-en-de", "hg-kq")], t.loc[(3, "wmt14-en-fr", "hg-kq")]
-    base_de, base_fr = t.loc[(3, "wmt14-en-de", "none")], t.loc[(3, "wmt14-en-fr", "none")]
+    assert de["fits"] == "per_block" and fr["fits"] == "cross_chain+per_block"
     # printed whole millions: the true saving lies within 1M of the printed difference
     lo = max(de["paper_saved_m"], fr["paper_saved_m"]) - 1
     hi = min(de["paper_saved_m"], fr["paper_saved_m"]) + 1
-    assert (lo, hi) == (12, 13)
-    savings = {de["product_saved_m"], de["cross_chain_saved_m"], de["ffn_every_layer_saved_m"]}
-    assert savings == {10.49, 11.80} and not any(lo < s < hi for s in savings)
-    for phrase in (f"print {de['paper_params_m']:.0f}M against the Transformer's "
-                   f"{base_de['paper_params_m']:.0f}M: {de['paper_saved_m']:.0f}M saved",
-                   f"Eq. 5 saves {de['product_saved_m']:.1f}M there (35 + 5 pairs",
-                   f"the cross-attention chain {de['cross_chain_saved_m']:.1f}M (5 pairs more)",
-                   f"save {fr['paper_saved_m']:.0f}M ({base_fr['paper_params_m']:.0f}M to "
-                   f"{fr['paper_params_m']:.0f}M), which the chain fits",
-                   f"above {lo:.0f}M and En-Fr below {hi:.0f}M"):
+    assert (lo, hi) == (12, 13) and lo < de["per_block_saved_m"] < hi
+    for phrase in (f"48d² = {de['per_block_saved_m']:.2f}M on 36+6 (the paper: "
+                   f"{de['paper_saved_m']:.0f}M on En-De, {fr['paper_saved_m']:.0f}M on En-Fr)",
+                   f"not its En-De rows ({de['cross_chain_saved_m']:.1f}M against "
+                   f"{de['paper_saved_m']:.0f}M)",
+                   f"Eq. 5 fits none ({de['product_saved_m']:.1f}M on 36+6)",
+                   "the per-block rule fits all ten Key-Query and Value rows of Tables 1–3"):
         assert phrase in docs, phrase
     all_de = t.loc[(2, "wmt14-en-de", "hg-kq+v+ffn")]
     all_fr = t.loc[(2, "wmt14-en-fr", "hg-kq+v+ffn")]
     assert all_de["paper_saved_m"] == all_fr["paper_saved_m"] == 1  # saving in (0, 2)
     readings = (all_de["product_saved_m"], all_de["ffn_every_layer_saved_m"],
-                all_de["cross_chain_saved_m"])
+                all_de["cross_chain_saved_m"], all_de["per_block_saved_m"])
     assert not any(0 < s < 2 for s in readings)
     base2 = t.loc[(2, "wmt14-en-de", "none")]
     for phrase in (f"({all_de['paper_params_m']:.0f}M and {all_fr['paper_params_m']:.0f}M "
@@ -214,5 +233,6 @@ def test_docs_explain_the_rows_no_reading_fits():
                    f"{t.loc[(2, 'wmt14-en-fr', 'none'), 'paper_params_m']:.0f}M",
                    f"Eq. 5 saves {readings[0]:.2f}M ({all_de['product_params_m']:.2f}M here, "
                    f"more than the 6+6 Transformer's {base2['product_params_m']:.2f}M)",
-                   f"halving every FFN {readings[1]:.2f}M, the chain {readings[2]:.2f}M"):
+                   f"halving every FFN {readings[1]:.2f}M, the chain {readings[2]:.2f}M, the "
+                   f"per-block rule {readings[3]:.2f}M"):
         assert phrase in docs, phrase

@@ -18,7 +18,7 @@ from sublayer_search.analysis.cli import add_arguments, run_analyze
 from sublayer_search.analysis.store import runs
 from sublayer_search.analysis.store.guidance_frame import guidance_fields, has_guidance, normalized
 from sublayer_search.analysis.studies.guidance import guidance_study, study_experiment
-from sublayer_search.analysis.studies.significance import adjust_pvalues
+from sublayer_search.analysis.studies.significance import BATCHES_ONLY, adjust_pvalues
 
 LM = "sweep-guidance"
 MT = "sweep-guidance-mt"
@@ -143,8 +143,9 @@ def test_study_groups_by_candidate_and_guidance_with_adjusted_tests(store):
     assert t.loc["sandwich4_1+hg-kq", "verdict"] == "worse"
     assert t.loc["interleaved4+hg-ffn", "verdict"] == "no evidence"
     assert np.isnan(t.loc["interleaved4+hg-kq+ffn", "welch_p"])  # one seed: no test
-    # every group trained seeds the baseline trained (0, 1, 2): the paired t-test over
-    # them decides, Holm over the four tested groups; Welch's t beside it, Holm as well
+    # every group trained seeds the baseline trained (0, 1, 2), but a seed shares the
+    # batches, not the initial weights: Welch's t decides, Holm over the four tested
+    # groups; the paired t-test beside it, Holm as well, never deciding
     groups = {
         "interleaved4+sg-kq": [8.0, 8.2, 7.9],
         "interleaved4+hg-ffn": [10.1, 9.9, 10.3],
@@ -155,9 +156,9 @@ def test_study_groups_by_candidate_and_guidance_with_adjusted_tests(store):
     pair = [stats.ttest_rel(v, BASE[:len(v)]).pvalue for v in groups.values()]
     for name, p, q in zip(groups, adjust_pvalues(pair, "holm"), adjust_pvalues(welch, "holm"),
                           strict=True):
-        assert t.loc[name, "p_adjusted"] == pytest.approx(p)
-        assert t.loc[name, "welch_p_adjusted"] == pytest.approx(q)
-        assert t.loc[name, "decides"] == "paired" and t.loc[name, "comparisons"] == 4
+        assert t.loc[name, "paired_p_adjusted"] == pytest.approx(p)
+        assert t.loc[name, "p_adjusted"] == t.loc[name, "welch_p_adjusted"] == pytest.approx(q)
+        assert t.loc[name, "decides"] == BATCHES_ONLY and t.loc[name, "comparisons"] == 4
     assert t.loc["interleaved4+hg-ffn", "params_change"] == -200
     assert t.loc["interleaved4+sg-kq", "guidance_loss"] == pytest.approx(1.5)  # mean 0.5..2.5
     assert t.loc["sandwich4_1+hg-kq", "candidate"] == "sandwich4_1"

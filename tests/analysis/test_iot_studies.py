@@ -33,6 +33,7 @@ from sublayer_search.analysis import (
     translation_seeds,
 )
 from sublayer_search.analysis.cli import add_arguments, run_analyze
+from sublayer_search.analysis.studies.significance import BATCHES_ONLY
 
 BLEU = "val_bleu"
 
@@ -199,23 +200,24 @@ def test_translation_seeds_higher_is_better_and_grouped_by_subset():
     assert good["difference"] == 4.5 and good["ci_low"] > 0 and bool(good["better"])
     assert bad["difference"] == -1.0 and not bool(bad["better"])
     assert bad["verdict"] == "no evidence" and "no evidence of a difference" in bad["statement"]
-    # iot14 is the baseline minus 1 at every seed: no paired p, so Welch decides for all
-    assert set(info.table["decides"]) == {"unpaired (paired differences that do not vary)"}
+    # iot14 is the baseline minus 1 at every seed: no paired p; Welch decides anyway
+    assert set(info.table["decides"]) == {BATCHES_ONLY}
 
 
-def test_translation_seeds_paired_where_every_candidate_shares_the_baselines_seeds():
+def test_translation_seeds_show_the_paired_test_beside_welch_over_shared_seeds():
     f = frame(*BASE, iot("46", 25.0), iot("46", 25.5, seed=1), iot("46", 26.5, seed=2),
               iot("14", 19.0), iot("14", 20.5, seed=1), iot("14", 21.0, seed=2))
     info = translation_seeds(f, n_resamples=999)
     good = info.row("iot46")
     expected = stats.ttest_rel([25.0, 25.5, 26.5], [20.0, 21.0, 22.0])
-    assert good["decides"] == "paired" and good["paired_p"] == pytest.approx(expected.pvalue)
-    assert good["p_adjusted"] == good["paired_p_adjusted"] and good["comparisons"] == 2
-    assert good["verdict"] == good["paired_verdict"]
+    # a shared seed shares the batches, not the initial weights: Welch decides
+    assert good["decides"] == BATCHES_ONLY and good["paired_p"] == pytest.approx(expected.pvalue)
+    assert good["p_adjusted"] == good["welch_p_adjusted"] and good["comparisons"] == 2
+    assert good["verdict"] == good["welch_verdict"]
     # reference = subset {1} when there are no baseline trials: paired against its seeds
     g = frame(iot("1", 30.0), iot("1", 32.0, seed=1), iot("46", 33.0), iot("46", 34.5, seed=1))
     row = translation_seeds(g, n_resamples=999).row("iot46")
-    assert row["decides"] == "paired" and row["paired_seeds"] == "0, 1"
+    assert row["decides"] == BATCHES_ONLY and row["paired_seeds"] == "0, 1"
 
 
 def test_translation_seeds_bad_input():
@@ -318,6 +320,12 @@ def test_analyze_translation_sweep_writes_iot_sections(translation_store, tmp_pa
     comparison = pd.read_csv(out / "tables" / "iot_paper_comparison.csv")
     assert comparison.set_index("size").loc[3, "paper_bleu"] == 35.58
     assert comparison.set_index("size").loc[2, "ours_gain"] == 1.5
+    # the scorer and split beside every comparison with the paper (issue 46): these runs
+    # predate translation.bleu_tokenize, so sacrebleu's 13a on the validation split
+    assert set(comparison["ours_scored"]) == {"sacrebleu 13a, validation split"}
+    assert set(comparison["paper_scored"]) == {
+        "multi-bleu.perl on tokenised text (sacrebleu tokenize none), test split"}
+    assert "ours (sacrebleu 13a, validation split) vs Zhu et al. (2021)" in html
     assert "4 of 5" in html and "Zhu et al. (2021) Table 3" in html
     shares = pd.read_csv(out / "tables" / "iot_route_shares.csv", dtype={"subset": str})
     assert shares[(shares["subset"] == "46") & (shares["code"] == 4)]["mean"].iloc[0] == (

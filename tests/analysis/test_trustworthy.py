@@ -199,11 +199,14 @@ def test_analyze_pools_two_real_sweeps(mlflow_store, tmp_path, capsys):
     printed = capsys.readouterr()
     assert code == 0, printed.err
     trials = pd.read_csv(out / "tables" / "trials.csv")
-    assert len(trials) == 8 + 3
-    assert trials["experiment"].value_counts().to_dict() == {SWEEP: 8, NO_BASELINE: 3}
+    # NO_BASELINE holds SWEEP's trials 2-4 again (same order, seed and settings): replays,
+    # one sample each, the latest finished kept (issue 46), and the output says so
+    assert len(trials) == 8
+    assert trials["experiment"].value_counts().to_dict() == {SWEEP: 5, NO_BASELINE: 3}
+    assert ("3 trial(s) were trained more than once; the latest finished of each is kept "
+            "and 3 earlier replay(s) left out") in printed.out
     html = (out / "report.html").read_text()
     assert f"Sweeps &#x27;{SWEEP}&#x27;, &#x27;{NO_BASELINE}&#x27; pooled" in html
-    # NO_BASELINE's three finished candidates join SWEEP's three
     dist = pd.read_csv(out / "tables" / "sweep_distribution.csv")
-    assert len(dist) == 6
+    assert len(dist) == 3
     assert printed.out.count("attached the report to sweep run") == 2

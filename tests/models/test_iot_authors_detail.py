@@ -262,6 +262,9 @@ def test_the_shipped_authors_config_runs_their_settings() -> None:
         m, t = spec.model, spec.train
         assert (m.norm, m.d_model, m.d_ff, m.n_heads, m.dropout) == ("post", 512, 1024, 4, 0.3)
         assert spec.translation.max_tokens == 4000 and spec.translation.label_smoothing == 0.1
+        # BLEU as the paper scored it (issue 46); fairseq's batch multiple of 8
+        assert (spec.translation.bleu_tokenize, spec.translation.test_bleu) == ("none", True)
+        assert spec.translation.batch_multiple == 8
         assert (t.steps, t.lr, t.schedule, t.warmup_steps, t.betas) == (
             100000, 0.0005, "inverse_sqrt", 4000, (0.9, 0.98))
         assert (t.weight_decay, t.clip_norm, t.precision) == (0.0001, 25.0, "fp32")

@@ -71,6 +71,56 @@ def test_batches_keep_the_budget_cover_every_pair_once_and_sort_by_length() -> N
         token_batches(split, max_tokens=0, seed=1)
 
 
+def _fairseq_batch_by_size(indices: list[int], num_tokens: list[int], max_tokens: int,
+                           bsz_mult: int) -> list[list[int]]:
+    """fairseq's ``data_utils_fast.batch_by_size_fn``, line by line (no max_sentences)."""
+    batches: list[list[int]] = []
+    batch: list[int] = []
+    sample_lens: list[int] = []
+    sample_len = 0
+    for idx in indices:
+        sample_lens.append(num_tokens[idx])
+        sample_len = max(sample_len, num_tokens[idx])
+        n = (len(batch) + 1) * sample_len
+        if len(batch) > 0 and n > max_tokens:  # _is_batch_full
+            mod_len = max(bsz_mult * (len(batch) // bsz_mult), len(batch) % bsz_mult)
+            batches.append(batch[:mod_len])
+            batch = batch[mod_len:]
+            sample_lens = sample_lens[mod_len:]
+            sample_len = max(sample_lens) if len(sample_lens) > 0 else 0
+        batch.append(idx)
+    if len(batch) > 0:
+        batches.append(batch)
+    return batches
+
+
+@pytest.mark.parametrize("multiple", [1, 8])
+def test_batches_are_cut_to_a_multiple_of_8_as_fairseq_cuts_them(multiple: int) -> None:
+    rng = np.random.default_rng(4)
+    src = rng.integers(3, 60, 3000).tolist()
+    tgt = rng.integers(3, 60, 3000).tolist()
+    split = _split(src, tgt)
+    ours = token_batches(split, max_tokens=1000, seed=5, multiple=multiple)
+    flat = np.concatenate(ours)
+    size = np.maximum(np.asarray(src) + 1, np.asarray(tgt) + 1).tolist()
+    reference = _fairseq_batch_by_size(flat.tolist(), size, 1000, multiple)
+    assert [b.tolist() for b in ours] == reference
+    assert sorted(flat.tolist()) == list(range(3000))
+    if multiple == 8:  # every full batch a multiple of 8 pairs, within the budget
+        assert all(len(b) % 8 == 0 for b in ours[:-1])
+        assert all(len(b) * max(size[i] for i in b) <= 1000 for b in ours)
+    with pytest.raises(ValueError, match="multiple"):
+        token_batches(split, max_tokens=1000, seed=5, multiple=0)
+
+
+def test_batch_multiple_is_8_by_default_and_validated() -> None:
+    assert TranslationConfig().batch_multiple == 8
+    assert TranslationConfig(batch_multiple=1).batch_multiple == 1
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ConfigError, match="translation.batch_multiple"):
+            TranslationConfig(batch_multiple=bad)
+
+
 def test_max_tokens_is_validated_naming_the_field() -> None:
     assert TranslationConfig().max_tokens is None
     bad: Any
@@ -94,7 +144,8 @@ def test_training_draws_one_token_batch_per_micro_batch(data) -> None:
                                                          max_tokens=300))
     family = TranslationFamily(spec, corpus)
     assert family.token_batches is not None
-    expected = token_batches(corpus.train, max_tokens=300, seed=3, max_src=64, max_tgt=64)
+    expected = token_batches(corpus.train, max_tokens=300, seed=3, max_src=64, max_tgt=64,
+                             multiple=8)  # fairseq's --required-batch-size-multiple default
     assert all(np.array_equal(a, b) for a, b in zip(family.token_batches, expected, strict=True))
     model = family.build().train()
     gen = torch.Generator().manual_seed(11)

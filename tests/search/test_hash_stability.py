@@ -24,7 +24,9 @@ def test_an_unset_max_tokens_leaves_a_translation_hash_as_it_was() -> None:
     plan = _plan("iot_multi30k.yaml")
     settings = plan.settings()
     assert settings["translation.max_tokens"] is None
-    before = {k: v for k, v in settings.items() if k != "translation.max_tokens"}
+    before = {k: v for k, v in settings.items()
+              if k not in ("translation.max_tokens", "translation.batch_multiple",
+                           "translation.bleu_tokenize", "translation.test_bleu")}
     assert plan.config_hash == config_hash(before)
     assert _plan("iot_multi30k.yaml", translation={"max_tokens": 4000}).config_hash != \
         plan.config_hash
@@ -38,3 +40,24 @@ def test_the_authors_routing_is_hashed_with_its_new_meaning() -> None:
     authors = plan_sweep(parse_experiment(raw), check_resources=False).settings()
     assert "model.routing_detail" not in ours
     assert authors["model.routing_detail"] == "criterion"
+
+
+def test_the_batch_multiple_is_hashed_only_with_token_batches() -> None:
+    """``translation.batch_multiple`` (issue 46) cuts token batches only: without
+    ``max_tokens`` it leaves the hash as it was; with it, 8 (fairseq's default) and 1 (the
+    batches before the setting existed) are different trainings."""
+    plain = _plan("iot_multi30k.yaml")
+    assert plain.settings()["translation.batch_multiple"] == 8
+    assert _plan("iot_multi30k.yaml", translation={"batch_multiple": 1}).config_hash == \
+        plain.config_hash
+    eight = _plan("iot_multi30k.yaml", translation={"max_tokens": 4000})
+    one = _plan("iot_multi30k.yaml", translation={"max_tokens": 4000, "batch_multiple": 1})
+    assert eight.config_hash != one.config_hash
+
+
+def test_scoring_as_the_paper_did_is_hashed_only_when_asked_for() -> None:
+    """``translation.bleu_tokenize`` and ``test_bleu`` (issue 46) at their defaults leave
+    the hash as it was; set, they change it (a reused run must have been scored so)."""
+    plain = _plan("iot_multi30k.yaml")
+    for change in ({"bleu_tokenize": "none"}, {"test_bleu": True}):
+        assert _plan("iot_multi30k.yaml", translation=change).config_hash != plain.config_hash

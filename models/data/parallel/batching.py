@@ -100,6 +100,7 @@ def token_batches(
     seed: int,
     max_src: int | None = None,
     max_tgt: int | None = None,
+    multiple: int = 1,
 ) -> list[np.ndarray]:
     """Sentence numbers of ``split`` cut into batches of at most ``max_tokens`` tokens, as
     fairseq's ``--max-tokens`` does (``ordered_indices`` + ``batch_by_size``).
@@ -107,11 +108,14 @@ def token_batches(
     A pair counts ``max(source + </s>, target + </s>)`` tokens (after truncation to
     ``max_src`` / ``max_tgt``); pairs are shuffled with ``seed`` (ties), stably sorted by
     target then by source length, and taken in that order into a batch while ``rows ×
-    longest pair`` (the padded size) stays within ``max_tokens``. A pair longer than
-    ``max_tokens`` alone is a batch of its own. Every pair is in exactly one batch.
+    longest pair`` (the padded size) stays within ``max_tokens``. A full batch is cut to
+    a multiple of ``multiple`` pairs (fairseq's ``--required-batch-size-multiple``; a
+    batch of fewer pairs stays whole) and the rest carried into the next. A pair longer
+    than ``max_tokens`` alone is a batch of its own. Every pair is in exactly one batch.
     """
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-        raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+    for name, value in (("max_tokens", max_tokens), ("multiple", multiple)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
     src = split.src_lengths + 1
     tgt = split.tgt_lengths + 1
     if max_src is not None:
@@ -123,12 +127,16 @@ def token_batches(
     order = order[np.argsort(src[order], kind="mergesort")]
     sizes = np.maximum(src, tgt)[order].tolist()
     batches: list[np.ndarray] = []
-    start, longest = 0, 0
+    batch: list[int] = []  # positions in ``order`` (fairseq's batch_by_size_fn)
+    longest = 0
     for i, size in enumerate(sizes):
-        if i > start and (i - start + 1) * max(longest, size) > max_tokens:
-            batches.append(order[start:i])
-            start, longest = i, 0
+        if batch and (len(batch) + 1) * max(longest, size) > max_tokens:
+            cut = max(multiple * (len(batch) // multiple), len(batch) % multiple)
+            batches.append(order[batch[:cut]])
+            batch = batch[cut:]
+            longest = max((sizes[j] for j in batch), default=0)
+        batch.append(i)
         longest = max(longest, size)
-    if len(order):
-        batches.append(order[start:])
+    if batch:
+        batches.append(order[batch])
     return batches
