@@ -61,8 +61,8 @@ lint: install
 	for p in spaces models search analysis; do ln -sfn ../../$$p .mypy_path/sublayer_search/$$p; done
 	$(BIN)/mypy
 
-# The quickstart sweep: 10 tiny trials on Ray Tune, tracked in ./mlflow.db (16:46 on 2 cores
-# heavily loaded by other jobs, measured 2026-12-02: README).
+# The quickstart sweep: 10 tiny trials on Ray Tune, tracked in ./mlflow.db (3:05 on 2 idle
+# cores, measured 2026-12-02: README).
 # After Ctrl-C, `make run RESUME=1` continues it (the command the sweep prints: with the
 # corpus folder this Makefile sets).
 RESUME ?=
