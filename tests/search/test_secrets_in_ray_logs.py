@@ -18,9 +18,11 @@ so that it reads where the leak was.
 
 from __future__ import annotations
 
+import ast
 import os
 import secrets
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,19 +48,17 @@ BUCKET = "sweeps"
 
 def test_tune_would_copy_these_variables() -> None:
     """The names the sweep takes out are the ones Ray Tune copies (a Ray upgrade that
-    renames its list fails here, not silently in a cluster's logs)."""
-    from ray.tune.execution import class_cache
-
-    from sublayer_search.search.run.tuning import keep_credentials_out_of_trials
-
-    before = set(class_cache.ENV_VARS_TO_PROPAGATE)
-    try:
-        assert {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"} <= before
-        keep_credentials_out_of_trials()
-        after = set(class_cache.ENV_VARS_TO_PROPAGATE)
-        assert after == before - CREDENTIAL_ENV and "RAY_CHDIR_TO_TRIAL_DIR" in after
-    finally:
-        class_cache.ENV_VARS_TO_PROPAGATE = frozenset(before)
+    renames its list fails here, not silently in a cluster's logs). Ray's list is read in
+    a fresh process: a sweep run in this one has already taken the names out."""
+    show = ("from ray.tune.execution import class_cache; from sublayer_search.search.run."
+            "tuning import keep_credentials_out_of_trials as keep; "
+            "print(sorted(class_cache.ENV_VARS_TO_PROPAGATE)); keep(); "
+            "print(sorted(class_cache.ENV_VARS_TO_PROPAGATE))")
+    out = subprocess.run([sys.executable, "-c", show], capture_output=True, text=True,
+                         timeout=120, check=True).stdout.splitlines()
+    before, after = (set(ast.literal_eval(line)) for line in out[-2:])
+    assert {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"} <= before
+    assert after == before - CREDENTIAL_ENV and "RAY_CHDIR_TO_TRIAL_DIR" in after
 
 
 def test_environment_keys_reach_no_file_of_a_ray_cluster() -> None:
@@ -87,7 +87,8 @@ def test_environment_keys_reach_no_file_of_a_ray_cluster() -> None:
 def test_web_identity_reaches_no_file(tmp_path: Path) -> None:
     """Credentials by web identity (``AWS_ROLE_ARN`` and a token file, as EKS gives a pod):
     MLflow's artifacts go to S3 with keys botocore fetches from STS (the same server), and
-    the token is written nowhere; a local Ray's temp folder is read while it runs. (Ray's
+    the token is written nowhere, nor is the Ray token the local Ray authenticates with
+    (``RAY_AUTH_TOKEN``); a local Ray's temp folder is read while it runs. (Ray's
     state stays in a folder: pyarrow asks AWS's own STS for web identity, which a test
     server cannot stand in for.)"""
     import boto3
@@ -114,10 +115,14 @@ def test_web_identity_reaches_no_file(tmp_path: Path) -> None:
             finally:
                 os.environ.clear()
                 os.environ.update(env_before)
-            patterns = secret_patterns({"the web identity token": token})
+            ray_token = secrets.token_hex(32)  # Ray's token auth, as a Slurm job hands it out
+            patterns = secret_patterns({"the web identity token": token,
+                                        "the Ray token": ray_token})
             (folder / "rt").mkdir()
             watch = TempWatch(folder / "rt", patterns)
-            printed = _sweep(folder, {**keys, "RAY_TMPDIR": str(folder / "rt")}, None, watch,
+            printed = _sweep(folder, {**keys, "RAY_TMPDIR": str(folder / "rt"),
+                                      "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": ray_token},
+                             None, watch,
                              unset=("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"),
                              ray_storage=None)
             pages = client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET)
