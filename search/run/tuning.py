@@ -47,8 +47,7 @@ def keep_credentials_out_of_trials() -> None:
     credentials always do here (``search/plan/credentials.py``). So the names are taken
     out of Tune's public list of variables to propagate; the rest of it stays.
     """
-    class_cache.ENV_VARS_TO_PROPAGATE = frozenset(class_cache.ENV_VARS_TO_PROPAGATE
-                                                  - CREDENTIAL_ENV)
+    class_cache.ENV_VARS_TO_PROPAGATE = set(class_cache.ENV_VARS_TO_PROPAGATE) - CREDENTIAL_ENV
 
 PENDING = "pending"
 """The closing table's status of a trial an interrupted sweep never started."""

@@ -178,6 +178,14 @@ def _snapshot(tmp_path: Path) -> set[str]:
     return {p.name for p in tmp_path.iterdir()}
 
 
+def _plan_parts(out: str) -> tuple[list[str], str, str, list[str]]:
+    """A dry run's table (header and rows), footer, scheduler line and checkpoint lines."""
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("scheduler: "))
+    assert all(line.startswith("checkpoints: ") for line in lines[at + 1:]), lines[at + 1:]
+    return lines[:at - 1], lines[at - 1], lines[at], lines[at + 1:]
+
+
 def test_dry_run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                      capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.chdir(tmp_path)  # quickstart.yaml uses ./mlflow.db and ./ray_results
@@ -186,15 +194,16 @@ def test_dry_run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     header = out.splitlines()[0].split()
     assert header == ["name", "family", "seed", "n_s", "n_f", "units", "params",
                       "flops_per_token", "order"]
-    lines = out.splitlines()
-    assert len(lines) == 1 + 10 + 2
+    lines, footer, scheduler, checkpoints = _plan_parts(out)
+    assert len(lines) == 1 + 10 and len(checkpoints) == 1
     assert lines[1].split()[:3] == ["interleaved4@seed0", "baseline", "0"]
-    assert lines[-3].split()[0] == "sandwich4_3@seed0" and lines[-3].endswith("ssssffff")
-    assert "10 trial(s)" in lines[-2] and "val_bpc" in lines[-2]
-    assert lines[-1].startswith("scheduler: fifo (no early stopping: every trial trains all its "
-                                "steps") and "{type: curve}" in lines[-1]
+    assert lines[-1].split()[0] == "sandwich4_3@seed0" and lines[-1].endswith("ssssffff")
+    assert "10 trial(s)" in footer and "val_bpc" in footer
+    assert scheduler.startswith("scheduler: fifo (no early stopping: every trial trains all its "
+                                "steps") and "{type: curve}" in scheduler
     assert "stops hopeless trials early, and on every recorded study it kept the true top 3" \
-        in lines[-1]
+        in scheduler
+    assert "ray.keep_checkpoints: 1 per trial x 10 trial(s)" in checkpoints[0]
     assert _snapshot(tmp_path) == set()  # no mlflow.db, no ray_results
     assert not ray.is_initialized()
 
@@ -210,7 +219,7 @@ def test_dry_run_of_an_adaptive_sweep(tmp_path: Path, monkeypatch: pytest.Monkey
     raw["scheduler"] = {"type": "asha", "grace_period": 2}
     path.write_text(yaml.safe_dump(raw))
     assert main(["sweep", str(path), "--dry-run"]) == 0
-    *_, footer, scheduler = capsys.readouterr().out.splitlines()
+    _, footer, scheduler, _ = _plan_parts(capsys.readouterr().out)
     assert footer.startswith("3 trial(s) + up to 6 proposed by evolution from 4 candidates")
     every = raw["train"]["eval_every"]
     assert scheduler == (f"scheduler: asha, grace 2 evaluation(s) ({2 * every} steps), reduction "
@@ -225,8 +234,9 @@ def test_paper_presets_plan(preset: Path, tmp_path: Path, monkeypatch: pytest.Mo
     code = main(["sweep", str(preset), "--dry-run"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    *_, footer, scheduler = captured.out.splitlines()
+    _, footer, scheduler, checkpoints = _plan_parts(captured.out)
     assert "trial(s)" in footer and scheduler.startswith("scheduler: ")
+    assert checkpoints and all("GB" in line for line in checkpoints)
     assert _snapshot(tmp_path) == set()
 
 
