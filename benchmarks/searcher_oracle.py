@@ -28,8 +28,12 @@ table) runs out:
 - ``evo-prior``: evolution whose first population is drawn best prior first.
 
 Reported per table and searcher: median, IQR (25th-75th percentile) of the evaluations
-to the top 5 (ties with the 5th included) and to the top 1, runs that never got there
-(counted at budget + 1), and each median as a ratio to random's. Target (issue 28): the
+to the top 5 (ties with the 5th included), to the top 1 and to the first *eps-good* order
+(mean within ``--eps`` baseline seed sds of the best, default 1; the seed sd from the
+table's repeated baseline, see :mod:`search.searchers.yardstick`), runs that never got
+there (counted at budget + 1), and each median as a ratio to random's. Each table says
+how many eps-good orders it has: where most orders lie within a seed sd of the best, the
+top 5 is luck and eps-good is the question a researcher can answer. Target (issue 28): the
 prior's top-5 median <= 0.5x random's on every table. ``--reverse-prior`` negates every
 fitted prior (it then ranks the orders it believed best last): how a searcher fares when
 its prior is wrong and each result contradicts it (issue 37).
@@ -66,6 +70,7 @@ from sublayer_search.search.searchers.prior import (
 )
 from sublayer_search.search.searchers.surrogate import SurrogateSearcher
 from sublayer_search.search.searchers.tune import EvolutionSearcher, OptunaTrials
+from sublayer_search.search.searchers.yardstick import eps_good, seed_noise
 
 Factory = Callable[[OrderTable, int, OrderPrior | None], Searcher]
 BIG = 10**6
@@ -111,12 +116,18 @@ def _stats(counts: list[int], random_median: float | None) -> dict[str, float | 
 
 
 def judge(judged: PriorTable, pool: Sequence[PriorTable], *, seeds: int,
-          searchers: Sequence[str] = tuple(SEARCHERS), reverse: bool = False) -> dict[str, Any]:
+          searchers: Sequence[str] = tuple(SEARCHERS), reverse: bool = False,
+          eps: float = 1.0) -> dict[str, Any]:
     """Every searcher over one table; the prior from ``pool`` minus the judged study
-    (``reverse``: negated, a prior the results contradict)."""
+    (``reverse``: negated, a prior the results contradict). Beside the top 5 and the top 1,
+    the first *eps-good* order: mean within ``eps`` baseline seed sds of the best (a table
+    without a repeated baseline has none)."""
     table = OrderTable.from_rows(judged.records, mode="max" if judged.mode == "max" else "min",
                                  metric="value")
     top5, top1 = table.top(5), table.top(1)
+    noise = seed_noise(judged.records)
+    good = (eps_good(table.values, eps=eps, sd=noise.sd, mode=table.mode)
+            if noise is not None else set())
     budget = 2 * len(table.values)
     sources = [t for t in pool if not same_study(t, judged)]
     prior = fit_prior(sources) if sources else None
@@ -124,6 +135,8 @@ def judge(judged: PriorTable, pool: Sequence[PriorTable], *, seeds: int,
         prior = dataclasses.replace(prior, coef=tuple(-c for c in prior.coef))
     out: dict[str, Any] = {
         "table": judged.table, "orders": len(table.values), "top5": len(top5), "budget": budget,
+        "eps": eps, "seed_sd": noise.sd if noise else None,
+        "seed_sd_from": noise.describe() if noise else None, "eps_good": len(good),
         "seeds": seeds, "prior": prior.describe() if prior else None,
         "left_out": sorted(t.table for t in pool if same_study(t, judged)), "searchers": {},
     }
@@ -132,15 +145,19 @@ def judge(judged: PriorTable, pool: Sequence[PriorTable], *, seeds: int,
         if name.endswith("prior") and prior is None:
             continue
         start = time.perf_counter()
-        to5, to1 = [], []
+        to5, to1, to_good = [], [], []
         for seed in range(seeds):
             orders = drive(SEARCHERS[name](table, seed, prior), table, budget=budget, until=top1)
             to5.append(evaluations_to_top(orders, top5) or budget + 1)
             to1.append(evaluations_to_top(orders, top1) or budget + 1)
+            if good:
+                to_good.append(evaluations_to_top(orders, good) or budget + 1)
         if name == "random":
-            rand = {"top5": statistics.median(to5), "top1": statistics.median(to1)}
+            rand = {"top5": statistics.median(to5), "top1": statistics.median(to1),
+                    **({"good": statistics.median(to_good)} if to_good else {})}
         out["searchers"][name] = {
             "top5": _stats(to5, rand.get("top5")), "top1": _stats(to1, rand.get("top1")),
+            "good": _stats(to_good, rand.get("good")) if to_good else None,
             "misses": sum(c > budget for c in to1),
             "seconds": round(time.perf_counter() - start, 1),
         }
@@ -164,15 +181,25 @@ def _print(res: dict[str, Any]) -> None:
           f"{res['budget']}, {res['seeds']} seeds")
     print(f"  prior: {res['prior'] or 'none (no other study)'}; left out as the same study: "
           f"{', '.join(res['left_out']) or '-'}")
+    if res["seed_sd"] is None:
+        print("  eps-good: none (the table repeats no order, so it has no seed sd)")
+    else:
+        print(f"  eps-good: {res['eps_good']} order(s) within {res['eps']:g} x "
+              f"{res['seed_sd_from']} of the best")
     print(f"  {'searcher':<10} {'top5 median':>11} {'IQR':>10} {'x random':>8}   "
-          f"{'top1 median':>11} {'IQR':>10} {'x random':>8} {'misses':>6} {'s':>5}")
+          f"{'top1 median':>11} {'IQR':>10} {'x random':>8}   "
+          f"{'eps-good med':>12} {'IQR':>10} {'x random':>8} {'misses':>6} {'s':>5}")
     for name, r in res["searchers"].items():
         cells = []
-        for key in ("top5", "top1"):
+        for key in ("top5", "top1", "good"):
             s = r[key]
+            if s is None:
+                cells.append(f"{'-':>{11 + (key == 'good')}} {'':>10} {'-':>8}")
+                continue
             ratio = "-" if s["ratio"] is None else f"{s['ratio']:.2f}"
-            cells.append(f"{s['median']:>11.1f} {s['q1']:>4.1f}-{s['q3']:<5.1f} {ratio:>8}")
-        print(f"  {name:<10} {cells[0]}   {cells[1]} {r['misses']:>6} {r['seconds']:>5.1f}")
+            cells.append(f"{s['median']:>{11 + (key == 'good')}.1f} "
+                         f"{s['q1']:>4.1f}-{s['q3']:<5.1f} {ratio:>8}")
+        print(f"  {name:<10} {'   '.join(cells)} {r['misses']:>6} {r['seconds']:>5.1f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -192,6 +219,9 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"comma-separated subset of {','.join(SEARCHERS)}")
     ap.add_argument("--reverse-prior", action="store_true",
                     help="negate every fitted prior (a prior that points at the worst orders)")
+    ap.add_argument("--eps", type=float, default=1.0,
+                    help="an order is eps-good when its mean is within EPS baseline seed sds "
+                         "of the best (default 1)")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     args = ap.parse_args(argv)
     names = [s for s in args.searchers.split(",") if s]
@@ -205,13 +235,22 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--table/--export/--prior: got {exc.value!r}, expected {exc.expected}")
     except (OSError, ValueError) as exc:
         ap.error(str(exc))
-    results = [judge(t, pool, seeds=args.seeds, searchers=names, reverse=args.reverse_prior)
-               for t in judged]
+    if not (args.eps >= 0):
+        ap.error(f"--eps: got {args.eps!r}, expected a number >= 0")
+    results = [judge(t, pool, seeds=args.seeds, searchers=names, reverse=args.reverse_prior,
+                     eps=args.eps) for t in judged]
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
     for res in results:
         _print(res)
+    print(f"\nprior, eps-good (eps {args.eps:g}) median as a ratio to random's:")
+    for res in results:
+        got = res["searchers"].get("prior")
+        cell = "n/a" if not got or not got["good"] else f"{got['good']['ratio']:.2f}"
+        rand = res["searchers"]["random"]["good"]
+        need = "n/a" if not rand else f"{rand['median']:g}"
+        print(f"  {res['table']:<32} {cell:>5}  (random needs {need})")
     print("\ntarget: prior top-5 median <= 0.50x random's, on every table")
     for res in results:
         got = res["searchers"].get("prior")

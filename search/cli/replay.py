@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from sublayer_search.search.cli.output import TRIALS_SHOWN, bad
+from sublayer_search.search.cli.output import bad
+from sublayer_search.search.cli.replay_output import print_grid, print_report
 from sublayer_search.spaces.exit_codes import ExitCode
 
 if TYPE_CHECKING:
@@ -62,6 +62,15 @@ def _nonnegative(text: str) -> float:
     return value
 
 
+def _add_ranking(p: argparse.ArgumentParser) -> None:
+    """What the replay is judged by: the top k, and eps-good orders in seed sds."""
+    p.add_argument("--top-k", type=_whole, default=3, metavar="K", help="default 3")
+    p.add_argument("--eps", type=_nonnegative, default=1.0, metavar="EPS",
+                   help="a candidate is eps-good when its final is within EPS baseline seed "
+                        "sds of the best: the report says whether one was kept and the pick's "
+                        "regret in seed sds (default 1)")
+
+
 def add_replay(sub: Any) -> None:
     """Register ``replay`` on the ``sublayer`` subcommands."""
     p = sub.add_parser(
@@ -97,7 +106,7 @@ def add_replay(sub: Any) -> None:
                         "live sweep's ASHA uses scheduler.metric, val_loss unless set)")
     p.add_argument("--mode", default=None, choices=["min", "max"],
                    help="direction of --metric (default: from its name)")
-    p.add_argument("--top-k", type=_whole, default=3, metavar="K", help="default 3")
+    _add_ranking(p)
     p.add_argument("--arrival", default=None, choices=["recorded", "together", "prior"],
                    help="recorded: trials start and report when they did; together: all start "
                         "at once; prior: they start in the prior's queue order (baseline seeds "
@@ -120,10 +129,6 @@ def add_replay(sub: Any) -> None:
     p.add_argument("--tracking-uri", default=None,
                    help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or sqlite:///mlflow.db)")
     p.set_defaults(func=run_replay)
-
-
-def _fmt(value: float) -> str:
-    return f"{value:.4g}" if math.isfinite(value) else "nan"
 
 
 def run_replay(args: argparse.Namespace) -> int:
@@ -171,14 +176,15 @@ def run_replay(args: argparse.Namespace) -> int:
         if args.grid:
             graces = [g * every for g in GRID_GRACE if g * every <= max_t]
             rows = replay_grid(curves, settings, grace_periods=graces,
-                               reduction_factors=GRID_FACTORS, k=args.top_k, rank_mode=rank)
-            return _print_grid(rows, every, args.figure)
-        report = replay(curves, settings, k=args.top_k, rank_mode=rank)
+                               reduction_factors=GRID_FACTORS, k=args.top_k, rank_mode=rank,
+                               eps=args.eps)
+            return print_grid(rows, every, args.figure)
+        report = replay(curves, settings, k=args.top_k, rank_mode=rank, eps=args.eps)
     except PriorError as exc:  # the flag, not an experiment file's field
         return bad(f"--prior: got {exc.value!r}, expected {exc.expected}")
     except ReplayError as exc:
         return bad(str(exc))
-    _print_report(report, sweep.metric, curves, metric)
+    print_report(report, sweep.metric, curves, metric)
     return ExitCode.OK
 
 
@@ -293,101 +299,3 @@ def _recorded(args: argparse.Namespace, uri: str | None) -> Any:
 
     return load_sweep(MlflowClient(tracking_uri=uri), args.experiment,
                       scheduler_metric=args.metric)
-
-
-def value_at_stop(curve: Any, steps: int) -> float:
-    """The curve's value at its last evaluation within ``steps`` (nan: none)."""
-    seen = [p.value for p in curve.points if p.step <= steps]
-    return float(seen[-1]) if seen else math.nan
-
-
-def _print_report(report: Any, metric: str, curves: Sequence[Any] = (),
-                  scheduler_metric: str | None = None) -> None:
-    """The table: ``final_<metric>`` is what the replay trained to (a stopped trial's
-    value at its stop), ``recorded_final`` what the recorded sweep's run ended at."""
-    by_name = {c.name: c for c in curves}
-    same = scheduler_metric in (None, metric)  # the curves hold the scheduler's metric
-    rows = sorted(report.trials, key=lambda t: (t.stopped_at is not None, t.name))
-    left_out = 0
-    if len(rows) > TRIALS_SHOWN:  # thousands of trials: the top k and the best by final
-        shown = set(report.top_k) | {t.name for t in sorted(
-            (t for t in rows if math.isfinite(t.final)), key=lambda t: t.final,
-            reverse=report.rank_mode == "max")[:TRIALS_SHOWN // 2]}
-        left_out = len(rows) - len(shown)
-        rows = [t for t in rows if t.name in shown]
-    width = max(len(t.name) for t in rows)
-    span = max([len("order")] + [len(t.order) for t in rows])
-    head = f"final_{metric}"
-    print(f"{'trial':<{width}}  {'order':<{span}}  steps/full  stopped_at  {head}  recorded_final")
-    for t in rows:
-        stop = "" if t.stopped_at is None else str(t.stopped_at)
-        reached = t.final
-        if t.stopped_at is not None:
-            curve = by_name.get(t.name)
-            reached = value_at_stop(curve, t.steps) if curve is not None and same else math.nan
-        print(f"{t.name:<{width}}  {t.order:<{span}}  {f'{t.steps}/{t.full_steps}':>10}  "
-              f"{stop:>10}  {_fmt(reached):>{len(head)}}  {_fmt(t.final)}")
-    if left_out:
-        print(f"... {left_out} more trial(s) not listed: the rows above are the top-{report.k} "
-              f"and the best {TRIALS_SHOWN // 2} by recorded final {metric}")
-    if not same and report.stopped:
-        print(f"note: the replay ran on {scheduler_metric}, so a stopped trial's {metric} at "
-              "its stop is not known (blank)")
-    used, full = sum(t.steps for t in report.trials), sum(t.full_steps for t in report.trials)
-    evals = sum(t.evaluations for t in report.trials)
-    full_evals = sum(t.full_evaluations for t in report.trials)
-    print(f"compute: {used} of {full} trial-steps ({report.compute_fraction:.1%}), {evals} of "
-          f"{full_evals} evaluations ({report.evaluation_fraction:.1%}); "
-          f"candidates alone (baseline seeds left out): {report.candidate_compute_fraction:.1%}; "
-          f"{len(report.stopped)} trial(s) stopped")
-    _print_floor(report, curves)
-    lost = [n for n in report.top_k if n not in report.kept]
-    print(f"top-{report.k} by final {metric}: {', '.join(report.top_k) or 'none'}; kept "
-          f"{len(report.kept)} of {len(report.top_k)}" + (f" (lost: {', '.join(lost)})"
-                                                         if lost else ""))
-    order = {t.name: t.order for t in report.trials}.get(report.picked or "", "")
-    print(f"picked: {report.picked or 'none'}" + (f" ({order})" if order else "")
-          + f"; regret {_fmt(report.regret)} ({metric})")
-    if report.truncated:
-        names = ", ".join(report.truncated[:10]) + (
-            f" and {len(report.truncated) - 10} more" if len(report.truncated) > 10 else "")
-        print(f"note: {len(report.truncated)} trial(s) end before the replay would stop them "
-              f"(stopped or failed in the recorded sweep): {names}")
-
-
-def _print_floor(report: Any, curves: Sequence[Any]) -> None:
-    """The least compute any rule keeping the top k could have used (:mod:`.floor`)."""
-    from sublayer_search.search.replay.floor import compute_floor
-
-    if not report.top_k or not curves:
-        return
-    first, second = (compute_floor(report, curves, first_decision=d) for d in (1, 2))
-    print(f"floor: a rule that knew every final value would still use {first.fraction:.1%} "
-          f"({first.candidate_fraction:.1%} candidates alone) to keep the top-{report.k}, "
-          f"stopping every other candidate at its first evaluation; {second.fraction:.1%} "
-          f"({second.candidate_fraction:.1%}) if no candidate stops before its second "
-          "(as curve)")
-    live = [compute_floor(report, curves, first_decision=d, online=True) for d in (1, 2)]
-    print(f"floor, online: knowing only the final values of the trials started so far, a "
-          f"rule safe whatever comes next uses at least {live[0].fraction:.1%} "
-          f"({live[0].candidate_fraction:.1%}), and {live[1].fraction:.1%} "
-          f"({live[1].candidate_fraction:.1%}) from the second evaluation")
-
-
-def _print_grid(rows: list[dict[str, Any]], every: int, figure: str | None) -> int:
-    print("grace_evals  reduction_factor  compute  candidates  evaluations  top_k_kept  regret  "
-          "picked")
-    for r in rows:
-        print(f"{r['grace_period'] // every:>11}  {r['reduction_factor']:>16g}  "
-              f"{r['compute_fraction']:>7.1%}  {r['candidate_compute_fraction']:>10.1%}  "
-              f"{r['evaluation_fraction']:>11.1%}  "
-              f"{r['top_k_kept']:>7}/{r['k']}  {_fmt(r['regret']):>6}  {r['picked']}")
-    if figure is not None:
-        import pandas as pd
-
-        from sublayer_search.analysis.figures.replay import plot_replay_grid
-
-        frame = pd.DataFrame(rows).assign(grace_evals=lambda f: f["grace_period"] // every)
-        plot_replay_grid(frame, figure)
-        print(f"figure: {figure}")
-    return ExitCode.OK

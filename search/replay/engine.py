@@ -191,10 +191,12 @@ def _step(ctrl: _Controller, settings: SchedulerSettings, trial: _Trial) -> floa
 
 
 def replay(curves: Sequence[Curve], settings: SchedulerSettings, *, k: int = 3,
-           rank_mode: Direction = "min") -> ReplayReport:
+           rank_mode: Direction = "min", eps: float = 1.0) -> ReplayReport:
     """Run the scheduler over the recorded curves in their order of arrival."""
     if k < 1:
         raise ReplayError("top_k", k, "a whole number >= 1")
+    if not eps >= 0:
+        raise ReplayError("eps", eps, "a number >= 0 (seed sds)")
     names = [c.name for c in curves]
     if len(set(names)) != len(names):
         raise ReplayError("curves", sorted(n for n in set(names) if names.count(n) > 1),
@@ -232,12 +234,12 @@ def replay(curves: Sequence[Curve], settings: SchedulerSettings, *, k: int = 3,
         evaluations=t.delivered, full_evaluations=len(t.curve.points),
         stopped_at=t.stopped_at, final=t.curve.final, complete=t.curve.complete and not
         t.curve.failed) for t in ctrl.trials)
-    return ReplayReport(settings=settings, trials=outcomes, k=k, rank_mode=rank_mode)
+    return ReplayReport(settings=settings, trials=outcomes, k=k, rank_mode=rank_mode, eps=eps)
 
 
 def replay_grid(curves: Sequence[Curve], settings: SchedulerSettings, *,
                 grace_periods: Sequence[int], reduction_factors: Sequence[float], k: int = 3,
-                rank_mode: Direction = "min") -> list[dict[str, Any]]:
+                rank_mode: Direction = "min", eps: float = 1.0) -> list[dict[str, Any]]:
     """One row per setting of the grid (grace periods in steps): compute against top-k kept.
 
     HyperBand has no grace period, the median rule and the curve rule no reduction
@@ -250,11 +252,15 @@ def replay_grid(curves: Sequence[Curve], settings: SchedulerSettings, *,
     for grace in graces:
         for factor in factors:
             report = replay(curves, replace(settings, grace_period=grace,
-                                            reduction_factor=factor), k=k, rank_mode=rank_mode)
+                                            reduction_factor=factor), k=k, rank_mode=rank_mode,
+                            eps=eps)
             rows.append({"scheduler": settings.name, "grace_period": grace,
                          "reduction_factor": factor, "compute_fraction": report.compute_fraction,
                          "candidate_compute_fraction": report.candidate_compute_fraction,
                          "evaluation_fraction": report.evaluation_fraction, "k": k,
                          "top_k_kept": len(report.kept), "regret": report.regret,
+                         "eps_good": len(report.eps_good),
+                         "eps_good_kept": len(report.kept_eps_good),
+                         "regret_sds": report.regret_sds,
                          "picked": report.picked, "stopped": len(report.stopped)})
     return rows

@@ -6,6 +6,12 @@ import math
 from dataclasses import dataclass, field
 
 from sublayer_search.search.replay.settings import SchedulerSettings
+from sublayer_search.search.searchers.yardstick import (
+    SeedNoise,
+    eps_good,
+    regret_in_sds,
+    seed_noise,
+)
 from sublayer_search.spaces.records import Direction
 
 __all__ = ["ReplayReport", "TrialOutcome"]
@@ -44,12 +50,19 @@ class ReplayReport:
     trials: tuple[TrialOutcome, ...]
     k: int
     rank_mode: Direction
+    eps: float = 1.0
+    """A candidate is eps-good when its final lies within ``eps`` baseline seed sds of the
+    best candidate's (:mod:`search.searchers.yardstick`)."""
     top_k: tuple[str, ...] = field(init=False)
     """The k best candidates by final metric (recorded sweep, complete trials only)."""
     picked: str | None = field(init=False)
     """The best candidate the replay trained to the end (None: it trained none)."""
+    noise: SeedNoise | None = field(init=False)
+    """The baseline seeds' spread (None: the sweep trained no baseline seed twice)."""
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "noise", seed_noise(
+            (t.order, t.final) for t in self.trials if t.baseline and t.complete))
         ranked = self.ranked()
         object.__setattr__(self, "top_k", tuple(t.name for t in ranked[:self.k]))
         done = [t for t in ranked if t.survived]
@@ -96,6 +109,26 @@ class ReplayReport:
             return math.nan
         pick = next(t for t in ranked if t.name == self.picked)
         return abs(pick.final - ranked[0].final)
+
+    @property
+    def eps_good(self) -> tuple[str, ...]:
+        """Candidates whose final is within ``eps`` seed sds of the best (empty: no seed sd)."""
+        if self.noise is None:
+            return ()
+        finals = {t.name: t.final for t in self.ranked()}
+        good = eps_good(finals, eps=self.eps, sd=self.noise.sd, mode=self.rank_mode)
+        return tuple(n for n in finals if n in good)
+
+    @property
+    def kept_eps_good(self) -> tuple[str, ...]:
+        """The eps-good candidates the replay trained to the end."""
+        by_name = {t.name: t for t in self.trials}
+        return tuple(n for n in self.eps_good if by_name[n].survived)
+
+    @property
+    def regret_sds(self) -> float:
+        """:attr:`regret` in baseline seed sds (nan without a pick or a seed sd)."""
+        return regret_in_sds(self.regret, 0.0, self.noise.sd) if self.noise else math.nan
 
     @property
     def truncated(self) -> tuple[str, ...]:

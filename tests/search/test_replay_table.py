@@ -4,7 +4,7 @@ stop; the recorded full run's final is a column of its own (issue 30, friction 9
 from __future__ import annotations
 
 from sublayer_search.search.cli.main import main
-from sublayer_search.search.cli.replay import value_at_stop
+from sublayer_search.search.cli.replay_output import value_at_stop
 from sublayer_search.search.replay.engine import Curve, Point
 from sublayer_search.spaces.exit_codes import ExitCode
 
@@ -34,7 +34,7 @@ def test_a_stopped_trial_shows_its_value_at_the_stop(capsys):
 
 
 def test_past_forty_trials_the_table_lists_the_top_and_the_best_and_counts_the_rest(capsys):
-    from sublayer_search.search.cli.replay import _print_report
+    from sublayer_search.search.cli.replay_output import print_report as _print_report
     from sublayer_search.search.replay.engine import replay
     from sublayer_search.search.replay.settings import SchedulerSettings
 
