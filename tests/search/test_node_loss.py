@@ -26,7 +26,7 @@ from mlflow.tracking import MlflowClient
 pytestmark = pytest.mark.slow
 
 ORDERS = ["sfsf", "ssff"]
-TRAIN = {"steps": 480, "batch_size": 8, "eval_every": 40, "eval_batches": 2}
+TRAIN = {"steps": 240, "batch_size": 8, "eval_every": 40, "eval_batches": 2}
 NAME = "node_loss"
 
 
