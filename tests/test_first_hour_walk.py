@@ -45,7 +45,7 @@ def documented_targets() -> set[str]:
     return found
 
 
-WALKED = {"install", "run", "notebooks", "ui", "lint", "test", "test-fast"}
+WALKED = {"install", "run", "notebooks", "ui", "lint", "test", "test-fast", "test-soak"}
 """The targets this module runs; a documented target missing here fails the first test."""
 
 
@@ -184,4 +184,17 @@ def test_make_test_targets_run_their_recipes(walk, target: str) -> None:
     assert re.search(r"\d+ passed", done.stdout), done.stdout[-2000:]
     assert "test-deps:" in done.stdout  # the system tools were checked first
     assert ('-m "not slow"' in done.stdout) == (target == "test-fast")
+    assert ('-m "not soak"' in done.stdout) == (target == "test")
     assert "-n 2 --dist loadfile" in done.stdout  # two pytest-xdist workers (JOBS)
+
+
+def test_make_test_soak_runs_what_make_test_leaves_out(walk) -> None:
+    """`make test-soak` selects exactly the soak tests `make test` deselects (listed here,
+    not run: each takes minutes, and the full suite ran them where this was written)."""
+    work, env = walk
+    done = _make(work, env, "test-soak", PYTEST_ADDOPTS="--collect-only -p no:cacheprovider")
+    listed = sorted(line for line in done.stdout.splitlines() if "::test_" in line)
+    assert '-m soak' in done.stdout and listed, done.stdout[-2000:]
+    assert all(line.startswith(("tests/search/test_outage.py::",
+                                "tests/search/test_node_loss.py::")) for line in listed), listed
+    assert len(listed) == 3, listed

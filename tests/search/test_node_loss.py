@@ -23,7 +23,7 @@ import pytest
 from helpers import SUBLAYER, ray_cluster, scratch, start, stop, tail, write_experiment
 from mlflow.tracking import MlflowClient
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.soak]  # a node's death, minutes
 
 ORDERS = ["sfsf", "ssff"]
 TRAIN = {"steps": 240, "batch_size": 8, "eval_every": 40, "eval_batches": 2}

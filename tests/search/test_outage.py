@@ -80,6 +80,7 @@ def _run(path: Path, env: dict[str, str], log: Path, *extra: str) -> subprocess.
     return start([SUBLAYER, "sweep", str(path), *extra], env=env, log=log)
 
 
+@pytest.mark.soak  # minutes of 2400-step trials through two outages
 def test_mlflow_outage_is_buffered_and_resume_completes_training_and_logging(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fail_fast_reads(monkeypatch)  # the driver keeps MLflow's defaults (outage_env)
@@ -158,6 +159,7 @@ def _lines(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.is_file() else 0
 
 
+@pytest.mark.soak  # minutes of 2400-step trials through two outages
 def test_a_driver_killed_mid_outage_keeps_its_backlog_on_disk_and_resume_writes_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """SIGKILL to the driver while MLflow is down: the evaluations it had buffered are in
