@@ -39,7 +39,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 	@echo "make install: done; activate it with: source $(VENV)/bin/activate"
 
-# The whole suite, in JOBS pytest-xdist workers (a test file stays on one worker, so its
+# The suite but its `soak` tests, in JOBS pytest-xdist workers (a test file stays on one worker, so its
 # module fixtures run once; JOBS=0: one process). Its system tools (Chromium, PostgreSQL,
 # docker-compose) are installed first when missing: .ci/test-deps.sh (apt-get, as root).
 JOBS ?= 2
