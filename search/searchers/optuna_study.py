@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
+import threading
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -41,6 +42,22 @@ def _base(cand: Candidate) -> str:
     """The candidate's name before the guidance axis (``sandwich4_1`` for ``sandwich4_1+hg-kq``)."""
     return cand.stem if isinstance(cand, VariantCandidate) else cand.name
 
+
+class PicklableNSGAII(optuna.samplers.NSGAIISampler):
+    """Optuna's NSGA-II, picklable on every Optuna release: Tune saves a searcher with
+    pickle and Ray sends it to the trial runner with cloudpickle, and since Optuna 5.1 the
+    GA samplers hold a thread lock. A lock is not state: it is left out and made anew."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        if "_thread_lock" in state:
+            state["_thread_lock"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if "_thread_lock" in state:
+            self._thread_lock = threading.Lock()
 
 class _CandidateSpace:
     """Optuna define-by-run space (a class, so the searcher pickles for ``--resume``)."""
@@ -137,7 +154,7 @@ class OptunaTrials(Stateful):
         self.space = _CandidateSpace(self.by_k, list(self.by_name), labels)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         chosen = (
-            optuna.samplers.NSGAIISampler(seed=seed)
+            PicklableNSGAII(seed=seed)
             if sampler == "nsga2"
             else optuna.samplers.TPESampler(seed=seed)
         )

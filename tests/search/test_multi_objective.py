@@ -9,6 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import optuna
 import pandas as pd
 import pytest
 import yaml
@@ -38,10 +39,8 @@ def test_optuna_trials_tell_every_objective(sampler: str) -> None:
         sampler=sampler,
     )
     assert [d.name for d in searcher.study.directions] == ["MINIMIZE", "MINIMIZE"]
-    assert (
-        type(searcher.study.sampler).__name__
-        == {"tpe": "TPESampler", "nsga2": "NSGAIISampler"}[sampler]
-    )
+    assert isinstance(searcher.study.sampler, {"tpe": optuna.samplers.TPESampler,
+                                               "nsga2": optuna.samplers.NSGAIISampler}[sampler])
     for i in range(6):
         got = searcher.suggest(f"t{i}")
         assert isinstance(got, dict)

@@ -351,3 +351,25 @@ def test_adaptive_searchers_never_repeat_a_baseline_trial(algorithm: str) -> Non
     out = Driver(make_searcher(plan)).run()
     pairs = [(o["trial"].order, o["trial"].seed) for o in out]
     assert len(set(pairs)) == len(pairs), pairs
+
+
+def test_nsga2_pickles_with_the_thread_lock_optuna_5_1_gives_it() -> None:
+    """Optuna 5.1's GA samplers hold a thread lock, which pickle refuses; the sweep's NSGA-II
+    leaves it out and makes a new one on load (Tune pickles searchers, Ray cloudpickles)."""
+    import pickle
+    import threading
+
+    import ray.cloudpickle
+
+    from sublayer_search.search.searchers.optuna_study import PicklableNSGAII
+
+    sampler = PicklableNSGAII(seed=3)
+    sampler._thread_lock = threading.Lock()  # as Optuna 5.1 sets it in __init__
+    for dumps in (pickle.dumps, ray.cloudpickle.dumps):
+        back = pickle.loads(dumps(sampler))
+        assert isinstance(back._thread_lock, type(threading.Lock()))
+        assert back._thread_lock is not sampler._thread_lock
+        assert back._thread_lock.acquire(blocking=False)
+        assert vars(back).keys() == vars(sampler).keys()
+    del sampler._thread_lock  # Optuna 5.0: no lock, none made
+    assert "_thread_lock" not in vars(pickle.loads(pickle.dumps(sampler)))
