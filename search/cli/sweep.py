@@ -66,11 +66,15 @@ def warn_cluster(args: argparse.Namespace, plan: Any) -> None:
 
 def scheduler_line(exp: Any) -> str:
     """What early stopping the sweep does, for the dry run."""
+    from sublayer_search.search.searchers.prior import BUILTIN_PRIORS
+
     spec, every = exp.scheduler, exp.train.eval_every
     if spec.type == "fifo":  # the default: studies compare every trial's final value
         return ("fifo (no early stopping: every trial trains all its steps, as studies of "
-                "every order need; to search, `scheduler: {type: curve}` stops hopeless trials "
-                "early, and on every recorded study it kept the true top 3: docs/search.md)")
+                "every order need); to search instead, the recommended setup is "
+                f"`search: {{prior: [{', '.join(BUILTIN_PRIORS)}]}}` with "
+                "`scheduler: {type: curve}`: the orders the prior predicts best start first "
+                "and hopeless trials stop early (docs/search.md, \"Recommended setup\")")
     grace = f"grace {spec.grace_period} evaluation(s) ({spec.grace_period * every} steps)"
     if spec.type == "asha":
         rule = f"asha, {grace}, reduction factor {spec.reduction_factor:g}"

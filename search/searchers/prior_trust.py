@@ -11,9 +11,9 @@ unexplained (``1 - weight**2``, at least ``MIN_NOISE``). A prior whose ordering 
 confirm keeps ``beta`` near (or above) 1 and keeps steering; one they contradict drives
 ``beta`` to 0 or below, and the search becomes the plain GP over order features (a
 negative ``beta`` even reads the prior backwards, as the evidence says). The residual
-``y - beta * p`` is what the GP models, and ``beta``'s own uncertainty widens the
-predictive sd where the prior's prediction is far from the observed ones, so expected
-improvement explores where the prior's claim is least tested.
+``y - beta * p`` is what the GP models; the surrogate draws ``beta`` from this posterior
+for each suggestion (Thompson sampling), so its uncertainty spreads the search where the
+prior's claim is least tested.
 
 The same idea as piBO (Hvarfner et al., ICLR 2022: the prior's influence decays as data
 arrive) and PriorBand (Mallik et al., NeurIPS 2023: the prior's share shrinks when the
@@ -41,14 +41,6 @@ class Trust:
 
     beta: float
     var: float
-
-    def mean(self, prior: np.ndarray) -> np.ndarray:
-        """The prior's part of the predicted standardised result."""
-        return np.asarray(self.beta * prior)
-
-    def sd(self, prior: np.ndarray, centre: float) -> np.ndarray:
-        """The sd ``beta``'s uncertainty adds at predictions ``prior`` (0 at ``centre``)."""
-        return np.asarray(np.sqrt(self.var) * np.abs(prior - centre))
 
 
 def trust(seen_prior: np.ndarray, y: np.ndarray, *, weight: float) -> Trust:

@@ -24,11 +24,16 @@ variance is poor at that size.
 Protocol: the first ``n_initial`` suggestions are drawn at random from the pool; then
 each suggestion is the untried candidate with the largest expected improvement over the
 best result so far (ties broken at random). With a prior from earlier studies
-(``search.prior``, :mod:`.prior`) there is no random start: the first suggestion is the
-candidate the prior ranks best, and from then on the GP models the results (as
-standardised ranks, the prior's scale) minus ``beta`` times the prior mean, ``beta``
-estimated from this sweep's results (:mod:`.prior_trust`): a prior they confirm keeps
-steering, one they contradict stops (or is read backwards). Each candidate is proposed once per seed of
+(``search.prior``, :mod:`.prior`) the model of a standardised result is ``beta`` times
+the prior's prediction plus a GP residual over order features, ``beta`` estimated from
+this sweep's results (:mod:`.prior_trust`), and each suggestion is a Thompson draw
+(Thompson 1933; Russo et al. 2018): ``beta`` from its posterior, the residual at each
+open candidate from the GP's (independently per candidate; before any result from the
+variance the prior leaves unexplained, ``1 - weight**2``), and the candidate whose draw
+is best. A prior the results confirm keeps steering, one they contradict stops (or is
+read backwards); and while the evidence is thin the draws spread over the candidates as
+much as the prior's own held-out weight says they should, so a prior that is wrong costs
+little (PriorBand's promise, Mallik et al. 2023). Each candidate is proposed once per seed of
 ``seeds`` (the next seed for a replicate), so no (order, seed) is trained twice.
 """
 
@@ -47,7 +52,7 @@ from sublayer_search.search.plan.variant import Identity, plain_identity, varian
 from sublayer_search.search.searchers.base import Stateful, score
 from sublayer_search.search.searchers.observation import Observation
 from sublayer_search.search.searchers.prior import OrderPrior
-from sublayer_search.search.searchers.prior_trust import trust
+from sublayer_search.search.searchers.prior_trust import MIN_NOISE, TRUST_VAR, trust
 from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.features import feature_matrix
 
@@ -217,25 +222,25 @@ class SurrogateSearcher(Stateful):
         return next((s for s in self.seeds if (key, s) not in self.taken), None)
 
     def _pick_with_prior(self, open_: list[int]) -> int:
+        """A Thompson draw of ``beta * prior + residual`` at each open candidate; its best."""
         assert self.prior is not None
         prior = self.prior_c[open_]
+        floor = max(MIN_NOISE, 1.0 - self.prior.weight**2)  # what the prior leaves unexplained
+        draw = np.random.default_rng(self.rng.getrandbits(64))
         if not self.seen:
-            score_ = prior
+            beta = draw.normal(1.0, np.sqrt(TRUST_VAR))  # the prior as fitted, give or take
+            residual = draw.normal(0.0, np.sqrt(floor), len(open_))
         else:
             x = np.array([f for f, _ in self.seen])
             ranks = rankdata([loss for _, loss in self.seen])
             y = (ranks - ranks.mean()) / (ranks.std() if ranks.std() > 0 else 1.0)
-            floor = max(0.1, 1.0 - self.prior.weight**2)  # what the prior leaves unexplained
             assert len(self.seen_prior) == len(self.seen)
             seen_prior = np.array(self.seen_prior)
             got = trust(seen_prior, y, weight=self.prior.weight)  # the prior's scale, so far
-            mean, sd = gp_predict(x, y - got.mean(seen_prior), self.x[open_], min_var=floor)
-            sd = np.sqrt(sd**2 + got.sd(prior, float(seen_prior.mean())) ** 2)
-            score_ = -expected_improvement(mean + got.mean(prior), sd, float(y.min()))
-        low = float(score_.min())
-        best = [i for i, v in zip(open_, score_, strict=True)
-                if v <= low + 1e-12 * max(1.0, abs(low))]
-        return self.rng.choice(best)
+            beta = draw.normal(got.beta, np.sqrt(got.var))
+            mean, sd = gp_predict(x, y - beta * seen_prior, self.x[open_], min_var=floor)
+            residual = mean + sd * draw.standard_normal(len(open_))
+        return open_[int(np.argmin(beta * prior + residual))]
 
     def _pick(self, open_: list[int]) -> int:
         if self.prior is not None:

