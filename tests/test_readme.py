@@ -69,6 +69,9 @@ EXCLUDED = {
     "python benchmarks/cpu_gemm.py": "a benchmark of minutes",
     "python benchmarks/lm_mfu.py --cpu-mirror": "about a minute; "
                                                 "tests/models/test_benchmark_lm_mfu.py runs it",
+    "python benchmarks/searcher_oracle.py --seeds 100 --held-out heldout_budget32 "
+    "--held-out heldout_wikichars": "a benchmark of about a minute; tests/search/test_prior.py "
+                                    "runs it on one table",
     "python benchmarks/multi_objective.py --seed 0": "a real 8-trial sweep (about 2 min); "
                                                      "tests/search/test_multi_objective.py "
                                                      "runs a real NSGA-II sweep",
