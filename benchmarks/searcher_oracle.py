@@ -26,7 +26,9 @@ table) runs out:
   prior table of the judged table's study is left out by study identity
   (:func:`search.searchers.prior.same_study`: the same name, or any (order, value)
   record in common), never by trust; a ``--held-out`` study is judged, never pooled;
-- ``evo-prior``: evolution whose first population is drawn best prior first.
+- ``evo-prior``: evolution whose first population is drawn best prior first;
+- ``queue-prior``: a grid's queue with ``search.prior`` (the default searcher's): the
+  candidates best-predicted first, fixed before any result (the same path every seed).
 
 Reported per table and searcher: median, IQR (25th-75th percentile) of the evaluations
 to the top 5 (ties with the 5th included), to the top 1 and to the first *eps-good* order
@@ -76,6 +78,7 @@ from sublayer_search.search.searchers.prior import (
     load_tables,
     same_study,
 )
+from sublayer_search.search.searchers.queue import prior_queue
 from sublayer_search.search.searchers.surrogate import SurrogateSearcher
 from sublayer_search.search.searchers.tune import EvolutionSearcher, OptunaTrials
 from sublayer_search.search.searchers.yardstick import eps_good, seed_noise
@@ -106,6 +109,21 @@ def _evolution(table: OrderTable, seed: int, prior: OrderPrior | None = None) ->
                              prior=prior)
 
 
+class _FixedQueue(SurrogateSearcher):
+    """A grid's queue with ``search.prior`` (:func:`prior_queue`): best-predicted first,
+    fixed at planning; no result moves it (every seed the same path)."""
+
+    def __init__(self, table: OrderTable, prior: OrderPrior | None) -> None:
+        super().__init__(table.candidates(), num_samples=BIG, seeds=[0], metric=table.metric,
+                         mode=table.mode, prior=prior)
+        queue = prior_queue(range(len(self.candidates)), orders=lambda i: [self.candidates[i].order],
+                            baseline=lambda i: False, prior=prior)
+        self.place = {index: at for at, index in enumerate(queue)}
+
+    def _pick(self, open_: list[int]) -> int:
+        return min(open_, key=self.place.__getitem__)
+
+
 SEARCHERS: dict[str, Factory] = {
     "random": _random,
     "tpe": _tpe,
@@ -113,6 +131,7 @@ SEARCHERS: dict[str, Factory] = {
     "evolution": lambda table, seed, prior: _evolution(table, seed),
     "prior": _surrogate,
     "evo-prior": _evolution,
+    "queue-prior": lambda table, seed, prior: _FixedQueue(table, prior),
 }
 
 

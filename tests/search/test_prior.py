@@ -326,3 +326,16 @@ def test_evolution_draws_its_first_population_best_prior_first():
     plain = EvolutionSearcher(pool, num_samples=4, population=4, seed=0, metric="v")
     firsts = [c.order for c in plain._initial]
     assert [scores[o] for o in firsts] != sorted(scores[o] for o in firsts)  # random without
+
+
+def test_benchmark_queue_follows_the_priors_fixed_queue():
+    """The oracle's ``queue-prior`` is the grid's queue: best-predicted first, the same path
+    for every seed, whatever the results say."""
+    bench = _bench()
+    table = OrderTable.from_rows(builtin_tables("mini_press2020")[1].records, metric="v")
+    prior = resolve_prior("press2020")
+    orders = list(table.values)
+    expected = [orders[i] for i in np.argsort(prior.predict(orders), kind="stable")]
+    paths = [drive(bench.SEARCHERS["queue-prior"](table, seed, prior), table, budget=5)
+             for seed in (0, 1)]
+    assert paths[0] == paths[1] == expected[:5]
