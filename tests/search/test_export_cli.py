@@ -124,7 +124,7 @@ def test_an_export_is_the_searchers_oracle(sweep, exported, capsys):
     (result,) = json.loads(capsys.readouterr().out)  # one space (explicit) with its baseline
     assert result["orders"] == len(table.values)
     assert set(result["searchers"]) == {"random", "tpe", "surrogate", "evolution", "prior",
-                                        "evo-prior"}
+                                        "evo-prior", "queue-prior"}
     assert result["left_out"] == ["exported/explicit"]  # itself: never its own prior
     assert "press2020/table1" in result["prior"]
 
