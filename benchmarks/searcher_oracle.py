@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         judged, pool = _tables(args)
     except PriorError as exc:  # the flag, not the experiment file's field
-        ap.error(f"--table/--export/--prior: got {exc.value!r}, expected {exc.expected}")
+        ap.error(f"--table/--export/--prior/--held-out: got {exc.value!r}, expected {exc.expected}")
     except (OSError, ValueError) as exc:
         ap.error(str(exc))
     if not (args.eps >= 0):
