@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import golden
 import pytest
 
 N_GPUS = __import__("torch").cuda.device_count()
@@ -373,7 +374,8 @@ def check_bad_sweep(path: Path, tmp_path: Path, expect: tuple[str, ...],
                     dry_run: bool = False) -> None:
     """``sublayer sweep path``: exit 2, every fragment of ``expect`` in stderr (``{tmp}``
     is ``tmp_path``), no traceback, nothing printed to stdout, nothing created; in at most
-    ``within`` seconds when given."""
+    ``within`` seconds when given; the whole message as the golden text says
+    (``golden.py``)."""
     import time
 
     from sublayer_search.search.cli.main import main
@@ -389,4 +391,5 @@ def check_bad_sweep(path: Path, tmp_path: Path, expect: tuple[str, ...],
     for fragment in expect:
         assert fragment.replace("{tmp}", str(tmp_path)) in err, err
     assert "Traceback" not in err and out == ""
+    golden.check("messages", golden.normalise(err, tmp=tmp_path))
     untouched(before)
