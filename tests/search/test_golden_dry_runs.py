@@ -33,6 +33,14 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _bare_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A home of its own: no corpus, vocabulary or prior cached by an earlier test (a
+    cached BPE vocabulary turns a translation table's ``~`` estimates into counts)."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+
+
 def _dry_run(path: Path, capsys: pytest.CaptureFixture[str]) -> str:
     code = main(["sweep", str(path), "--dry-run"])
     out, err = capsys.readouterr()
