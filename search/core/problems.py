@@ -166,8 +166,9 @@ def _merge_unions(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                          if j not in tags(item))})
     drop: set[int] = set()
     for root, members in groups.items():
+        depth = len([p for p in root if not _is_union_tag(p)])  # where the union's value is
         shallow = [i for i in members
-                   if len(items[i]["loc"]) == len(root) + 1 and _is_mismatch(items[i]["type"])]
+                   if len(out[i]["loc"]) == depth and _is_mismatch(items[i]["type"])]
         if len(shallow) < len(members):
             drop.update(shallow)
             continue

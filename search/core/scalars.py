@@ -21,7 +21,8 @@ import pydantic
 
 from sublayer_search.search.core.problems import Problem
 
-__all__ = ["strict_scalars", "magnitude_problems", "MAX_COUNT", "MAX_INT", "OWN_CHECKS"]
+__all__ = ["COUNT", "Count", "strict_scalars", "magnitude_problems", "MAX_COUNT", "MAX_INT",
+           "OWN_CHECKS"]
 
 OWN_CHECKS = "own-checks"
 """``Annotated`` mark of a section its own reader checks whole (the task's sections,
@@ -29,9 +30,16 @@ OWN_CHECKS = "own-checks"
 
 MAX_COUNT = 10**9
 """The largest step, batch or sample count a file may ask for."""
+COUNT = "count"
+"""``Annotated`` mark of a count in a section's own settings (``Count``): at most
+:data:`MAX_COUNT`. Declared beside the setting (a searcher's ``population``, a stopping
+rule's ``grace_period``), never listed here by name."""
+Count = Annotated[int, COUNT]
+"""An integer count (mark its bounds with ``Field``)."""
 COUNTS = frozenset({"steps", "warmup_steps", "eval_every", "eval_batches", "eval_batch_size",
-                    "batch_size", "grad_accum", "log_every", "count", "num_samples",
-                    "max_train_pairs", "population", "sample_size", "grace_period", "top_k"})
+                    "batch_size", "grad_accum", "log_every", "max_train_pairs"})
+"""The counts of the models' configs (dataclasses of :mod:`sublayer_search.models`, which
+carry no marks), by name."""
 MAX_INT = 2**53
 """The largest integer elsewhere (exact as a float, as MLflow stores it; seeds are below)."""
 MAX_SEED = 2**32 - 1
@@ -46,6 +54,15 @@ def _members(annotation: Any) -> list[Any]:
     if origin in (Union, types.UnionType):
         return [m for arg in typing.get_args(annotation) for m in _members(arg)]
     return [annotation]
+
+
+def _marked(annotation: Any, mark: object) -> bool:
+    """Whether ``mark`` is among the ``Annotated`` metadata of ``annotation`` or its members."""
+    if typing.get_origin(annotation) is Annotated:
+        inner, *marks = typing.get_args(annotation)
+        return mark in marks or _marked(inner, mark)
+    return typing.get_origin(annotation) in (Union, types.UnionType) and any(
+        _marked(arg, mark) for arg in typing.get_args(annotation))
 
 
 def _numeric_word(annotation: Any) -> str | None:
@@ -69,8 +86,8 @@ def _bool_word(annotation: Any) -> tuple[Any, ...] | None:
                  for a in typing.get_args(m))
 
 
-def _limit(key: str, sizes: bool) -> tuple[int, str]:
-    if key in COUNTS and not sizes:
+def _limit(key: str, sizes: bool, count: bool = False) -> tuple[int, str]:
+    if (count or key in COUNTS) and not sizes:
         return MAX_COUNT, f"{MAX_COUNT:,} (a count this large never finishes)"
     if key == "seed" or key.endswith("seeds"):
         return MAX_SEED, f"{MAX_SEED:,} (seeds are 32-bit)"
@@ -78,9 +95,9 @@ def _limit(key: str, sizes: bool) -> tuple[int, str]:
 
 
 def magnitude_problems(value: object, path: str, key: str = "", *, sizes: bool = False,
-                       word: str = "an integer") -> list[Problem]:
+                       word: str = "an integer", count: bool = False) -> list[Problem]:
     """A problem for each integer in ``value`` (nested too) beyond its limit: counts
-    (:data:`COUNTS`, unless ``sizes``: a model section, whose config bounds its widths
+    (:data:`COUNTS`, or ``count``: a setting marked :data:`COUNT`; unless ``sizes``: a model section, whose config bounds its widths
     itself) :data:`MAX_COUNT`, seeds 32 bits, the rest :data:`MAX_INT`."""
     if isinstance(value, dict):
         return [p for k, v in value.items()
@@ -89,7 +106,7 @@ def magnitude_problems(value: object, path: str, key: str = "", *, sizes: bool =
         return [p for i, v in enumerate(value)
                 for p in magnitude_problems(v, f"{path}[{i}]", key, sizes=sizes, word=word)]
     if isinstance(value, int) and not isinstance(value, bool):
-        limit, words = _limit(key, sizes)
+        limit, words = _limit(key, sizes, count)
         if abs(value) > limit:
             return [Problem(path, value, f"{word} of at most {words}")]
     return []
@@ -118,8 +135,8 @@ def _picked(section: type, value: dict[Any, Any]) -> bool:
 
 def _fields(cls: type) -> dict[str, Any]:
     if isinstance(cls, type) and issubclass(cls, pydantic.BaseModel):  # own checks: left alone
-        return {name: f.annotation for name, f in cls.model_fields.items()
-                if OWN_CHECKS not in f.metadata}
+        return {name: Annotated[(f.annotation, *f.metadata)] if f.metadata else f.annotation
+                for name, f in cls.model_fields.items() if OWN_CHECKS not in f.metadata}
     if dataclasses.is_dataclass(cls):
         return typing.get_type_hints(cls, include_extras=True)
     return {}
@@ -160,7 +177,9 @@ def strict_scalars(cls: type, raw: object, prefix: str = "") -> tuple[Any, list[
             problems.append(Problem(path, value, f"{word}, not {kind} (write it without quotes)"
                                     if kind == "a string" else f"{word}, not {kind}"))
             continue
-        if word is not None and (too_big := magnitude_problems(value, path, str(key), word=word)):
+        count = _marked(annotation, COUNT)
+        if word is not None and (too_big := magnitude_problems(value, path, str(key), word=word,
+                                                               count=count)):
             problems += too_big
             continue
         literals = _bool_word(annotation)

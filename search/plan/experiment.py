@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 import pydantic
 from pydantic import (
@@ -43,6 +43,7 @@ from sublayer_search.search.plan.sections import (
     Resources,
     Seeds,
     SpaceSection,
+    space_section,
 )
 from sublayer_search.search.plan.storage import Storage
 from sublayer_search.search.searchers.registry import read_search
@@ -68,6 +69,13 @@ TRAIN_FILE_SECTIONS = frozenset({"model", "data", "train"})
 DATA_PATHS = ("path", "train_path", "valid_path", "test_path", "data_dir", "cache_dir",
               "train_src", "train_tgt", "valid_src", "valid_tgt", "test_src", "test_tgt")
 """``data`` settings that name files or folders: relative ones are relative to the file."""
+
+
+if TYPE_CHECKING:  # what every member is, to a type checker
+    SpaceEntry = SpaceSection
+else:
+    SpaceEntry = space_section()
+    """One ``space`` entry: its type's section, whose arguments its generator declares."""
 
 
 def _asdict(value: Any) -> Any:
@@ -100,7 +108,7 @@ class Experiment(Strict):
     task: str = "lm"
     """A registered task (:mod:`sublayer_search.search.tasks`): ``lm`` (OrderedLM on a
     corpus) or ``translation`` (OrderedSeq2Seq / IOT) are built in."""
-    space: SpaceSection | Annotated[list[SpaceSection], Field(min_length=1)]
+    space: SpaceEntry | Annotated[list[SpaceEntry], Field(min_length=1)]
     seeds: Seeds = 1
     baseline: BaselineSection = Field(default_factory=BaselineSection)
     model: Annotated[ModelSection[Any] | None, OWN_CHECKS, PlainValidator(_as_written),

@@ -12,6 +12,7 @@ from typing import Annotated, ClassVar
 
 from pydantic import Field
 
+from sublayer_search.search.core.scalars import Count
 from sublayer_search.search.core.section import Strict
 
 __all__ = ["MISPLACED", "STATIC_OBJECTIVES", "SearchSection"]
@@ -31,7 +32,7 @@ class SearchSection(Strict):
     algorithm: str = "grid"
     """A registered searcher (:mod:`search.searchers.registry`): ``surrogate``, a GP over order
     features; ``oneshot``, a weight-sharing supernet ranks every order, the ``top_k`` train."""
-    num_samples: int | None = Field(None, ge=1)
+    num_samples: Count | None = Field(None, ge=1)
     """Trial budget of ``optuna``/``surrogate``/``evolution`` (not counting the baseline seeds)."""
     seed: int = 0
     metric: str | None = None

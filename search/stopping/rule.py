@@ -12,6 +12,7 @@ from pydantic import Field
 
 from sublayer_search.models.train_config import TrainConfig
 from sublayer_search.search.core.problems import Problem
+from sublayer_search.search.core.scalars import Count
 from sublayer_search.search.core.section import Strict
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ class StoppingSettings(Strict):
 class CurveReadingSettings(StoppingSettings):
     """A rule that reads learning curves and may stop a trial after its grace period."""
 
-    grace_period: int = Field(1, ge=1)
+    grace_period: Count = Field(1, ge=1)
     """Evaluations before a trial can be stopped."""
 
 

@@ -93,6 +93,39 @@ def test_a_translation_experiment_is_typed_by_its_task() -> None:
     assert pickle.loads(pickle.dumps(exp)).new_task().name == "translation"
 
 
+@pytest.mark.parametrize("space", sorted(ALL_SPACES))
+def test_a_space_section_is_typed_by_its_generator(space: str) -> None:
+    """``space.type`` picks the space's section, whose fields are its generator's arguments
+    (the values stay as written: the generator checks them, with the task's model kind)."""
+    exp = parse_experiment(_doc(space={"type": space}), found=[])
+    [section] = exp.spaces
+    assert type(section).__name__.endswith("Space") and section.type == space
+    declared = set(type(section).model_fields) - {"type", "seeds"}
+    assert declared == set(ALL_SPACES[space].arguments) - {"seeds"}
+
+
+@pytest.mark.parametrize(("section", "key"), [
+    ({"search": {"algorithm": "evolution", "num_samples": 2, "population": 10**10}},
+     "search.population"),
+    ({"search": {"algorithm": "oneshot", "top_k": 10**10}}, "search.top_k"),
+    ({"scheduler": {"type": "asha", "grace_period": 10**10}}, "scheduler.grace_period"),
+])
+def test_a_count_is_declared_beside_its_setting(section: dict[str, Any], key: str) -> None:
+    """A strategy's count is marked where it is declared (``Count``), not listed by name."""
+    from sublayer_search.search.core.scalars import COUNTS, MAX_COUNT
+
+    assert key.split(".")[-1] not in COUNTS
+    with pytest.raises(ExperimentError) as err:
+        parse_experiment(_doc(**section))
+    [problem] = [p for p in err.value.problems if p.path == key]
+    assert f"at most {MAX_COUNT:,}" in problem.expected
+
+
+def test_space_arguments_keep_the_files_order() -> None:
+    exp = parse_experiment(_doc(space={"type": "sandwich", "k": [1], "n": 4}))
+    assert list(exp.spaces[0].args) == ["k", "n"]
+
+
 def test_the_supernet_section_is_a_config() -> None:
     exp = parse_experiment(_doc(search={"algorithm": "oneshot",
                                         "supernet": {"steps": 30, "sharing": "slot"}}))

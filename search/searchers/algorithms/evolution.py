@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
+from sublayer_search.search.core.scalars import Count
 from sublayer_search.search.searchers.registry import SearchAlgorithm, register_searcher
 from sublayer_search.search.searchers.settings import SearchSection
 
@@ -18,9 +19,9 @@ if TYPE_CHECKING:
 class EvolutionSettings(SearchSection):
     """``search`` of ``algorithm: evolution``."""
 
-    population: int = Field(8, ge=2)
+    population: Count = Field(8, ge=2)
     """Population size (regularized evolution, Real et al. 2019)."""
-    sample_size: int = Field(3, ge=1)
+    sample_size: Count = Field(3, ge=1)
     """Tournament size."""
 
 

@@ -21,7 +21,7 @@ from pydantic import Field, PlainValidator
 
 from sublayer_search.models.supernet.config import SupernetConfig
 from sublayer_search.search.core.problems import Problem, problems_from
-from sublayer_search.search.core.scalars import OWN_CHECKS
+from sublayer_search.search.core.scalars import OWN_CHECKS, Count
 from sublayer_search.search.core.section import Refused, refused_or
 from sublayer_search.search.core.variant import variant_of
 from sublayer_search.search.searchers.algorithms.grid import Grid
@@ -183,7 +183,7 @@ class OneShotSettings(SearchSection):
 
     supernet: Annotated[SupernetConfig | None, PlainValidator(read_supernet), OWN_CHECKS] = None
     """The supernet's settings (``steps``, ``sharing``, ``eval_batches``, ``seed``, …)."""
-    top_k: int | None = Field(None, ge=1)
+    top_k: Count | None = Field(None, ge=1)
     """How many of the best-ranked orders train stand-alone (default 5)."""
 
     elsewhere = dict.fromkeys(("supernet", "top_k"),

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field
 
 from sublayer_search.models.train_config import TrainConfig
+from sublayer_search.search.core.scalars import Count
 from sublayer_search.search.stopping.registry import register_rule
 from sublayer_search.search.stopping.rule import (
     CurveReadingRule,
@@ -26,7 +27,7 @@ class CurveSettings(CurveReadingSettings):
     type: Literal["curve"] = "curve"
     z: float = Field(2.0, ge=0)
     """Noise margin, in sds of the catch-up between baseline seeds (docs/search.md)."""
-    top_k: int = Field(3, ge=1)
+    top_k: Count = Field(3, ge=1)
     """The best candidates the rule must keep."""
 
 
