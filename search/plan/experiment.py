@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 import pydantic
 from pydantic import (
     BaseModel,
+    ConfigDict,
     Discriminator,
     Field,
     PlainSerializer,
@@ -102,6 +103,9 @@ def _as_written(value: object) -> object:
 
 class Experiment(Strict):
     """One sweep: what to train, how to search, where to run and track it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    """Built on first use: a file of one task builds that task's type only."""
 
     name: Annotated[str, Field(min_length=1, max_length=MAX_NAME, pattern=r"^[A-Za-z0-9_.-]+$")]
     description: str = ""
@@ -238,6 +242,14 @@ def _member(value: object) -> str:
     return _type_name(name) if isinstance(name, str) and name in task_names() else "Experiment"
 
 
+def experiment_member(doc: object) -> type[Experiment]:
+    """The member of :func:`experiment_type` that validates ``doc`` (what its
+    discriminator picks), chosen without building the others."""
+    tag = _member(doc)
+    return next((typed_experiment(n) for n in task_names() if _type_name(n) == tag),
+                Experiment)
+
+
 def experiment_type() -> TypeAdapter[Experiment]:
     """The experiment file's type: a union of the registered tasks' experiment types,
     chosen by ``task:`` (pydantic's discriminated union)."""
@@ -314,7 +326,7 @@ def parse_experiment(raw: object, source: str = "<experiment>", *,
     exp: Experiment | None = None
     refused: list[Problem] = []
     try:
-        exp, refused = _settle(experiment_type().validate_python(doc))
+        exp, refused = _settle(experiment_member(doc).model_validate(doc))
     except pydantic.ValidationError as err:
         problems += from_validation_error(err, model=Experiment)
         refused = _sections_alone(doc)

@@ -47,7 +47,7 @@ Seeds = Annotated[int, Field(ge=1)] | Annotated[list[Annotated[int, Field(ge=0)]
 class SpaceSection(BaseModel):
     """``{type: sandwich, n: 16, k: [0, 6]}``: a space name and its arguments."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
     type: str
     """A space of the registry (:data:`~sublayer_search.spaces.registry.ALL_SPACES`)."""
     seeds: Seeds | None = None
