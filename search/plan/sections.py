@@ -116,7 +116,7 @@ def _new_space_type(space: str) -> type[SpaceSection]:
     return typed
 
 
-_SPACES: dict[tuple[str, ...], Any] = {}
+_SPACES: dict[tuple[str, ...], object] = {}
 
 
 def _space_member(value: object) -> str:
@@ -126,7 +126,7 @@ def _space_member(value: object) -> str:
     return _space_name(name) if isinstance(name, str) and name in _TYPED else "SpaceSection"
 
 
-def space_section() -> Any:
+def space_section() -> object:
     """One ``space`` entry: a union of the registered spaces' sections chosen by ``type``
     (pydantic's discriminated union); an unknown type is the base section's one problem."""
     names = tuple(ALL_SPACES)
