@@ -1,6 +1,6 @@
 """Tokens/s of one trial on N data-parallel workers against one worker, same global batch.
 
-Each arm runs the one training loop (``lm_family.fit``) for ``--steps`` steps with the same
+Each arm runs the one training loop (``lm_workload.fit``) for ``--steps`` steps with the same
 seed, model and *global* batch: one process, or ``--workers`` processes in a real
 process group (gloo on CPUs, NCCL on GPUs) that each keep their share of the batch and
 average gradients through DDP, or hold a shard of the model through FSDP2
@@ -38,7 +38,7 @@ import torch.multiprocessing as mp
 
 from sublayer_search.models.config import model_preset
 from sublayer_search.models.data import DataConfig
-from sublayer_search.models.lm_family import TrainConfig, TrialSpec, fit
+from sublayer_search.models.lm_workload import TrainConfig, TrialSpec, fit
 
 
 def _spec(args: argparse.Namespace) -> TrialSpec:

@@ -157,7 +157,7 @@ def _free_port() -> int:
 def _fsdp_spec(mode: str) -> Any:
     from sublayer_search.models.config import model_preset
     from sublayer_search.models.data.config import DataConfig
-    from sublayer_search.models.lm_family import TrainConfig, TrialSpec
+    from sublayer_search.models.lm_workload import TrainConfig, TrialSpec
 
     if mode == "smoke":
         model = model_preset("debug", dropout=0.0)
@@ -177,12 +177,12 @@ def _train_once(spec: Any, workers: Any, folder: Path) -> dict[str, Any]:
     whether every parameter is a DTensor shard."""
     from torch.distributed.tensor import DTensor
 
-    from sublayer_search.models.lm_family import LMFamily
+    from sublayer_search.models.lm_workload import LMWorkload
     from sublayer_search.models.training_loop import train
 
     seen: dict[str, str] = {}
 
-    class Watched(LMFamily):
+    class Watched(LMWorkload):
         def build(self) -> Any:
             self.model = model = super().build()
             linear = next(m for m in model.layers[0].modules() if isinstance(m, torch.nn.Linear))

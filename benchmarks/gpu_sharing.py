@@ -5,7 +5,7 @@ task asking for ``num_cpus=1, num_gpus=1/k`` of a local Ray with one GPU (starte
 sweep starts it: :func:`search.run.local_ray.start_local_ray`, 127.0.0.1, token auth), and
 each training the same tiny LM (``--preset tiny``, tinyshakespeare from
 ``$SUBLAYER_DATA_DIR``) through the project's one training loop
-(:func:`models.training_loop.train` with :class:`models.lm_family.LMFamily`, as ``fit`` does).
+(:func:`models.training_loop.train` with :class:`models.lm_workload.LMWorkload`, as ``fit`` does).
 The trials meet at a barrier (a Ray actor) once their model is built, so they train
 side by side; inside its own process each trial stamps the start of its first timed step
 and the end of its last (after ``torch.cuda.synchronize``). Reported per k:
@@ -54,7 +54,7 @@ import torch
 
 from sublayer_search.models.config import model_preset
 from sublayer_search.models.data.config import DataConfig
-from sublayer_search.models.lm_family import LMFamily, TrainConfig, TrialSpec
+from sublayer_search.models.lm_workload import LMWorkload, TrainConfig, TrialSpec
 from sublayer_search.models.training_loop import StepContext
 
 REPO = Path(__file__).resolve().parents[1]
@@ -119,7 +119,7 @@ class Barrier:
         return self.arrived
 
 
-class TimedLM(LMFamily):
+class TimedLM(LMWorkload):
     """The LM family, plus: wait at the barrier before step 0, stamp the start of step
     ``warmup`` and (through ``on_step``) the end of the last step, count timed tokens."""
 
@@ -226,7 +226,7 @@ def measure(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
 
     from sublayer_search.models.accounting import param_count
     from sublayer_search.models.data import load_corpus
-    from sublayer_search.models.lm_family import model_for_corpus
+    from sublayer_search.models.lm_workload import model_for_corpus
     from sublayer_search.search.run.local_ray import shutdown_ray, start_local_ray
 
     _environment()

@@ -118,7 +118,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 def space_flops() -> list[float]:
     """The FLOPs per token of every candidate of the space (the trial table's column)."""
     from sublayer_search.search.plan.experiment import parse_experiment
-    from sublayer_search.search.plan.sweep_plan import Trial, plan_sweep
+    from sublayer_search.search.plan.steps import plan_sweep
+    from sublayer_search.search.plan.sweep_plan import Trial
 
     plan = plan_sweep(parse_experiment(experiment(Path(tempfile.gettempdir()),
                                                   parse_args([]))))

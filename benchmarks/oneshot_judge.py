@@ -110,12 +110,12 @@ def stage_two_pick(
     ranking: list[dict[str, Any]], judged: list[str], truth: np.ndarray, prior: Any = None
 ) -> dict[str, Any]:
     """What stage 2 would train with the default settings: the top 5 by rank, the orders
-    tied with the 5th (:func:`search.oneshot.plan.chosen`) and, with a ``prior``, the
+    tied with the 5th (:func:`search.oneshot.stages.chosen`) and, with a ``prior``, the
     ``supernet.prior_extra`` orders it ranks best among the rest
-    (:func:`search.oneshot.plan.prior_picks`); how many of the stand-alone top 5 each
+    (:func:`search.oneshot.stages.prior_picks`); how many of the stand-alone top 5 each
     catches."""
     from sublayer_search.models.supernet.config import SupernetConfig
-    from sublayer_search.search.oneshot.plan import chosen, prior_picks
+    from sublayer_search.search.oneshot.stages import chosen, prior_picks
 
     cfg = SupernetConfig()
     rows = [r for r in sorted(ranking, key=lambda r: r["rank"]) if r["order"] in judged]

@@ -85,7 +85,7 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 def plan_programme(config: Path) -> tuple[Any, dict[str, str]]:
     """(the baseline trial's spec, the distinct orders of the planned sweep -> their space)."""
     from sublayer_search.search.plan.experiment import parse_experiment
-    from sublayer_search.search.plan.sweep_plan import plan_sweep
+    from sublayer_search.search.plan.steps import plan_sweep
 
     exp = parse_experiment(yaml.safe_load(config.read_text()), str(config))
     plan = plan_sweep(exp, str(config), check_resources=False)

@@ -42,6 +42,7 @@ _PROBE = (
 
 def _env() -> dict[str, str]:
     env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as a user runs it: bytecode cached after once
     env.setdefault("HOME", tempfile.mkdtemp(prefix="plan-time-home-"))
     env.setdefault("SUBLAYER_DATA_DIR", str(ROOT.parent / "shared" / "data"))
     env.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")

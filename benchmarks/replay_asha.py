@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     import pandas as pd
 
-    from sublayer_search.search.replay.from_export import open_export, sweep_from_export
+    from sublayer_search.search.recorded.from_export import open_export, sweep_from_export
 
     if args.experiment is not None:
         from mlflow.tracking import MlflowClient

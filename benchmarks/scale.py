@@ -42,7 +42,7 @@ from scale_store import amplify, metric_points, rest_times, store_size_mb
 from sublayer_search.models.accounting import flops_per_token, param_count
 from sublayer_search.models.config import ModelConfig, model_preset
 from sublayer_search.models.train_config import TrainConfig
-from sublayer_search.models.training_loop import Family, Scores, StepContext, train
+from sublayer_search.models.training_loop import Scores, StepContext, Workload, train
 from sublayer_search.search.tasks import Task, validate_section
 from sublayer_search.spaces.cost import units
 
@@ -72,7 +72,7 @@ class ToySpec:
     data: ToyData
     train: TrainConfig
 
-class ToyFamily(Family):
+class ToyWorkload(Workload):
     metric = METRIC
 
     def __init__(self, spec: ToySpec) -> None:
@@ -124,7 +124,7 @@ class ToyTask(Task[ModelConfig, ToyData, None, ToySpec]):
 
     def fit(self, spec: ToySpec, report: Any, *, checkpoint_dir: str | None = None,
             resume_from: str | None = None) -> Any:
-        return train(spec.train, ToyFamily(spec), report, checkpoint_dir=checkpoint_dir,
+        return train(spec.train, ToyWorkload(spec), report, checkpoint_dir=checkpoint_dir,
                      resume_from=resume_from)
 
 

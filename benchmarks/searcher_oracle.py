@@ -68,6 +68,8 @@ import numpy as np
 from ray.tune.search import Searcher
 
 from sublayer_search.analysis.store.study_export import BUILTIN_EXPORTS
+from sublayer_search.search.searchers.evolution_searcher import EvolutionSearcher
+from sublayer_search.search.searchers.optuna_study import OptunaTrials
 from sublayer_search.search.searchers.oracle import OrderTable, drive, evaluations_to_top
 from sublayer_search.search.searchers.prior import (
     BUILTIN_PRIORS,
@@ -80,7 +82,6 @@ from sublayer_search.search.searchers.prior import (
 )
 from sublayer_search.search.searchers.queue import prior_queue
 from sublayer_search.search.searchers.surrogate import SurrogateSearcher
-from sublayer_search.search.searchers.tune import EvolutionSearcher, OptunaTrials
 from sublayer_search.search.searchers.yardstick import eps_good, seed_noise
 
 Factory = Callable[[OrderTable, int, OrderPrior | None], Searcher]

@@ -78,11 +78,11 @@ def row(study: str, arrival: str, rule: str) -> dict[str, Any]:
 
 def slow_winner_rows() -> list[dict[str, Any]]:
     """Each study's slow-winners variant through the margin rule (z 2) and comeback."""
-    from sublayer_search.search.replay.arrival import judged_table
-    from sublayer_search.search.replay.calibration import calibration_for
+    from sublayer_search.search.recorded.arrival import judged_table
+    from sublayer_search.search.recorded.from_export import open_export, sweep_from_export
     from sublayer_search.search.replay.engine import SchedulerSettings, replay
     from sublayer_search.search.replay.floor import compute_floor
-    from sublayer_search.search.replay.from_export import open_export, sweep_from_export
+    from sublayer_search.search.stopping.calibration import calibration_for
     from sublayer_search.spaces.records import direction
 
     path = Path(__file__).resolve().parent / "replay_asha.py"

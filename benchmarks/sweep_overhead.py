@@ -2,7 +2,7 @@
 
 The same N short trials (debug model, explicit orders, no baseline) run three ways:
 
-(a) a plain Python loop calling ``models.lm_family.fit`` on ``trial.spec`` (its planned spec);
+(a) a plain Python loop calling ``models.lm_workload.fit`` on ``trial.spec`` (its planned spec);
 (b) ``sublayer sweep`` (in-process ``search.cli.main.main``) with ``max_concurrent: 1``,
     tracked by our ``MlflowTracking`` callback on a local ``mlflow server``;
 (c) a Ray Tune ``Tuner`` on the same trainable (``search.run.trainable.train_trial``), one
@@ -142,9 +142,9 @@ def stop(proc: subprocess.Popen) -> None:
 def run_loop(path: Path) -> float:
     import torch
 
-    from sublayer_search.models.lm_family import fit
+    from sublayer_search.models.lm_workload import fit
     from sublayer_search.search.plan.experiment import load_experiment
-    from sublayer_search.search.plan.sweep_plan import plan_sweep
+    from sublayer_search.search.plan.steps import plan_sweep
 
     torch.set_num_threads(1)
     start = time.perf_counter()
@@ -203,9 +203,9 @@ def run_ray_callback(path: Path, tracking_uri: str) -> float:
     from ray.tune.search import ConcurrencyLimiter
 
     from sublayer_search.search.plan.experiment import load_experiment
-    from sublayer_search.search.plan.sweep_plan import plan_sweep
+    from sublayer_search.search.plan.steps import plan_sweep
     from sublayer_search.search.run.trainable import train_trial
-    from sublayer_search.search.searchers.tune import GridSearcher
+    from sublayer_search.search.searchers.grid_searcher import GridSearcher
 
     class TimedMLflowLoggerCallback(MLflowLoggerCallback):
         def on_trial_result(self, *args: Any, **kwargs: Any) -> None:

@@ -1,6 +1,6 @@
 """The ordered transformer (torch only): configs, sublayers, LMs, corpora and training.
 
-Never imports ray or mlflow: ``models.lm_family.fit`` takes a plain ``report`` callable.
+Never imports ray or mlflow: ``models.lm_workload.fit`` takes a plain ``report`` callable.
 The names below are imported on first use (:mod:`spaces.lazy`), so that the config
 modules (``models.config``, ``models.train_config``, …) can be used without torch.
 """

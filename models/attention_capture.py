@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from torch import Tensor as Tensor  # token ids, for callers' annotations
 
 __all__ = ["capture", "load_lm", "tiny_model_attention", "validation_tokens"]
 

@@ -19,7 +19,7 @@ One trial may train on N workers (``resources.workers``). Every worker runs the 
 * only rank 0 writes checkpoints; every worker reports (Ray Train keeps rank 0's).
 
 ``train.parallel: fsdp`` shards the model instead of replicating it (:meth:`Workers.shard`:
-torch's FSDP2 ``fully_shard``, one unit per block the family names, then the root for the
+torch's FSDP2 ``fully_shard``, one unit per block the workload names, then the root for the
 embeddings, norms and head). Each worker holds 1/N of the parameters, gradients and
 optimizer state; a block's parameters are gathered for its forward and backward only.
 The gradient is reduce-scattered as the mean over the workers, so the numbers are those
@@ -181,7 +181,7 @@ class Workers:
               bf16: bool = False) -> torch.nn.Module:
         """``model`` sharded in place with FSDP2 when :attr:`sharded`: each of ``blocks`` one
         unit, the root the rest. Call it before building the optimizer (the parameters
-        become ``DTensor`` shards). ``blocks`` None: the family cannot be sharded.
+        become ``DTensor`` shards). ``blocks`` None: the workload cannot be sharded.
         ``bf16``: gather and compute in bf16, reduce the gradients in fp32
         (:func:`mixed_precision`)."""
         if not self.sharded:

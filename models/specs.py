@@ -2,7 +2,7 @@
 :class:`TranslationSpec` (a translation model), their settings and parameter counts.
 
 ``sublayer sweep --dry-run`` plans a sweep from these alone; training lives in
-:mod:`models.lm_family` and :mod:`models.seq2seq.translation_family` (which re-export these names).
+:mod:`models.lm_workload` and :mod:`models.seq2seq.translation_workload` (which re-export these names).
 """
 
 from __future__ import annotations

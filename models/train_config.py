@@ -1,4 +1,4 @@
-"""``TrainConfig``: optimisation and evaluation settings of one trial (any model family)."""
+"""``TrainConfig``: optimisation and evaluation settings of one trial (any workload)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,15 @@
-"""The one training loop: ``train(cfg, family, report) -> FitResult``.
+"""The one training loop: ``train(cfg, workload, report) -> FitResult``.
 
-Every model family (language model, translation, IOT, …) trains through :func:`train`.
+Every workload (language model, translation, IOT, …) trains through :func:`train`.
 The loop owns stepping, gradient accumulation, precision, the evaluation cadence,
-divergence, checkpoint and resume, and reporting. What differs per family is a small
-:class:`Family` object: build the model, the loss of one training batch, the
+divergence, checkpoint and resume, and reporting. What differs per workload is a small
+:class:`Workload` object: build the model, the loss of one training batch, the
 evaluation scores, and what to do before a step (IOT anneals its temperature).
 
 The loop knows nothing of Ray or MLflow. It calls a plain
 ``report(metrics, checkpoint=None)`` after every evaluation, so the same code runs under
 Ray Tune, under ``sublayer train`` and in tests. Reported rows carry ``step``,
-``train_loss`` (mean since the last evaluation), the family's scores (``val_loss``, its
+``train_loss`` (mean since the last evaluation), the workload's scores (``val_loss``, its
 main metric, …), ``best_<main metric>``, ``lr``, ``tokens_per_s`` and ``status``.
 """
 
@@ -41,7 +41,7 @@ from sublayer_search.models.optim import (
 from sublayer_search.models.train_config import TrainConfig
 from sublayer_search.spaces.records import STATUS_KEY, TrialStatus, best, direction, is_better
 
-__all__ = ["Family", "FitResult", "Report", "Scores", "StepContext", "train", "use_threads"]
+__all__ = ["Workload", "FitResult", "Reporter", "Scores", "StepContext", "train", "use_threads"]
 
 
 def use_threads(n: int) -> int:
@@ -54,7 +54,9 @@ Scores = dict[str, Any]
 """Evaluation results: floats, plus strings for structured extras (IOT's routing matrix)."""
 
 
-class Report(Protocol):
+class Reporter(Protocol):
+    """What the loop calls after every evaluation (and with each checkpoint)."""
+
     def __call__(self, metrics: dict[str, Any], checkpoint: str | None = None) -> None: ...
 
 
@@ -69,7 +71,7 @@ class FitResult:
 
 @dataclass(frozen=True, kw_only=True)
 class StepContext:
-    """What a family needs to draw and run a batch: device, precision, the batch RNG."""
+    """What a workload needs to draw and run a batch: device, precision, the batch RNG."""
 
     device: torch.device
     autocast: AbstractContextManager[object]
@@ -80,7 +82,7 @@ class StepContext:
     workers: Workers = SINGLE
 
 
-class Family(ABC):
+class Workload(ABC):
     """What differs between model families; the loop in :func:`train` does the rest."""
 
     metric: str
@@ -100,7 +102,7 @@ class Family(ABC):
     @abstractmethod
     def evaluate(self, model: torch.nn.Module, ctx: StepContext, *, step: int,
                  final: bool) -> Scores:
-        """Validation scores: ``val_loss``, the main metric when due, family extras."""
+        """Validation scores: ``val_loss``, the main metric when due, workload extras."""
 
     def before_step(self, model: torch.nn.Module, step: int, total: int) -> None:
         """Called before each optimizer step (and before the evaluation at step 0)."""
@@ -108,21 +110,21 @@ class Family(ABC):
 
     def shard_blocks(self, model: torch.nn.Module) -> list[torch.nn.Module] | None:
         """The blocks ``train.parallel: fsdp`` shards one by one (the rest is sharded
-        with the root); None (the default): this family's models cannot be sharded."""
+        with the root); None (the default): this workload's models cannot be sharded."""
         return None
 
 
 def train(
     cfg: TrainConfig,
-    family: Family,
-    report: Report | None = None,
+    workload: Workload,
+    report: Reporter | None = None,
     *,
     checkpoint_dir: str | None = None,
     resume_from: str | None = None,
     on_step: Callable[[dict[str, float]], None] | None = None,
     workers: Workers | None = None,
 ) -> FitResult:
-    """Train ``family``'s model with ``cfg``; call ``report`` after every evaluation.
+    """Train ``workload``'s model with ``cfg``; call ``report`` after every evaluation.
 
     ``checkpoint_dir``: where to write a checkpoint at every evaluation, or every
     ``cfg.checkpoint_every`` steps and at the end (its path is passed to ``report`` with
@@ -134,18 +136,18 @@ def train(
     sets it up, else one worker); every worker calls ``report``, only rank 0 checkpoints.
     """
     report = report or _no_report
-    run = _setup(cfg, family, workers, resume_from)
-    if family.eval_at_start and run.step == 0:
-        family.before_step(run.model, 0, cfg.steps)
-        report({"step": 0, **run.evaluate(family, final=False), "lr": run.lr(),
+    run = _setup(cfg, workload, workers, resume_from)
+    if workload.eval_at_start and run.step == 0:
+        workload.before_step(run.model, 0, cfg.steps)
+        report({"step": 0, **run.evaluate(workload, final=False), "lr": run.lr(),
                 STATUS_KEY: TrialStatus.RUNNING.value}, None)
     ckpt_root = Path(checkpoint_dir) if checkpoint_dir is not None else None
     last_ckpt, reported = resume_from, False
     tokens, clock, train_losses = 0, time.perf_counter(), list[float]()
     run.model.train()
     while run.step < cfg.steps:
-        family.before_step(run.model, run.step, cfg.steps)
-        step_loss, n_tokens = _forward_backward(cfg, family, run)
+        workload.before_step(run.model, run.step, cfg.steps)
+        step_loss, n_tokens = _forward_backward(cfg, workload, run)
         tokens += n_tokens
         if not math.isfinite(step_loss):
             return _diverged(run, step_loss, report, last_ckpt)
@@ -155,7 +157,7 @@ def train(
         if on_step is not None and (run.step % cfg.log_every == 0 or run.step == cfg.steps):
             on_step({"step": run.step, "train_loss": step_loss, "lr": lr})
         if run.step % cfg.eval_every == 0 or run.step == cfg.steps:
-            run.metrics = _evaluation(run, family, train_losses, lr=lr, tokens=tokens,
+            run.metrics = _evaluation(run, workload, train_losses, lr=lr, tokens=tokens,
                                       elapsed=time.perf_counter() - clock)
             saved = _save_checkpoint(run, ckpt_root)
             last_ckpt = saved or last_ckpt
@@ -195,16 +197,16 @@ class _Run:
     def lr(self) -> float:
         return float(self.scheduler.get_last_lr()[0])
 
-    def evaluate(self, family: Family, *, final: bool) -> Scores:
-        """The family's scores at this step; the best main metric follows them."""
-        scores = family.evaluate(self.model, self.ctx, step=self.step, final=final)
+    def evaluate(self, workload: Workload, *, final: bool) -> Scores:
+        """The workload's scores at this step; the best main metric follows them."""
+        scores = workload.evaluate(self.model, self.ctx, step=self.step, final=final)
         value = scores.get(self.metric)
         if value is not None and is_better(self.metric, value, self.best_value):
             self.best_value = float(value)
         return scores
 
 
-def _setup(cfg: TrainConfig, family: Family, workers: Workers | None,
+def _setup(cfg: TrainConfig, workload: Workload, workers: Workers | None,
            resume_from: str | None) -> _Run:
     """Seed; build the model (sharded first for FSDP), its optimizer and schedule;
     restore a checkpoint; wrap the model for the workers and compile it on CUDA."""
@@ -212,13 +214,13 @@ def _setup(cfg: TrainConfig, family: Family, workers: Workers | None,
     workers.check_batch(cfg.batch_size)
     generator = seed_everything(cfg.seed)
     device = device_for(cfg)
-    model = family.build().to(device)
+    model = workload.build().to(device)
     if workers.sharded:  # before the optimizer: it must hold the shards
-        model = workers.shard(model, family.shard_blocks(model), bf16=bf16_for(cfg, device))
+        model = workers.shard(model, workload.shard_blocks(model), bf16=bf16_for(cfg, device))
     optimizer = build_optimizer(cfg, model)
     scheduler = build_scheduler(cfg, optimizer)
     step, metrics = 0, dict[str, Any]()
-    best_value = math.inf if direction(family.metric) == "min" else -math.inf
+    best_value = math.inf if direction(workload.metric) == "min" else -math.inf
     if resume_from is not None:
         step, best_value, metrics = restore_training(resume_from, model, optimizer, scheduler,
                                                      generator, load=workers.load_state)
@@ -228,19 +230,19 @@ def _setup(cfg: TrainConfig, family: Family, workers: Workers | None,
     ctx = StepContext(device=device, autocast=autocast_for(cfg, device), generator=generator,
                       batch_size=cfg.batch_size,
                       eval_batch_size=cfg.eval_batch_size or cfg.batch_size, workers=workers)
-    return _Run(cfg=cfg, metric=family.metric, model=model, run_model=run_model,
+    return _Run(cfg=cfg, metric=workload.metric, model=model, run_model=run_model,
                 optimizer=optimizer, scheduler=scheduler, generator=generator, workers=workers,
                 device=device, ctx=ctx, step=step, best_value=best_value, metrics=metrics)
 
 
-def _forward_backward(cfg: TrainConfig, family: Family, run: _Run) -> tuple[float, int]:
+def _forward_backward(cfg: TrainConfig, workload: Workload, run: _Run) -> tuple[float, int]:
     """Gradients of one step over ``grad_accum`` micro-batches (one synchronisation
     across workers); (the step's loss, the same on every worker; tokens seen here)."""
     step_loss, tokens = 0.0, 0
     for micro in range(cfg.grad_accum):
         with run.workers.accumulating(run.run_model, last=micro == cfg.grad_accum - 1):
             with run.ctx.autocast:
-                loss, n_tokens = family.loss(run.run_model, run.ctx)
+                loss, n_tokens = workload.loss(run.run_model, run.ctx)
                 loss = loss / cfg.grad_accum
             loss.backward()
         step_loss += float(loss.detach())
@@ -248,18 +250,18 @@ def _forward_backward(cfg: TrainConfig, family: Family, run: _Run) -> tuple[floa
     return run.workers.mean(step_loss, run.device), tokens
 
 
-def _evaluation(run: _Run, family: Family, train_losses: list[float], *, lr: float,
+def _evaluation(run: _Run, workload: Workload, train_losses: list[float], *, lr: float,
                 tokens: int, elapsed: float) -> dict[str, Any]:
     """The metrics of an evaluation: the mean training loss since the last one, the
-    family's scores, the best main metric so far, the learning rate, the throughput."""
+    workload's scores, the best main metric so far, the learning rate, the throughput."""
     tokens = run.workers.total(tokens, run.device)
-    scores = run.evaluate(family, final=run.step == run.cfg.steps)
+    scores = run.evaluate(workload, final=run.step == run.cfg.steps)
     mean_loss = float(np.mean(train_losses)) if train_losses else math.nan
     return {"step": run.step, "train_loss": mean_loss, **scores,
             best(run.metric): run.best_value, "lr": lr, "tokens_per_s": tokens / max(elapsed, 1e-9)}
 
 
-def _diverged(run: _Run, step_loss: float, report: Report, last_ckpt: str | None) -> FitResult:
+def _diverged(run: _Run, step_loss: float, report: Reporter, last_ckpt: str | None) -> FitResult:
     """A NaN or infinite loss: report it (status ``diverged``) and stop."""
     run.step += 1
     run.metrics = {"step": run.step, "train_loss": step_loss, "val_loss": math.nan,

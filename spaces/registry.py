@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sublayer_search.spaces.candidate import Candidate
@@ -34,11 +34,11 @@ from sublayer_search.spaces.generators.permutations import (
     permutations,
     validate_permutations,
 )
-from sublayer_search.spaces.generators.sandwich import sandwich, validate_sandwich
+from sublayer_search.spaces.generators.sandwich import SANDWICH, sandwich, validate_sandwich
 from sublayer_search.spaces.order import ALPHABETS, sandwich_k
 
-__all__ = ["ALL_SPACES", "FAMILY_SPACES", "SPACES", "SpaceInfo", "check_kind", "expand",
-           "space_arguments", "validate"]
+__all__ = ["ALL_SPACES", "FAMILY_SPACES", "SPACES", "Alias", "SpaceInfo", "SpaceSize",
+           "check_kind", "expand", "extra_columns", "integer_axis", "spelled", "validate"]
 
 _SHORT_NAME = 16  # explicit orders up to this length are named by themselves
 
@@ -82,9 +82,27 @@ def _build_sandwich(*, kind: str, n: int, ks: Sequence[int] | None = None) -> li
     chosen = list(dict.fromkeys(range(n) if ks is None else ks))
     orders = sandwich(n, chosen, kind=kind)
     return [
-        Candidate(order=o, space="sandwich", name=f"sandwich{n}_{k}", params={"n": n, "k": k})
+        Candidate(order=o, space=SANDWICH, name=f"{SANDWICH}{n}_{k}", params={"n": n, "k": k})
         for o, k in zip(orders, chosen, strict=True)
     ]
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _permutations_size(args: Mapping[str, Any]) -> SpaceSize:
+    return "count", _count(args.get("count")), _count(args.get("n_s")) + _count(args.get("n_f"))
+
+
+def _budgeted_size(args: Mapping[str, Any]) -> SpaceSize:  # at most one sublayer per unit
+    return "count", _count(args.get("count")), _count(args.get("budget_units"))
+
+
+def _sandwich_size(args: Mapping[str, Any]) -> SpaceSize:
+    key = "ks" if "ks" in args and "k" not in args else "k"
+    k = args.get(key)
+    return key, len(k) if isinstance(k, list) else 1, 2 * _count(args.get("n"))
 
 
 def _check_explicit(*, kind: str, orders: Sequence[str]) -> None:
@@ -99,7 +117,7 @@ def _build_explicit(*, kind: str, orders: Sequence[str]) -> list[Candidate]:
         params: dict[str, Any] = {"index": i}
         k = sandwich_k(o, kind=kind)
         if k is not None:  # a sandwich written out: the sandwich study counts it
-            params.update(family="sandwich", k=k)
+            params.update(family=SANDWICH, k=k)
         out.append(Candidate(order=o, space="explicit", params=params,
                              name=o if len(o) <= _SHORT_NAME else f"explicit{i:0{width}d}"))
     return out
@@ -160,9 +178,23 @@ def _build_iot(*, kind: str, stack: str | None = None, size: int | None = None,
     return out
 
 
+SpaceSize = tuple[str, int, int]
+"""(the argument that sets the size, orders, sublayers of the longest order)."""
+
+
+@dataclass(frozen=True)
+class Alias:
+    """Another spelling of a space argument (``k`` for the sandwich's ``ks``)."""
+
+    argument: str
+    one_as_list: bool = False
+    """A single value given is a list of one (``k: 6`` is ``ks: [6]``)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class SpaceInfo:
-    """A named space: its builder, argument check and supported model kinds.
+    """A named space: its builder, argument check, supported model kinds and what the
+    rest of the product needs to know of it (its size, columns, spellings).
 
     ``build`` and ``check`` take keyword arguments (the space's arguments plus
     ``kind``); calling the info itself builds.
@@ -173,6 +205,20 @@ class SpaceInfo:
     check: Callable[..., None]
     kinds: tuple[str, ...]
     summary: str
+    size: Callable[[Mapping[str, Any]], SpaceSize] | None
+    """How many orders (and how long) the arguments as written ask for, before any is
+    drawn: planning refuses a sweep too big to plan. ``None`` only for a space whose
+    orders are bounded by what the file itself lists."""
+    aliases: Mapping[str, Alias] = field(default_factory=dict)
+    """Other spellings of arguments a user may write."""
+    columns: tuple[str, ...] = ()
+    """Integer parameters of its candidates shown as trial-table columns (and searched as
+    an integer axis when a sweep holds this space alone): the sandwich's ``k``."""
+    order_facts: tuple[str, ...] = ()
+    """Parameters that describe a candidate's order rather than the space's model (an
+    explicit order recognised as a sandwich): a guided copy drops them."""
+    order_sets: bool = False
+    """A candidate is a set of orders (IOT subsets), not one order."""
 
     def __post_init__(self) -> None:
         if set(self.kinds) - set(ALPHABETS):
@@ -196,18 +242,20 @@ SPACES: dict[str, SpaceInfo] = {
     info.name: info
     for info in (
         SpaceInfo(name="permutations", build=_build_permutations, check=_check_permutations,
-                  kinds=("lm", "encoder"),
+                  kinds=("lm", "encoder"), size=_permutations_size,
                   summary="random permutations of n_s s and n_f f sublayers"),
         SpaceInfo(name="budgeted", build=_build_budgeted, check=_check_budgeted,
-                  kinds=("lm", "encoder"),
+                  kinds=("lm", "encoder"), size=_budgeted_size,
                   summary="random s/f draws until a parameter budget is spent"),
-        SpaceInfo(name="sandwich", build=_build_sandwich, check=_check_sandwich,
-                  kinds=("lm", "encoder", "decoder"),
+        SpaceInfo(name=SANDWICH, build=_build_sandwich, check=_check_sandwich,
+                  kinds=("lm", "encoder", "decoder"), size=_sandwich_size,
+                  aliases={"k": Alias("ks", one_as_list=True)}, columns=("k",),
                   summary="sandwich transformers s^k (sf)^(n-k) f^k"),
         SpaceInfo(name="explicit", build=_build_explicit, check=_check_explicit,
-                  kinds=("lm", "encoder", "decoder"), summary="a given list of orders"),
+                  kinds=("lm", "encoder", "decoder"), size=None, order_facts=("family", "k"),
+                  summary="a given list of orders"),
         SpaceInfo(name="iot_subsets", build=_build_iot, check=_check_iot,
-                  kinds=("lm", "encoder", "decoder"),
+                  kinds=("lm", "encoder", "decoder"), size=None, order_sets=True,
                   summary="IOT block-order subsets stacked `layers` times (size=4 "
                           "mode=paper by default, or codes=[[1,4,6],[1,2]], 1-based; "
                           "code_base=0: the authors' 0-based codes)"),
@@ -219,10 +267,11 @@ FAMILY_SPACES: dict[str, SpaceInfo] = {
     info.name: info
     for info in (
         SpaceInfo(name="par", build=build_par, check=check_par, kinds=("lm", "encoder"),
+                  size=None,
                   summary="PAR: fewer s, attention first, at a budget (n=layers of (sf)^n "
                           "or budget_units; n_s=count(s) or a list)"),
         SpaceInfo(name="macaron", build=build_macaron, check=check_macaron,
-                  kinds=("lm", "encoder", "decoder"),
+                  kinds=("lm", "encoder", "decoder"), size=None,
                   summary="Macaron blocks h s h (decoder h s c h), h a half-width f"),
     )
 }
@@ -263,14 +312,35 @@ def _arguments(name: str, args: Mapping[str, Any], kind: str) -> tuple[SpaceInfo
     return info, dict(args)
 
 
-def space_arguments(args: Mapping[str, Any]) -> dict[str, Any]:
-    """Accept ``k`` (one value or a list) as the spelling of the sandwich argument ``ks``."""
+def spelled(name: str, args: Mapping[str, Any]) -> dict[str, Any]:
+    """``args`` with the space's other spellings (:attr:`SpaceInfo.aliases`) replaced by
+    the arguments they stand for (``k: 6`` of a sandwich is ``ks: [6]``)."""
     out = dict(args)
-    if "k" in out and "ks" not in out:
-        out["ks"] = out.pop("k")
-        if isinstance(out["ks"], int):
-            out["ks"] = [out["ks"]]
+    info = ALL_SPACES.get(name)
+    for alias, target in (info.aliases if info is not None else {}).items():
+        if alias in out and target.argument not in out:
+            value = out.pop(alias)
+            out[target.argument] = [value] if target.one_as_list and isinstance(value, int) \
+                else value
     return out
+
+
+def integer_axis(candidates: Sequence[Candidate]) -> str | None:
+    """The column a search can treat as one integer axis over ``candidates``: that of their
+    one space when it declares exactly one and every candidate has a whole number there
+    (the sandwich's ``k``); else ``None``."""
+    spaces = {c.space for c in candidates}
+    info = ALL_SPACES.get(next(iter(spaces))) if len(spaces) == 1 else None
+    if info is None or len(info.columns) != 1:
+        return None
+    column = info.columns[0]
+    values = [c.params.get(column) for c in candidates]
+    return column if all(isinstance(v, int) and not isinstance(v, bool) for v in values) else None
+
+
+def extra_columns() -> tuple[str, ...]:
+    """Every space's :attr:`SpaceInfo.columns`, in registry order (the trial table's)."""
+    return tuple(dict.fromkeys(c for info in ALL_SPACES.values() for c in info.columns))
 
 
 def validate(name: str, args: Mapping[str, Any], *, kind: str = "lm") -> None:

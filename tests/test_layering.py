@@ -47,7 +47,7 @@ def test_the_docs_state_one_layering() -> None:
 
 
 def _top(module: str) -> str:
-    """``sublayer_search.models.lm_family`` -> ``models``; ``torch.nn`` -> ``torch``."""
+    """``sublayer_search.models.lm_workload`` -> ``models``; ``torch.nn`` -> ``torch``."""
     parts = module.split(".")
     if parts[0] == NAMESPACE and len(parts) > 1:
         return parts[1]
@@ -229,3 +229,79 @@ def test_torch_is_imported_only_in_models():
     offenders = [str(p.relative_to(REPO)) for package in ("spaces", "search", "analysis")
                  for p in sorted((REPO / package).rglob("*.py")) if "torch" in _raw_imports(p)]
     assert not offenders
+
+
+SEARCH_RULE = "Inside `search/`, subpackages depend one way:"
+"""The sentence of CONTRIBUTING.md that orders ``search/``'s subpackages."""
+
+
+def stated_search_layers(doc: Path) -> list[str]:
+    """``search/``'s subpackages as the rule lists them, highest first (the rule is one
+    chain: each may import those after it)."""
+    text = doc.read_text()
+    start = text.index(SEARCH_RULE)
+    chain = re.search(r"`([a-z]+(?:\s+→\s+[a-z]+)+)`", text[start:]).group(1)  # type: ignore[union-attr]
+    return re.split(r"\s+→\s+", chain)
+
+
+SEARCH_LAYERS = stated_search_layers(REPO / "CONTRIBUTING.md")
+
+
+def _search_imports(path: Path) -> list[tuple[str, int]]:
+    """``search/`` subpackages that ``path`` imports (absolute or relative, anywhere in the
+    file: inside functions and under ``TYPE_CHECKING`` too), with the line."""
+    rel = path.relative_to(REPO / "search").parts
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        modules: list[str] = []
+        if isinstance(node, ast.Import):
+            modules = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                modules = [node.module or ""]
+            else:
+                base = ["sublayer_search", "search", *rel[:-1]][:len(rel) + 2 - node.level]
+                modules = [".".join(base + ([node.module] if node.module else [a.name]))
+                           for a in node.names]
+        for module in modules:
+            parts = module.split(".")
+            if parts[:2] == [NAMESPACE, "search"] and len(parts) > 2:
+                found.append((parts[2], node.lineno))
+    return found
+
+
+def test_search_subpackages_point_one_way():
+    """Every import inside ``search/`` goes from a subpackage to one after it in the
+    stated chain; every subpackage is placed in the chain."""
+    subpackages = {p.name for p in (REPO / "search").iterdir() if (p / "__init__.py").exists()}
+    assert subpackages == set(SEARCH_LAYERS), "place every search/ subpackage in the rule"
+    offenders = []
+    for path in sorted((REPO / "search").rglob("*.py")):
+        rel = path.relative_to(REPO / "search").parts
+        if len(rel) == 1:
+            continue  # search/__init__.py: the package's re-exports, above every layer
+        here = SEARCH_LAYERS.index(rel[0])
+        for target, line in _search_imports(path):
+            if target != rel[0] and SEARCH_LAYERS.index(target) < here:
+                offenders.append(f"search/{'/'.join(rel)}:{line} imports search.{target}")
+    assert not offenders, "against the rule " + " → ".join(SEARCH_LAYERS) + ":\n" + \
+        "\n".join(offenders)
+
+
+def test_the_search_rule_sees_lazy_and_relative_imports(tmp_path):
+    """The check above is not vacuous: imports inside functions, under TYPE_CHECKING and
+    relative ones are all read."""
+    folder = tmp_path / "search" / "core"
+    folder.mkdir(parents=True)
+    path = folder / "x.py"
+    path.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                    "    from sublayer_search.search.plan import sweep_plan\n"
+                    "def f():\n    from ..run import sweep\n    import sublayer_search.search.cli\n")
+    rel_root = REPO / "search"
+    try:
+        globals()["REPO"] = tmp_path
+        found = {t for t, _ in _search_imports(path)}
+    finally:
+        globals()["REPO"] = rel_root.parent
+    assert found == {"plan", "run", "cli"}
+    assert SEARCH_LAYERS[0] == "cli" and SEARCH_LAYERS[-1] == "core"

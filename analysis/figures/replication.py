@@ -19,6 +19,7 @@ from sublayer_search.analysis.store.frame import BaselineStats
 from sublayer_search.analysis.studies.halves import HalvesInfo
 from sublayer_search.analysis.studies.replication import RANDOM_FAMILIES
 from sublayer_search.analysis.studies.significance import ADJUST_NAMES, PAIRED
+from sublayer_search.spaces.generators.sandwich import SANDWICH
 
 __all__ = ["plot_overview", "plot_single_runs"]
 
@@ -43,7 +44,7 @@ def plot_overview(frame: pd.DataFrame, base: BaselineStats, halves: HalvesInfo |
     (one colour per random family; ``families``, :func:`replication.by_family`'s table,
     gives each family's Spearman rho in the legend and the pooled one in the title)."""
     rows = frame[frame["status"] == "finished"]
-    sand = rows[(rows["family"] == "sandwich") & ~rows["baseline"] & rows["k"].notna()]
+    sand = rows[(rows["family"] == SANDWICH) & ~rows["baseline"] & rows["k"].notna()]
     panels = 3 if len(sand) else 2  # no sandwich orders: no sandwich panel
     fig, axes = plt.subplots(1, panels, figsize=(5 * panels, 4.6), layout="constrained")
     _models_panel(axes[0], rows, base, metric)

@@ -55,6 +55,7 @@ from sublayer_search.analysis.studies.replication import (
 from sublayer_search.analysis.studies.sandwich import sandwich_curve
 from sublayer_search.analysis.studies.seeds import seed_comparison
 from sublayer_search.analysis.studies.significance import ADJUST_NAMES
+from sublayer_search.spaces.generators.sandwich import SANDWICH
 
 __all__ = ["replication_report"]
 
@@ -76,7 +77,7 @@ def replication_report(trials: pd.DataFrame, history: pd.DataFrame | None, out_d
     halves = halves_study(pooled, metric=metric, straddle=straddle) if random else None
     families = by_family(frame, metric, straddle=straddle) if random else None
     scale = scale_statement(frame, history, metric)
-    plain = frame[(frame["family"] == "sandwich") | frame["baseline"]]
+    plain = frame[(frame["family"] == SANDWICH) | frame["baseline"]]
     sandwiches = plain["k"].notna().any()
     verdicts = seed_comparison(plain, metric=metric, adjust=adjust) if sandwiches else None
     sec = w.section("The study at a glance")

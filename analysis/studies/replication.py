@@ -31,6 +31,7 @@ import pandas as pd
 from sublayer_search.analysis.store.frame import baseline_stats, lower_is_better, usable
 from sublayer_search.analysis.studies.halves import halves_study
 from sublayer_search.analysis.studies.significance import adjust_pvalues, verdict, welch_interval
+from sublayer_search.spaces.generators.sandwich import SANDWICH
 
 __all__ = ["RANDOM_FAMILIES", "NoiseStudy", "by_family", "end_slopes", "noise",
            "scale_statement", "single_runs"]
@@ -146,7 +147,7 @@ def noise(frame: pd.DataFrame, metric: str, *, families: tuple[str, ...] = RANDO
     ci = (ratio / float(stats.f.ppf(1 - half, df_o, df_s)),
           ratio / float(stats.f.ppf(half, df_o, df_s)))
     groups = [seeds] + [g["final"].to_numpy(dtype=float) for _, g in
-                        rows[(rows["family"] == "sandwich") & ~rows["baseline"]].groupby("k")]
+                        rows[(rows["family"] == SANDWICH) & ~rows["baseline"]].groupby("k")]
     groups = [g for g in groups if len(g) >= 2]
     f_stat = p_anova = icc = math.nan
     if len(groups) >= 2:

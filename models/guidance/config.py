@@ -148,7 +148,7 @@ class GuidanceConfig:
                   "false unless blocks include key_query or value (ffn never guides c)")
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> GuidanceConfig:
+    def from_dict(cls, data: object) -> GuidanceConfig:
         if isinstance(data, GuidanceConfig):
             return data
         if not isinstance(data, Mapping):

@@ -5,7 +5,7 @@
                          batch_size=16, context=128)
 
 Training goes through THE trainer (:func:`models.training_loop.train`) with a
-:class:`SupernetFamily`: each optimizer step trains the shared weights along one order
+:class:`SupernetWorkload`: each optimizer step trains the shared weights along one order
 drawn uniformly from the orders (single-path one-shot). The draws are a fixed sequence
 from the supernet's own ``torch.Generator`` (seeded from ``cfg.seed``), indexed by the
 step, so a resumed run draws exactly what the uninterrupted one would. ``spec.model``
@@ -29,7 +29,7 @@ import torch
 
 from sublayer_search.models.data import Corpus, load_corpus, metrics_from_loss
 from sublayer_search.models.lm import LMOutput
-from sublayer_search.models.lm_family import model_for_corpus, train_batch
+from sublayer_search.models.lm_workload import model_for_corpus, train_batch
 from sublayer_search.models.specs import TrialSpec, main_metric
 from sublayer_search.models.supernet.config import SHARING, SupernetConfig
 from sublayer_search.models.supernet.model import (
@@ -48,7 +48,7 @@ from sublayer_search.models.supernet.rank import (
     rank_orders,
     ranking_table,
 )
-from sublayer_search.models.training_loop import Family, Report, Scores, StepContext, train
+from sublayer_search.models.training_loop import Reporter, Scores, StepContext, Workload, train
 
 __all__ = [
     "MONITOR_ORDERS",
@@ -59,7 +59,7 @@ __all__ = [
     "PoolKey",
     "Supernet",
     "SupernetConfig",
-    "SupernetFamily",
+    "SupernetWorkload",
     "SupernetResult",
     "canonical_orders",
     "monitor_orders",
@@ -98,8 +98,8 @@ def monitor_orders(orders: Sequence[str], seed: int, k: int = MONITOR_ORDERS) ->
     return tuple(orders[i] for i in sorted(int(i) for i in pick))
 
 
-class SupernetFamily(Family):
-    """The supernet as a family of :func:`models.training_loop.train`."""
+class SupernetWorkload(Workload):
+    """The supernet as a workload of :func:`models.training_loop.train`."""
 
     def __init__(
         self,
@@ -183,7 +183,7 @@ def train_supernet(
     spec: TrialSpec,
     orders: Sequence[str],
     cfg: SupernetConfig,
-    report: Report | None = None,
+    report: Reporter | None = None,
     *,
     checkpoint_dir: str | None = None,
     resume_from: str | None = None,
@@ -191,20 +191,20 @@ def train_supernet(
     on_step: Callable[[dict[str, float]], None] | None = None,
 ) -> SupernetResult:
     """Train a supernet over ``orders`` through :func:`models.training_loop.train`."""
-    family = SupernetFamily(spec, orders, cfg, corpus)
+    workload = SupernetWorkload(spec, orders, cfg, corpus)
     train_cfg = dataclasses.replace(spec.train, steps=cfg.steps, seed=cfg.seed,
                                     eval_every=cfg.eval_every or spec.train.eval_every)
     fit = train(
         train_cfg,
-        family,
+        workload,
         report,
         checkpoint_dir=checkpoint_dir,
         resume_from=resume_from,
         on_step=on_step,
     )
-    assert family.model is not None
+    assert workload.model is not None
     return SupernetResult(
-        model=family.model,
+        model=workload.model,
         steps=fit.steps,
         metrics=fit.metrics,
         checkpoint=fit.checkpoint,

@@ -11,7 +11,10 @@ one is copied into MLflow's artifacts as well.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sublayer_search.search.plan.experiment import Experiment
 
 __all__ = ["OPTIMIZER_BYTES", "checkpoint_bytes", "disk_lines", "human_bytes"]
 
@@ -35,7 +38,7 @@ def human_bytes(count: float) -> str:
     return f"{count:.3g} PB"  # pragma: no cover - the loop returns at TB
 
 
-def disk_lines(exp: Any, rows: Sequence[dict[str, Any]], *, approximate: bool) -> list[str]:
+def disk_lines(exp: Experiment, rows: Sequence[dict[str, Any]], *, approximate: bool) -> list[str]:
     """The dry run's lines on checkpoint disk use (none when no row has a parameter count)."""
     sizes = [checkpoint_bytes(int(r["params"]), exp.train.optimizer) for r in rows
              if isinstance(r.get("params"), int)]

@@ -48,8 +48,8 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     """Every file checked first (bad input: exit 2, nothing fetched), then each corpus."""
     from sublayer_search.models.data.errors import DataError
     from sublayer_search.search.cli.output import bad
+    from sublayer_search.search.core.problems import ExperimentError
     from sublayer_search.search.plan.experiment import load_experiment
-    from sublayer_search.search.plan.problems import ExperimentError
 
     experiments = []
     for path in args.files:

@@ -34,7 +34,7 @@ QUIET_LOGGERS = ("mlflow.store.db.utils", "alembic")
 
 # -- sublayer train ---------------------------------------------------------------------
 def _cmd_train(args: argparse.Namespace) -> int:
-    from sublayer_search.models.lm_family import fit
+    from sublayer_search.models.lm_workload import fit
     from sublayer_search.models.training_loop import use_threads
     from sublayer_search.search.cli.train import build_spec, progress_printer, usable_cpus
 
@@ -68,7 +68,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 # -- sublayer sweep -------------------------------------------------------------------------
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from sublayer_search.search.plan.problems import ExperimentError
+    from sublayer_search.search.core.problems import ExperimentError
     from sublayer_search.search.plan.sweep_plan import trial_table
 
     notes: list[str] | None = [] if args.dry_run else None  # --dry-run: estimates are notes

@@ -25,7 +25,10 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sublayer_search.search.plan.experiment import Experiment
 
 __all__ = ["IDLE_WARNING", "NodeFit", "cluster_nodes", "fit_lines", "fit_report", "node_fit",
            "ray_nodes", "slurm_nodes"]
@@ -140,7 +143,7 @@ def _shape(node: Mapping[str, float]) -> str:
     return f"{node.get('CPU', 0):g} CPUs" + (f", {gpus:g} GPUs" if gpus else "")
 
 
-def fit_report(exp: Any, nodes: Sequence[Mapping[str, float]],
+def fit_report(exp: Experiment, nodes: Sequence[Mapping[str, float]],
                source: str) -> tuple[list[str], list[str]]:
     """(the dry run's lines, its warnings) on how the trials fill ``nodes``."""
     res = exp.resources
@@ -202,7 +205,7 @@ def cluster_nodes(address: str | None,
     return None
 
 
-def fit_lines(exp: Any, address: str | None) -> tuple[list[str], list[str]]:
+def fit_lines(exp: Experiment, address: str | None) -> tuple[list[str], list[str]]:
     """The dry run's ``nodes:`` lines and warnings for a cluster run (none for a local one)."""
     address = address or exp.ray.address or os.environ.get("RAY_ADDRESS")
     if not address and not os.environ.get("SLURM_JOB_ID"):

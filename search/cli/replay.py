@@ -190,7 +190,7 @@ def run_replay(args: argparse.Namespace) -> int:
 
 def _judged(args: argparse.Namespace, sweep: Any) -> Any:
     """The replayed sweep as a prior table: what a prior and a calibration leave out."""
-    from sublayer_search.search.replay.arrival import judged_table
+    from sublayer_search.search.recorded.arrival import judged_table
     from sublayer_search.spaces.records import direction
 
     return judged_table(args.builtin or sweep.experiment, sweep.curves,
@@ -207,7 +207,7 @@ def _arrive(args: argparse.Namespace, sweep: Any, judged: Any, arrival: str
         return together(sweep.curves), ""
     if arrival == "recorded":
         return list(sweep.curves), ""
-    from sublayer_search.search.replay.arrival import concurrency, in_prior_order
+    from sublayer_search.search.recorded.arrival import concurrency, in_prior_order
     from sublayer_search.search.searchers.prior import BUILTIN_PRIORS, resolve_prior
 
 
@@ -275,7 +275,7 @@ def _settings(args: argparse.Namespace, sweep: Any, judged: Any) -> SchedulerSet
     rule = args.rule or DEFAULT_RULE
     calibration = None
     if args.scheduler == "curve" and rule == "comeback":
-        from sublayer_search.search.replay.calibration import calibration_for
+        from sublayer_search.search.stopping.calibration import calibration_for
 
         calibration = calibration_for(judged, k=args.top_k)
     return SchedulerSettings(
@@ -288,7 +288,7 @@ def _settings(args: argparse.Namespace, sweep: Any, judged: Any) -> SchedulerSet
 def _recorded(args: argparse.Namespace, uri: str | None) -> Any:
     """The recorded sweep: from the MLflow store at ``uri``, or from an export."""
     if uri is None:
-        from sublayer_search.search.replay.from_export import open_export, sweep_from_export
+        from sublayer_search.search.recorded.from_export import open_export, sweep_from_export
 
         export = open_export(args.builtin or args.export, name=args.name,
                              builtin=args.builtin is not None)

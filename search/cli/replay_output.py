@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sublayer_search.search.cli.output import TRIALS_SHOWN
 from sublayer_search.spaces.exit_codes import ExitCode
+
+if TYPE_CHECKING:
+    from sublayer_search.search.recorded.curves import Curve
+    from sublayer_search.search.replay.report import ReplayReport
 
 __all__ = ["print_grid", "print_report", "value_at_stop"]
 
@@ -16,13 +20,13 @@ def _fmt(value: float) -> str:
     return f"{value:.4g}" if math.isfinite(value) else "nan"
 
 
-def value_at_stop(curve: Any, steps: int) -> float:
+def value_at_stop(curve: Curve, steps: int) -> float:
     """The curve's value at its last evaluation within ``steps`` (nan: none)."""
     seen = [p.value for p in curve.points if p.step <= steps]
     return float(seen[-1]) if seen else math.nan
 
 
-def print_report(report: Any, metric: str, curves: Sequence[Any] = (),
+def print_report(report: ReplayReport, metric: str, curves: Sequence[Curve] = (),
                   scheduler_metric: str | None = None) -> None:
     """The table: ``final_<metric>`` is what the replay trained to (a stopped trial's
     value at its stop), ``recorded_final`` what the recorded sweep's run ended at."""

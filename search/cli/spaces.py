@@ -32,18 +32,24 @@ def _parse_value(text: str, name: str = "value") -> Any:
                          f"number, a word or a flat [list] ({_SPACE_ARG_EXAMPLE})") from None
 
 
-def _as_typed(exc: ValueError, typed: dict[str, Any]) -> ValueError:
-    """The error in the user's words: ``k`` (as typed) rather than the internal ``ks``."""
+def _as_typed(exc: ValueError, typed: dict[str, Any], space: str) -> ValueError:
+    """The error in the user's words: an argument as typed (the sandwich's ``k``) rather than
+    the one it stands for (``ks``)."""
     from sublayer_search.spaces.errors import SpaceError
+    from sublayer_search.spaces.registry import ALL_SPACES
 
-    if not isinstance(exc, SpaceError) or "k" not in typed or "ks" in typed:
-        return exc
-    field = exc.field
-    if field == "ks":
-        field = "k"
-    elif field == "k[0]" and not isinstance(typed["k"], list):  # k=20 typed, not k=[20]
-        field, exc = "k", SpaceError("k", typed["k"], exc.expected)
-    return SpaceError(field, exc.value, exc.expected.replace("ks", "k"))
+    info = ALL_SPACES.get(space)
+    for alias, target in (info.aliases if info is not None else {}).items():
+        name = target.argument
+        if not isinstance(exc, SpaceError) or alias not in typed or name in typed:
+            continue
+        field = exc.field
+        if field == name:
+            field = alias
+        elif field == f"{alias}[0]" and not isinstance(typed[alias], list):  # one value typed
+            field, exc = alias, SpaceError(alias, typed[alias], exc.expected)
+        return SpaceError(field, exc.value, exc.expected.replace(name, alias))
+    return exc
 
 
 def shown_order(order: str, params: dict[str, Any]) -> str:
@@ -70,8 +76,9 @@ def spaces_epilog() -> str:
     lines = ["spaces and their arguments (NAME=VALUE; no default: required):"]
     for name, info in ALL_SPACES.items():
         shown = []
+        spelling = {target.argument: alias for alias, target in info.aliases.items()}
         for arg, default in info.arguments.items():
-            arg = "k" if (name, arg) == ("sandwich", "ks") else arg
+            arg = spelling.get(arg, arg)
             shown.append(arg if default is inspect.Parameter.empty else f"{arg}={default}")
         lines.append(f"  {name:<13} {' '.join(shown)}")
         lines.append(f"  {'':<13} {info.summary.replace('`', '')}; kinds: {', '.join(info.kinds)}")
@@ -92,7 +99,7 @@ def _kind_hint(exc: ValueError, kind: str, kwargs: dict[str, Any]) -> str:
 
 def cmd_spaces_sample(args: argparse.Namespace) -> int:
     from sublayer_search.spaces.cost import units
-    from sublayer_search.spaces.registry import ALL_SPACES, expand, space_arguments
+    from sublayer_search.spaces.registry import ALL_SPACES, expand, spelled
 
     kwargs: dict[str, Any] = {}
     for item in args.args:
@@ -106,11 +113,10 @@ def cmd_spaces_sample(args: argparse.Namespace) -> int:
         except ValueError as exc:
             return _bad(str(exc))
     try:
-        cands = expand(args.space, space_arguments(kwargs) if args.space == "sandwich" else kwargs,
-                       kind=args.kind)
+        cands = expand(args.space, spelled(args.space, kwargs), kind=args.kind)
     except ValueError as exc:
         known = ", ".join(f"{n} ({i.summary})" for n, i in ALL_SPACES.items())
-        return _bad(f"{_as_typed(exc, kwargs)}{_kind_hint(exc, args.kind, kwargs)}\n  spaces: {known}")
+        return _bad(f"{_as_typed(exc, kwargs, args.space)}{_kind_hint(exc, args.kind, kwargs)}\n  spaces: {known}")
     rows = [{"name": c.name, "order": shown_order(c.order, c.params), "n_s": c.counts["s"],
              "n_f": c.counts["f"], "n_c": c.counts["c"], "n_h": c.counts.get("h", 0),
              "units": units(c.order)} for c in cands]

@@ -10,12 +10,17 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sublayer_search.search.cli.output import print_table, print_trials
 from sublayer_search.search.cli.spaces import shown_order
 from sublayer_search.spaces.exit_codes import ExitCode
 from sublayer_search.spaces.records import FAILED_STATUSES
+
+if TYPE_CHECKING:
+    from sublayer_search.search.plan.experiment import Experiment
+    from sublayer_search.search.plan.sweep_plan import SweepPlan
+    from sublayer_search.search.run.sweep import SweepOutcome
 
 __all__ = ["ESTIMATED", "MAX_TRIALS", "plan_file", "print_dry_run", "run_planned",
            "scheduler_line", "too_many_trials", "warn_cluster"]
@@ -26,13 +31,13 @@ ESTIMATED = ("params", "flops_per_token")
 """The dry run's columns that depend on the vocabulary (marked ``~`` while it is estimated)."""
 
 
-def plan_file(args: argparse.Namespace, notes: list[str] | None) -> Any:
+def plan_file(args: argparse.Namespace, notes: list[str] | None) -> SweepPlan[Any, Any, Any, Any]:
     """The file checked in one pass and planned (a ``SweepPlan``); raises
     ``ExperimentError`` with every problem the file has."""
+    from sublayer_search.search.core.problems import ExperimentError, Problem
     from sublayer_search.search.plan.experiment import load_experiment
     from sublayer_search.search.plan.preflight import plan_size_problems
-    from sublayer_search.search.plan.problems import ExperimentError, Problem
-    from sublayer_search.search.plan.sweep_plan import plan_sweep
+    from sublayer_search.search.plan.steps import plan_sweep
 
     found: list[Problem] = []  # the file's problems, reported with the plan's
     exp = load_experiment(args.file, found=found)
@@ -51,7 +56,7 @@ def too_many_trials(args: argparse.Namespace, rows: list[dict[str, Any]]) -> str
             "check it with --dry-run, then run it with --yes")
 
 
-def warn_cluster(args: argparse.Namespace, plan: Any) -> None:
+def warn_cluster(args: argparse.Namespace, plan: SweepPlan[Any, Any, Any, Any]) -> None:
     """Warnings for a cluster run (an address, or a Slurm job), dry run or not: a SQLite
     tracking store on a network file system."""
     from sublayer_search.search.tracking.network_fs import cluster_run, network_fs_warnings
@@ -64,34 +69,22 @@ def warn_cluster(args: argparse.Namespace, plan: Any) -> None:
         print(f"sublayer: warning: {warning}", file=sys.stderr)
 
 
-def scheduler_line(exp: Any) -> str:
-    """What early stopping the sweep does, for the dry run."""
-    from sublayer_search.search.searchers.prior import BUILTIN_PRIORS
+def scheduler_line(exp: Experiment) -> str:
+    """What early stopping the sweep does, for the dry run (its rule says)."""
+    from sublayer_search.search.stopping.registry import stopping_rule
 
-    spec, every = exp.scheduler, exp.train.eval_every
-    if spec.type == "fifo":  # the default: studies compare every trial's final value
-        return ("fifo (no early stopping: every trial trains all its steps, as studies of "
-                "every order need); to search instead, the recommended setup is "
-                f"`search: {{prior: [{', '.join(BUILTIN_PRIORS)}]}}` with "
-                "`scheduler: {type: curve}`: the orders the prior predicts best start first "
-                "and hopeless trials stop early (docs/search.md, \"Recommended setup\")")
-    grace = f"grace {spec.grace_period} evaluation(s) ({spec.grace_period * every} steps)"
-    if spec.type == "asha":
-        rule = f"asha, {grace}, reduction factor {spec.reduction_factor:g}"
-    else:
-        rule = f"curve, {grace}, z {spec.z:g}, keeps the top {spec.top_k}"
-    return f"{rule}, on {spec.metric} ({spec.mode}); baseline seeds are never stopped"
+    return stopping_rule(exp.scheduler.type).describe(exp.scheduler, exp.train)
 
 
-def print_dry_run(args: argparse.Namespace, plan: Any, rows: list[dict[str, Any]],
+def print_dry_run(args: argparse.Namespace, plan: SweepPlan[Any, Any, Any, Any], rows: list[dict[str, Any]],
                   notes: list[str] | None) -> None:
     """Notes and warnings on stderr; the trial table, the models, the searcher's budget,
     the scheduler, the prior and the queue it orders on stdout."""
     from sublayer_search.search.cli.disk_estimate import disk_lines
     from sublayer_search.search.cli.node_fit import fit_lines
-    from sublayer_search.search.oneshot.plan import dry_run_footer  # budget, one-shot stages
     from sublayer_search.search.plan.resources import resource_problems
     from sublayer_search.search.searchers.queue import queue_lines
+    from sublayer_search.search.searchers.registry import dry_run_footer  # the searcher's own
 
     for note in notes or []:
         print(f"sublayer: note: {note}", file=sys.stderr)
@@ -122,12 +115,12 @@ def print_dry_run(args: argparse.Namespace, plan: Any, rows: list[dict[str, Any]
         print(line)
 
 
-def run_planned(args: argparse.Namespace, plan: Any, rows: list[dict[str, Any]]) -> int:
+def run_planned(args: argparse.Namespace, plan: SweepPlan[Any, Any, Any, Any], rows: list[dict[str, Any]]) -> int:
     """Run the sweep (Ray auth: a local sweep keeps token auth on, on 127.0.0.1; with
     ``--address`` the cluster's); the exit status of its outcome."""
     from sublayer_search.search.cli.output import bad
+    from sublayer_search.search.core.problems import ExperimentError
     from sublayer_search.search.oneshot.stage_one import OneShotError
-    from sublayer_search.search.plan.problems import ExperimentError
     from sublayer_search.search.run.progress import line_width, starting_line
     from sublayer_search.search.run.sweep import TrackingOutage, nothing_to_resume, run_sweep
 
@@ -153,7 +146,7 @@ def run_planned(args: argparse.Namespace, plan: Any, rows: list[dict[str, Any]])
     return report_outcome(args, plan, outcome)
 
 
-def report_outcome(args: argparse.Namespace, plan: Any, outcome: Any) -> int:
+def report_outcome(args: argparse.Namespace, plan: SweepPlan[Any, Any, Any, Any], outcome: SweepOutcome) -> int:
     """The closing table and links; the exit status: interrupted, failed trials (unless
     ``failure.tolerate``) or OK."""
     from sublayer_search.analysis.store.mlflow_store import redact_uri

@@ -16,9 +16,9 @@ from sublayer_search.analysis.paths import unusable_folder
 from sublayer_search.models.data.config import DataConfig
 from sublayer_search.models.specs import TrialSpec
 from sublayer_search.models.train_config import TrainConfig
+from sublayer_search.search.core.problems import ExperimentError, Problem, from_validation_error
+from sublayer_search.search.core.yaml_input import nearest_file
 from sublayer_search.search.plan.experiment import read_yaml
-from sublayer_search.search.plan.problems import ExperimentError, Problem, from_validation_error
-from sublayer_search.search.plan.yaml_input import nearest_file
 
 __all__ = ["TrainFile", "add_train_arguments", "build_spec", "progress_printer", "usable_cpus"]
 

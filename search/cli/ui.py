@@ -132,8 +132,8 @@ def port_problem(host: str, port: int) -> tuple[str, str] | None:
 
 def serve(*, tracking_uri: str, host: str = "127.0.0.1", port: int = 5000) -> int:
     from sublayer_search.search.cli.output import bad
+    from sublayer_search.search.core.problems import Problem
     from sublayer_search.search.plan.preflight import tracking_problems
-    from sublayer_search.search.plan.problems import Problem
 
     for problem in tracking_problems(tracking_uri, "--tracking-uri"):
         return bad(str(problem))

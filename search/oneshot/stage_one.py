@@ -32,8 +32,8 @@ import ray
 from mlflow.entities import Param
 from mlflow.tracking import MlflowClient
 
-from sublayer_search.search.oneshot.checks import supernet_config, top_k
-from sublayer_search.search.oneshot.plan import (
+from sublayer_search.search.core.trial import Trial
+from sublayer_search.search.oneshot.stages import (
     ESTIMATE_PARAM,
     PICK_PARAM,
     RANK_PARAM,
@@ -44,8 +44,8 @@ from sublayer_search.search.oneshot.plan import (
 )
 from sublayer_search.search.oneshot.writes import JOURNAL, SupernetWrites
 from sublayer_search.search.plan.sweep_plan import SweepPlan
-from sublayer_search.search.plan.trial import Trial
-from sublayer_search.search.searchers.prior import prior_for
+from sublayer_search.search.searchers.algorithms.oneshot import supernet_config, top_k
+from sublayer_search.search.searchers.queue import prior_for
 from sublayer_search.search.tracking.buffer import TrackingOutage
 from sublayer_search.search.tracking.callback import MlflowTracking
 from sublayer_search.search.tracking.links import resume_command
@@ -261,7 +261,7 @@ def _ranking(
                 f"{run.info.run_id} (not trained again)"
             )
             return rows
-    one = stage_one(plan)
+    one = stage_one(plan, supernet_config(plan.experiment))
     if run is None:
         run_id = _open_run(client, exp_id, parent_id, plan, one)
     else:  # interrupted before: the same run trains again

@@ -12,17 +12,19 @@ run's learning curve has each of them once even when the driver died before writ
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ray
 
-from sublayer_search.search.oneshot.checks import supernet_config
-from sublayer_search.search.oneshot.plan import rank_metric
+from sublayer_search.search.core.injected_failure import fail_if_listed
+from sublayer_search.search.oneshot.stages import rank_metric
 from sublayer_search.search.plan.sweep_plan import SweepPlan
-from sublayer_search.search.run.trainable import FAIL_ENV, InjectedFailure
+from sublayer_search.search.searchers.algorithms.oneshot import supernet_config
+
+if TYPE_CHECKING:
+    from ray.util.queue import Queue
 
 __all__ = ["CURVE_FILE", "train_and_rank"]
 
@@ -52,7 +54,7 @@ def _checkpoint_dir(wanted: str) -> tuple[str, str | None]:
     return str(folder), (str(folder) if (folder / CHECKPOINT_FILE).is_file() else None)
 
 
-def _replay(folder: str, resume: str | None, queue: Any) -> int:
+def _replay(folder: str, resume: str | None, queue: Queue) -> int:
     """Send the evaluations a resumed supernet had made up to its checkpoint again (the
     driver may have died before writing them; it skips what it has); return that step.
     The curve file then holds exactly those rows and grows with each new evaluation."""
@@ -79,15 +81,14 @@ def _replay(folder: str, resume: str | None, queue: Any) -> int:
 
 
 def train_and_rank(
-    plan: SweepPlan, orders: list[str], queue: Any, checkpoint_dir: str
+    plan: SweepPlan, orders: list[str], queue: Queue, checkpoint_dir: str
 ) -> dict[str, Any]:
     """Train the supernet of ``plan`` over ``orders`` and rank them; return
     ``{"status", "steps", "metrics", "ranking", "placement"}``."""
     from sublayer_search.models.data import load_corpus
     from sublayer_search.models.supernet.train import rank_orders, ranking_table, train_supernet
 
-    if "supernet" in os.environ.get(FAIL_ENV, "").split(","):
-        raise InjectedFailure(f"the supernet failed on purpose (listed in ${FAIL_ENV})")
+    fail_if_listed("supernet", "the supernet")
     cfg = supernet_config(plan.experiment)
     train = plan.experiment.train
     spec = plan.task.spec(plan.model, plan.data, train, plan.extra)

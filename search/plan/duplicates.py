@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sublayer_search.search.plan.variant import Identity, VariantCandidate, variant_key
+from sublayer_search.search.core.variant import Identity, VariantCandidate, variant_key
 
 __all__ = ["Duplicate", "drop_duplicates"]
 

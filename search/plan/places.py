@@ -9,10 +9,10 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from sublayer_search.search.plan.storage import artifact_uri, storage_uri
 
-__all__ = ["TrackingSpec", "RaySpec"]
+__all__ = ["TrackingSection", "RaySection"]
 
 
-class TrackingSpec(BaseModel):
+class TrackingSection(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     uri: str = "sqlite:///mlflow.db"
     experiment: str | None = None
@@ -29,7 +29,7 @@ class TrackingSpec(BaseModel):
     endpoint: ``MLFLOW_S3_ENDPOINT_URL`` or ``AWS_ENDPOINT_URL``; docs/operations.md)."""
 
 
-class RaySpec(BaseModel):
+class RaySection(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     address: str | None = None
     storage_path: Annotated[str, AfterValidator(storage_uri)] = "ray_results"

@@ -9,16 +9,20 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+from sublayer_search.search.core.problems import Problem
 from sublayer_search.search.plan.credentials import uri_password_problem
-from sublayer_search.search.plan.problems import Problem
 from sublayer_search.search.plan.storage import (
     artifact_endpoint_env,
     is_object_store,
     object_store_problems,
 )
+from sublayer_search.spaces.registry import ALL_SPACES, SpaceSize
+
+if TYPE_CHECKING:
+    from sublayer_search.search.plan.experiment import Experiment
 
 __all__ = ["place_problems", "address_problems", "storage_problems", "tracking_problems", "plan_size_problems",
            "secret_problems",
@@ -202,24 +206,14 @@ def address_problems(address: str | None, in_file: str | None = None) -> list[Pr
     return []
 
 
-def _count(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+def _space_size(space: Any) -> SpaceSize:
+    """(the argument that sets the size, orders, sublayers of the longest) of one space, as
+    the space declares it (:attr:`~sublayer_search.spaces.registry.SpaceInfo.size`)."""
+    size = ALL_SPACES[space.type].size
+    return size(space.args) if size is not None else ("", 0, 0)
 
 
-def _space_size(space: Any) -> tuple[str, int, int]:
-    """(the argument that sets the size, orders, sublayers of the longest) of one space."""
-    args, kind = space.args, space.type
-    if kind == "permutations":
-        return "count", _count(args.get("count")), _count(args.get("n_s")) + _count(args.get("n_f"))
-    if kind == "budgeted":  # at most one sublayer per unit
-        return "count", _count(args.get("count")), _count(args.get("budget_units"))
-    if kind == "sandwich":
-        k = args.get("k")
-        return "k", len(k) if isinstance(k, list) else 1, 2 * _count(args.get("n"))
-    return "", 0, 0
-
-
-def plan_size_problems(exp: Any) -> list[Problem]:
+def plan_size_problems(exp: Experiment) -> list[Problem]:
     """Spaces that would plan more than :data:`MAX_PLANNED_TRIALS` trials or
     :data:`MAX_PLANNED_SUBLAYERS` sublayers in all: refused from their arguments alone,
     before a single order is drawn (a few lines of YAML can ask for 10^8 sublayers)."""
@@ -243,7 +237,7 @@ def plan_size_problems(exp: Any) -> list[Problem]:
                     f"trials, {sublayers:,} sublayers; this space {n:,} orders of up to {length:,})")]
 
 
-def secret_problems(exp: Any, tracking_uri: str | None) -> list[Problem]:
+def secret_problems(exp: Experiment, tracking_uri: str | None) -> list[Problem]:
     """The refusals of :func:`place_problems` that need no I/O and that a dry run makes too:
     a tracking URI with a password or token in it (``--dry-run`` refuses what a sweep
     refuses, so a cluster's pre-check catches it)."""
@@ -255,7 +249,7 @@ def secret_problems(exp: Any, tracking_uri: str | None) -> list[Problem]:
     return [Problem(path, redact_uri(uri), embedded)] if embedded else []
 
 
-def place_problems(exp: Any, data: Any | None, *, address: str | None,
+def place_problems(exp: Experiment, data: Any | None, *, address: str | None,
                    tracking_uri: str | None) -> list[Problem]:
     """Where a real sweep will run and write: the cluster's resources (this machine's
     without ``address``), the tracking store, Ray's storage, the artifact location, the

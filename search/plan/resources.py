@@ -9,9 +9,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from sublayer_search.search.core.problems import Problem
 from sublayer_search.search.plan.experiment import Experiment
-from sublayer_search.search.plan.problems import Problem
 from sublayer_search.search.searchers.registry import search_algorithm
+from sublayer_search.search.tasks import task_class
 
 __all__ = ["GPU_PER_WORKER", "check_resources", "local_gpus", "parallel_problems",
            "resource_problems", "torch_cuda", "worker_problems"]
@@ -47,9 +48,9 @@ def parallel_problems(exp: Experiment) -> list[Problem]:
     if exp.train.parallel != "fsdp":
         return []
     why = None
-    if exp.task != "lm":
-        why = (f"ddp for task {exp.task}: FSDP shards language models only (task: lm); "
-               "IOT routes each input through some layers only")
+    refused = task_class(exp.task).refusals.get("fsdp")
+    if refused is not None:
+        why = f"ddp for task {exp.task}: {refused}"
     elif search_algorithm(exp.search.algorithm).supernet_stage:
         why = (f"ddp for search.algorithm {exp.search.algorithm}: the supernet's paths share "
                "weights and train on some blocks only")

@@ -21,12 +21,15 @@ import re
 import socket
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+from sublayer_search.search.core.problems import Problem
 from sublayer_search.search.plan.credentials import CredentialError, aws_source
-from sublayer_search.search.plan.problems import Problem
 from sublayer_search.spaces.problems import ProblemError
+
+if TYPE_CHECKING:
+    import pyarrow.fs
 
 __all__ = ["Storage", "OBJECT_SCHEMES", "ENDPOINT_ENV", "ARTIFACT_ENDPOINT_ENV",
            "is_object_store", "uri_problem", "storage_uri", "artifact_uri", "artifact_endpoint_env",
@@ -144,7 +147,7 @@ class Storage:
         """The location as the filesystem names it (``BUCKET/PREFIX`` for S3)."""
         return self.uri.split("://", 1)[1] if self.remote else self.uri
 
-    def filesystem(self) -> Any:
+    def filesystem(self) -> pyarrow.fs.FileSystem:
         """A pyarrow filesystem for the location (the local one for a folder)."""
         if not self.remote:
             import pyarrow.fs

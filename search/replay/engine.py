@@ -40,7 +40,7 @@ from ray.tune.schedulers import (
     TrialScheduler,
 )
 
-from sublayer_search.search.replay.curves import Curve, Point, together
+from sublayer_search.search.recorded.curves import Curve, Point, together
 from sublayer_search.search.replay.report import ReplayReport, TrialOutcome
 from sublayer_search.search.replay.settings import (
     ARRIVALS,
@@ -48,9 +48,9 @@ from sublayer_search.search.replay.settings import (
     ReplayError,
     SchedulerSettings,
 )
-from sublayer_search.search.run.comeback_stopping import ComebackStopping
-from sublayer_search.search.run.curve_stopping import CurveStopping
-from sublayer_search.search.run.schedulers import CandidateASHA
+from sublayer_search.search.stopping.comeback import ComebackStopping
+from sublayer_search.search.stopping.curve import CurveStopping
+from sublayer_search.search.stopping.schedulers import CandidateASHA
 from sublayer_search.spaces.records import Direction
 
 __all__ = ["ARRIVALS", "SCHEDULERS", "together", "Curve", "Point", "ReplayError", "ReplayReport", "SchedulerSettings",

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from sublayer_search.search.recorded.errors import ReplayError
 from sublayer_search.spaces.records import Direction
 
 __all__ = ["ARRIVALS", "DEFAULT_RULE", "RULES", "SCHEDULERS", "ReplayError", "SchedulerName", "SchedulerSettings"]
@@ -17,7 +18,7 @@ __all__ = ["ARRIVALS", "DEFAULT_RULE", "RULES", "SCHEDULERS", "ReplayError", "Sc
 SCHEDULERS = ("asha", "asha-all", "hyperband", "median", "curve")
 """``asha``: the sweeps' ASHA (baselines train to the end); ``asha-all``: Ray's ASHA over
 every trial; ``hyperband``: Ray's synchronous HyperBand; ``median``: the median stopping
-rule; ``curve``: the sweeps' learning-curve stopping (:mod:`...run.curve_stopping`)."""
+rule; ``curve``: the sweeps' learning-curve stopping (:mod:`...stopping.curve`)."""
 SchedulerName = Literal["asha", "asha-all", "hyperband", "median", "curve"]
 ARRIVALS = ("recorded", "together", "prior")
 """``recorded``: trials start and report when they did; ``together``: every trial starts at
@@ -28,15 +29,8 @@ RULES = ("comeback", "margin")
 DEFAULT_RULE = "margin"
 """What ``--scheduler curve`` replays without ``--rule``: the rule a sweep's ``type: curve``
 runs (comeback misses its compute target on mini_press2020: docs/search.md)."""
-"""Curve stopping's rule: ``comeback`` (:mod:`...run.comeback_stopping`, calibrated on other
-studies' curves) or ``margin`` (:mod:`...run.curve_stopping`: z seed sds plus slope credit)."""
-
-
-class ReplayError(ValueError):
-    """Bad replay input: names the field, the value and what was expected."""
-
-    def __init__(self, field_name: str, value: Any, expected: str) -> None:
-        super().__init__(f"{field_name}: got {value!r}, expected {expected}")
+"""Curve stopping's rule: ``comeback`` (:mod:`...stopping.comeback`, calibrated on other
+studies' curves) or ``margin`` (:mod:`...stopping.curve`: z seed sds plus slope credit)."""
 
 
 @dataclass(frozen=True, kw_only=True)

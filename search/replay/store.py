@@ -15,8 +15,8 @@ from mlflow.tracking import MlflowClient
 
 from sublayer_search.analysis.store.histories import read_histories
 from sublayer_search.analysis.store.runs import search_all
-from sublayer_search.search.replay.curves import Curve, Point, RecordedSweep
-from sublayer_search.search.replay.settings import ReplayError
+from sublayer_search.search.recorded.curves import Curve, Point, RecordedSweep
+from sublayer_search.search.recorded.errors import ReplayError
 from sublayer_search.spaces.records import FAILED_STATUSES, Role, Tag, TrialStatus, final
 
 __all__ = ["RecordedSweep", "load_sweep"]

@@ -20,7 +20,10 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pyarrow.fs
 
 __all__ = ["fill_checkpoint_gaps", "MARKER", "LOOKBACK"]
 
@@ -73,7 +76,7 @@ def _fill_in_store(fs: Any, run_dir: str, lookback: int) -> list[str]:
 
 
 def fill_checkpoint_gaps(run_dir: str | os.PathLike[str], *, lookback: int = LOOKBACK,
-                         filesystem: Any = None) -> list[Path] | list[str]:
+                         filesystem: pyarrow.fs.FileSystem | None = None) -> list[Path] | list[str]:
     """Fill the missing checkpoint indices just below each trial's newest; return them.
 
     With a pyarrow ``filesystem`` (an object store), ``run_dir`` is the run as that

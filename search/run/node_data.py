@@ -10,12 +10,16 @@ exit status 2, before MLflow is touched, naming the node and what to set.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from sublayer_search.search.plan.problems import ExperimentError, Problem
+from sublayer_search.search.core.problems import ExperimentError, Problem
+
+if TYPE_CHECKING:
+    from sublayer_search.search.plan.sweep_plan import SweepPlan
+    from sublayer_search.search.tasks import Task
 
 __all__ = ["PROBE_TIMEOUT_S", "check_node_data", "missing_on_nodes"]
 
@@ -35,7 +39,7 @@ def _look(task: Any, data: Any) -> str | None:
     return None
 
 
-def missing_on_nodes(task: Any, data: Any,
+def missing_on_nodes(task: Task[Any, Any, Any, Any], data: object,
                      nodes: list[dict[str, Any]]) -> list[tuple[dict[str, Any], str]]:
     """(node, why) for every node of ``nodes`` (Ray's) that cannot read the corpus of ``data``."""
     refs = [_look.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
@@ -44,7 +48,7 @@ def missing_on_nodes(task: Any, data: Any,
     return [(node, why) for node, why in zip(nodes, answers, strict=True) if why is not None]
 
 
-def check_node_data(plan: Any) -> None:
+def check_node_data(plan: SweepPlan[Any, Any, Any, Any]) -> None:
     """Raise :class:`ExperimentError` (exit 2) naming every node that lacks the corpus."""
     data = plan.experiment.data
     nodes = [n for n in ray.nodes() if n.get("Alive")]

@@ -28,8 +28,9 @@ from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
 from ray.tune import Callback
+from ray.tune.experiment import Trial as RayTrial
 
-from sublayer_search.search.plan.trial import Trial
+from sublayer_search.search.core.trial import Trial
 from sublayer_search.search.tracking.waiting import Waiting
 from sublayer_search.spaces.records import FAILED_STATUSES, TrialStatus, ended_status
 
@@ -282,31 +283,31 @@ class SweepProgress(Callback):
         except (OSError, ValueError):  # a closed terminal must not stop the sweep
             pass
 
-    def setup(self, stop: Any = None, num_samples: int | None = None,
-              total_num_samples: int | None = None, **info: Any) -> None:
+    def setup(self, stop: object = None, num_samples: int | None = None,
+              total_num_samples: int | None = None, **info: object) -> None:
         self.tune_start = self.clock()
         self.work = (0.0, self.tune_start)
         self.show([], force=True)  # at once: the first trial may take a while to report
 
-    def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
+    def on_step_end(self, iteration: int, trials: list[RayTrial], **info: object) -> None:
         self.show(trials)
 
-    def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+    def on_trial_start(self, iteration: int, trials: list[RayTrial], trial: RayTrial, **info: object) -> None:
         self.waiting.started(trial)
 
-    def on_trial_result(self, iteration: int, trials: list[Any], trial: Any, result: dict,
-                        **info: Any) -> None:
+    def on_trial_result(self, iteration: int, trials: list[RayTrial], trial: RayTrial, result: dict,
+                        **info: object) -> None:
         self.waiting.reported(trial)
 
-    def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any,
-                          **info: Any) -> None:
+    def on_trial_complete(self, iteration: int, trials: list[RayTrial], trial: RayTrial,
+                          **info: object) -> None:
         self.waiting.ended(trial)
         self.show(trials, every=self.end_every)
 
-    def on_trial_error(self, iteration: int, trials: list[Any], trial: Any,
-                       **info: Any) -> None:
+    def on_trial_error(self, iteration: int, trials: list[RayTrial], trial: RayTrial,
+                       **info: object) -> None:
         self.waiting.ended(trial)
         self.show(trials, force=True)
 
-    def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
+    def on_experiment_end(self, trials: list[RayTrial], **info: object) -> None:
         self.show(trials, force=True, final=True)

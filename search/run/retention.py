@@ -29,6 +29,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ray.tune import Callback
+from ray.tune.experiment import Trial as RayTrial
+
+from sublayer_search.search.core.rebind import Rebound
 
 __all__ = ["CheckpointRetention", "SETTLE_S", "default_settle_s"]
 
@@ -51,7 +54,7 @@ def default_settle_s() -> float:
 _ENDED = frozenset({"TERMINATED", "ERROR"})
 
 
-class CheckpointRetention(Callback):
+class CheckpointRetention(Rebound, Callback):
     """Driver-side: keep each trial's newest ``keep`` checkpoints, delete the older ones
     when safe."""
 
@@ -72,13 +75,13 @@ class CheckpointRetention(Callback):
         # (what a killed driver left is kept; the resumed trials' new checkpoints are pruned)
         return {**self.__dict__, "_held": {}, "_arrivals": deque()}
 
-    def on_checkpoint(self, iteration: int, trials: list, trial: Any, checkpoint: Any,
-                      **info: Any) -> None:
+    def on_checkpoint(self, iteration: int, trials: list[RayTrial], trial: RayTrial, checkpoint: object,
+                      **info: object) -> None:
         now = self.clock()
         self._held.setdefault(trial.trial_id, []).append((now, checkpoint))
         self._arrivals.append((now, trial.trial_id))
 
-    def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+    def on_step_end(self, iteration: int, trials: list[RayTrial], **info: object) -> None:
         settled = self.clock() - self.settle_s
         while self._arrivals and self._arrivals[0][0] <= settled:
             _, tid = self._arrivals.popleft()
@@ -88,7 +91,7 @@ class CheckpointRetention(Callback):
             self._drop(tid, min(sum(1 for at, _ in held if at <= settled) - 1,
                                 len(held) - self.keep))
 
-    def on_experiment_end(self, trials: list, **info: Any) -> None:
+    def on_experiment_end(self, trials: list[RayTrial], **info: object) -> None:
         if all(str(getattr(t, "status", "")) in _ENDED for t in trials):
             for tid, held in self._held.items():
                 self._drop(tid, len(held) - self.keep)

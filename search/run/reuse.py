@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sublayer_search.search.plan.sweep_plan import SweepPlan
-from sublayer_search.search.plan.trial import Trial
-from sublayer_search.search.plan.variant import run_variant
+from sublayer_search.search.core.trial import Trial
+from sublayer_search.search.core.variant import run_variant
+from sublayer_search.search.plan.sweep_plan import SweepPlan, then
 from sublayer_search.search.tracking.runs import copy_trial, finished_trials
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
 
 __all__ = ["rerun_hint", "reuse_finished"]
 
 
-def reuse_finished(client: Any, exp_id: str, parent_id: str,
+def reuse_finished(client: MlflowClient, exp_id: str, parent_id: str,
                    plan: SweepPlan) -> tuple[SweepPlan, dict[tuple[str, int, str], str]]:
     """Drop trials whose content key — (order, seed, identity, config hash) — already
     finished (identity: what else tells models apart, such as an IOT subset; a run's is
@@ -37,7 +39,7 @@ def reuse_finished(client: Any, exp_id: str, parent_id: str,
                         "reused_trials.tsv")
     client.set_tag(parent_id, "sublayer.reused_trials", str(len(reused)))
     kept = [t for t in plan.trials if key(t) not in reused]
-    return replace(plan, trials=kept), reused
+    return then(plan, f"reuse ({len(reused)} trial(s) already finished)", trials=kept), reused
 
 
 def _keys(plan: SweepPlan) -> tuple[Any, Any]:
@@ -53,7 +55,7 @@ def _keys(plan: SweepPlan) -> tuple[Any, Any]:
     return identity, key
 
 
-def rerun_hint(client: Any, exp_id: str, plan: SweepPlan, source: str) -> str:
+def rerun_hint(client: MlflowClient, exp_id: str, plan: SweepPlan, source: str) -> str:
     """With ``reuse`` off, a line that says how many planned trials already finished in
     this experiment with the same content key and how to avoid training them again
     (``reuse: true``, or ``--resume`` for an interrupted sweep); empty when none did."""

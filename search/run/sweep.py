@@ -24,9 +24,10 @@ import ray
 from ray import tune
 
 from sublayer_search.analysis.store.mlflow_store import redact_uri
-from sublayer_search.search.plan.problems import ExperimentError, Problem
+from sublayer_search.search.core.problems import ExperimentError, Problem
 from sublayer_search.search.plan.storage import Storage
 from sublayer_search.search.plan.sweep_plan import SweepPlan, trial_table
+from sublayer_search.search.plan.warm_start import with_warm_start
 from sublayer_search.search.run.local_ray import shutdown_ray, start_local_ray
 from sublayer_search.search.run.node_data import check_node_data
 from sublayer_search.search.run.reuse import rerun_hint, reuse_finished
@@ -40,7 +41,6 @@ from sublayer_search.search.run.tuning import (
     result_rows,
 )
 from sublayer_search.search.searchers.registry import search_algorithm
-from sublayer_search.search.searchers.warm_start import with_warm_start
 from sublayer_search.search.tracking.buffer import TrackingOutage, ride_out, short_http_retries
 from sublayer_search.search.tracking.callback import MlflowTracking
 from sublayer_search.search.tracking.links import label_experiment
@@ -256,7 +256,7 @@ class SweepRun:
         """Every phase in turn; Ray is shut down again if this run started it."""
         _quiet_output()
         if not self.resume:  # before Ray starts: an unknown experiment name is bad input (exit 2)
-            self.plan = with_warm_start(self.plan, self.uri)
+            self.advance(with_warm_start(self.plan, self.uri))
         started = connect(self.plan, self.address)
         try:
             check_cluster(self.plan)
@@ -272,6 +272,13 @@ class SweepRun:
         finally:
             if started:
                 shutdown_ray()
+
+    def advance(self, plan: SweepPlan) -> None:
+        """Run on the plan a step of the run returned (warm start, one-shot's stage one,
+        reuse): the same plan, or a new one whose history names the step."""
+        if plan.history[:len(self.plan.history)] != self.plan.history:
+            raise RuntimeError(f"a plan step lost the plan's history: {plan.history}")
+        self.plan = plan
 
     # -- open ------------------------------------------------------------------------
     def open(self) -> None:
@@ -313,11 +320,12 @@ class SweepRun:
         if search_algorithm(exp.search.algorithm).supernet_stage:  # stage 1 ranks the orders
             from sublayer_search.search.oneshot.stage_one import OneShotTracking, run_stage_one
 
-            self.plan = run_stage_one(self.plan, self.client, self.exp_id, self.parent_id,
-                                      self.storage.driver_folder(self.ray_run))
+            self.advance(run_stage_one(self.plan, self.client, self.exp_id, self.parent_id,
+                                       self.storage.driver_folder(self.ray_run)))
             tracker = OneShotTracking  # stage 2: the top-k as a grid, tagged with their rank
         if exp.reuse and not self.resume:
-            self.plan, self.reused = reuse_finished(self.client, self.exp_id, self.parent_id, self.plan)
+            plan, self.reused = reuse_finished(self.client, self.exp_id, self.parent_id, self.plan)
+            self.advance(plan)
         elif not self.resume and (hint := rerun_hint(self.client, self.exp_id, self.plan,
                                                      str(self.plan.source))):
             print(f"sublayer sweep: note: {hint}", file=sys.stderr, flush=True)
@@ -362,7 +370,7 @@ class SweepRun:
             if self.resume and not self.restart:
                 results = restored_tuner(self.plan, self.storage, self.ray_run, callback).fit()
             elif self.plan.trials or not search_algorithm(
-                    self.plan.experiment.search.algorithm).plans_every_trial:
+                    self.plan.algorithm).plans_every_trial:
                 results = make_tuner(self.plan, self.ray_run, callback).fit()
             else:
                 return results, False

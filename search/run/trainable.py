@@ -1,4 +1,4 @@
-"""The Ray Tune trainable: one trial = ``models.lm_family.fit`` on one (order, seed).
+"""The Ray Tune trainable: one trial = ``models.lm_workload.fit`` on one (order, seed).
 
 It reports every evaluation with ``ray.tune.report`` and hands each checkpoint to
 Tune, so a restarted trial resumes from its last evaluation. A restored trial first
@@ -17,19 +17,12 @@ from ray import tune
 
 from sublayer_search.models.checkpoint import load_checkpoint
 from sublayer_search.models.optim import device_facts, device_for, require_gpu
+from sublayer_search.search.core.injected_failure import fail_if_listed
+from sublayer_search.search.core.trial import Trial
 from sublayer_search.search.plan.sweep_plan import SweepPlan
-from sublayer_search.search.plan.trial import Trial
 from sublayer_search.spaces.records import STATUS_KEY, TrialStatus
 
-__all__ = ["train_trial", "FAIL_ENV"]
-
-FAIL_ENV = "SUBLAYER_FAIL_TRIALS"
-"""Comma-separated trial names that raise before training (fault injection for tests and
-for checking a cluster's failure policy)."""
-
-
-class InjectedFailure(RuntimeError):
-    pass
+__all__ = ["train_trial"]
 
 
 def _node_ip(node_id: str) -> str:
@@ -42,8 +35,7 @@ def _node_ip(node_id: str) -> str:
 
 def train_trial(config: dict[str, Any], plan: SweepPlan) -> None:
     trial: Trial[Any] = config["trial"]  # the planned object itself: nothing to rebuild
-    if trial.name in os.environ.get(FAIL_ENV, "").split(","):
-        raise InjectedFailure(f"trial {trial.name} failed on purpose (listed in ${FAIL_ENV})")
+    fail_if_listed(trial.name, f"trial {trial.name}")
     spec = trial.planned_spec()
     from sublayer_search.models.training_loop import use_threads
 

@@ -6,26 +6,29 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ray import tune
 from ray.tune.execution import class_cache
 from ray.tune.search import ConcurrencyLimiter
 
+from sublayer_search.search.core.rebind import rebinding
+from sublayer_search.search.core.trial import Trial
 from sublayer_search.search.plan.storage import Storage
 from sublayer_search.search.plan.sweep_plan import SweepPlan
-from sublayer_search.search.plan.trial import Trial
 from sublayer_search.search.run.checkpoints import fill_checkpoint_gaps
-from sublayer_search.search.run.curve_stopping import CurveStopping
+from sublayer_search.search.run.moved_modules import moved_modules
 from sublayer_search.search.run.progress import SweepProgress
 from sublayer_search.search.run.retention import CheckpointRetention
-from sublayer_search.search.run.schedulers import CandidateASHA, Fifo
 from sublayer_search.search.run.trainable import train_trial
 from sublayer_search.search.run.workers import TRIAL_RESOURCES, WholeTrials
-from sublayer_search.search.searchers.registry import search_algorithm
-from sublayer_search.search.searchers.tune import make_searcher
+from sublayer_search.search.searchers.registry import make_searcher, search_algorithm
+from sublayer_search.search.stopping.registry import stopping_rule
 from sublayer_search.search.tracking.callback import MlflowTracking
 from sublayer_search.spaces.records import TrialStatus, ended_status
+
+if TYPE_CHECKING:
+    from ray.tune import ResultGrid
 
 __all__ = ["CREDENTIAL_ENV", "SigintWatch", "incomplete", "keep_credentials_out_of_trials",
            "make_tuner", "quiet_ray_resume_advice", "restored_tuner", "result_rows"]
@@ -69,17 +72,8 @@ def quiet_ray_resume_advice() -> None:
 
 
 def _scheduler(plan: SweepPlan) -> Any:
-    spec = plan.experiment.scheduler
-    if spec.type == "fifo":
-        return Fifo()
-    if spec.type == "curve":
-        return CurveStopping(time_attr="step", metric=spec.metric, mode=spec.mode,
-                             max_t=plan.experiment.train.steps, z=spec.z, top_k=spec.top_k,
-                             grace_period=spec.grace_period * plan.experiment.train.eval_every)
-    return CandidateASHA(time_attr="step", metric=spec.metric, mode=spec.mode,
-                         max_t=plan.experiment.train.steps,
-                         grace_period=spec.grace_period * plan.experiment.train.eval_every,
-                         reduction_factor=spec.reduction_factor)
+    exp = plan.experiment
+    return stopping_rule(exp.scheduler.type).make(exp.scheduler, exp.train)
 
 
 def _trainable(plan: SweepPlan) -> Any:
@@ -103,7 +97,7 @@ def make_tuner(plan: SweepPlan, ray_run: str, callback: MlflowTracking) -> tune.
         searcher = ConcurrencyLimiter(searcher, max_concurrent=exp.max_concurrent)
     keep_credentials_out_of_trials()
     num_samples = len(plan.trials)  # and an adaptive searcher's budget beyond them
-    if search_algorithm(exp.search.algorithm).needs_budget:
+    if search_algorithm(plan.algorithm).needs_budget:
         num_samples += int(exp.search.num_samples or 0)
     return tune.Tuner(
         _trainable(plan),
@@ -127,37 +121,26 @@ def make_tuner(plan: SweepPlan, ray_run: str, callback: MlflowTracking) -> tune.
 def restored_tuner(plan: SweepPlan, storage: Storage, ray_run: str,
                    callback: MlflowTracking) -> tune.Tuner:
     """The Tuner saved as ``ray_run`` in ``storage`` (a folder or an object store),
-    unfinished trials resumed, tracked by ``callback``."""
+    unfinished trials resumed, tracked by ``callback`` and keeping this file's
+    ``ray.keep_checkpoints`` (Tune restores the callbacks it pickled: they unpickle as
+    these, :mod:`~sublayer_search.search.core.rebind`)."""
     keep_credentials_out_of_trials()
     options = storage.ray_options()
     fill_checkpoint_gaps(storage.path(ray_run), filesystem=options.get("storage_filesystem"))
-    tuner = tune.Tuner.restore(storage.path(ray_run), trainable=_trainable(plan),
-                               resume_unfinished=True, resume_errored=False,
-                               restart_errored=False,
-                               storage_filesystem=options.get("storage_filesystem"))
-    _use_callback(tuner, callback, keep=plan.experiment.ray.keep_checkpoints)
-    return tuner
+    retention = CheckpointRetention(keep=plan.experiment.ray.keep_checkpoints)
+    with rebinding(callback, retention), moved_modules():
+        return tune.Tuner.restore(storage.path(ray_run), trainable=_trainable(plan),
+                                  resume_unfinished=True, resume_errored=False,
+                                  restart_errored=False,
+                                  storage_filesystem=options.get("storage_filesystem"))
 
 
-def _use_callback(tuner: tune.Tuner, callback: MlflowTracking, *, keep: int) -> None:
-    """Tune restores the callbacks pickled when the sweep started; track with this run's
-    instead (its tracking URI and outage limit, the runs its backlog replay found)."""
-    inner = getattr(tuner, "_local_tuner", None)
-    config = inner.get_run_config() if inner is not None else None
-    if config is not None and config.callbacks:
-        config.callbacks = [callback if isinstance(c, MlflowTracking) else c
-                            for c in config.callbacks]
-        for c in config.callbacks:  # this file's ray.keep_checkpoints, not the saved one
-            if isinstance(c, CheckpointRetention):
-                c.keep = keep
-
-
-def result_rows(results: Any, plan: SweepPlan,
+def result_rows(results: ResultGrid, plan: SweepPlan,
                 waiting: set[str] | frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     """One row per Ray trial: name, order, seed, family, status, steps, metric, best
     (``waiting``: ids of trials that waited for resources when the sweep stopped)."""
     rows = []
-    for res in results:
+    for res in (results[i] for i in range(len(results))):
         trial: Trial[Any] = (res.config or {})["trial"]
         last = res.metrics or {}
         rows.append({
@@ -187,11 +170,11 @@ def _status(error: Any, last: dict[str, Any], steps: int, *, waiting: bool = Fal
     return str(ended_status(last, steps))
 
 
-def incomplete(results: Any, plan: SweepPlan) -> bool:
+def incomplete(results: ResultGrid, plan: SweepPlan) -> bool:
     """Some trial neither finished nor failed, or a grid trial never started."""
     ended = results.num_terminated + results.num_errors
     return ended < len(results) or (
-        search_algorithm(plan.experiment.search.algorithm).plans_every_trial
+        search_algorithm(plan.algorithm).plans_every_trial
         and len(results) < len(plan.trials))
 
 
@@ -215,7 +198,7 @@ class SigintWatch:
     def _marker(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._previous is not None:
             self.fired = signal.getsignal(signal.SIGINT) is self._marker
             signal.signal(signal.SIGINT, self._previous)

@@ -44,9 +44,9 @@ import ray
 from ray import train, tune
 from ray.tune.search import ConcurrencyLimiter, Searcher
 
+from sublayer_search.search.core.trial import Trial
 from sublayer_search.search.plan.storage import Storage
 from sublayer_search.search.plan.sweep_plan import SweepPlan
-from sublayer_search.search.plan.trial import Trial
 
 __all__ = ["TRIAL_RESOURCES", "WholeTrials", "per_worker", "train_on_workers", "whole_trials"]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from ray.tune.search import Searcher
 
-from sublayer_search.search.searchers.observation import Observation
+from sublayer_search.search.core.observation import Observation
 
 __all__ = ["Stateful", "score"]
 
@@ -38,7 +38,15 @@ class Stateful(Searcher):
 
     def restore(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "rb") as fh:
-            self.__dict__.update(pickle.load(fh))
+            self.__dict__.update(self.upgraded(pickle.load(fh)))
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(self.upgraded(state))
+
+    def upgraded(self, state: dict[str, Any]) -> dict[str, Any]:
+        """A state saved by an earlier release, in today's attribute names (unchanged by
+        default): a sweep interrupted before an upgrade resumes after it."""
+        return state
 
 
 def score(result: dict[str, Any] | None, metric: str | None, mode: str | None) -> float | None:

@@ -13,9 +13,9 @@ from typing import Any
 import optuna
 from ray.tune.search import Searcher
 
-from sublayer_search.search.plan.experiment import STATIC_OBJECTIVES
-from sublayer_search.search.plan.trial import Trial
-from sublayer_search.search.plan.variant import (
+from sublayer_search.search.core.observation import Observation
+from sublayer_search.search.core.trial import Trial
+from sublayer_search.search.core.variant import (
     Identity,
     VariantCandidate,
     plain_identity,
@@ -23,11 +23,12 @@ from sublayer_search.search.plan.variant import (
     variant_of,
 )
 from sublayer_search.search.searchers.base import Stateful
-from sublayer_search.search.searchers.observation import Observation
+from sublayer_search.search.searchers.settings import STATIC_OBJECTIVES
 from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.records import direction
+from sublayer_search.spaces.registry import integer_axis
 
-__all__ = ["MAX_ASKS", "OptunaTrials", "objective_mode", "optuna_searcher"]
+__all__ = ["MAX_ASKS", "OptunaTrials", "objective_mode"]
 
 MAX_ASKS = 25
 """Asks of the study per suggestion before an allowed candidate is enqueued for it."""
@@ -62,20 +63,26 @@ class PicklableNSGAII(optuna.samplers.NSGAIISampler):
 class _CandidateSpace:
     """Optuna define-by-run space (a class, so the searcher pickles for ``--resume``)."""
 
-    def __init__(
-        self, by_k: dict[int, Candidate] | None, names: list[str], labels: list[str] | None = None
-    ) -> None:
-        self.ks = sorted(by_k) if by_k is not None else None
+    def __init__(self, by_value: dict[int, Candidate] | None, names: list[str],
+                 labels: list[str] | None = None, *, axis: str | None = None) -> None:
+        self.ks = sorted(by_value) if by_value is not None else None
+        """The values of the integer axis (``None``: a categorical of candidate names)."""
+        self.axis = axis
         self.names = names
         self.labels = labels or ["none"]
         """Guidance labels (``model.guidance`` as a sweep axis): a categorical of its own."""
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state.setdefault("axis", "k" if state.get("ks") is not None else None)  # saved before
+        self.__dict__.update(state)
+
     def distribution(self) -> tuple[str, optuna.distributions.BaseDistribution]:
-        """The one parameter: ``k`` (an integer range, or a categorical) or ``candidate``."""
-        if self.ks is not None and self.ks == list(range(self.ks[0], self.ks[-1] + 1)):
-            return "k", optuna.distributions.IntDistribution(self.ks[0], self.ks[-1])
-        if self.ks is not None:
-            return "k", optuna.distributions.CategoricalDistribution(self.ks)
+        """The one parameter: the axis (an integer range, or a categorical of its values)
+        or ``candidate``."""
+        if self.ks is not None and self.axis is not None:
+            if self.ks == list(range(self.ks[0], self.ks[-1] + 1)):
+                return self.axis, optuna.distributions.IntDistribution(self.ks[0], self.ks[-1])
+            return self.axis, optuna.distributions.CategoricalDistribution(self.ks)
         return "candidate", optuna.distributions.CategoricalDistribution(self.names)
 
     def __call__(self, trial: optuna.Trial) -> Any:
@@ -139,19 +146,17 @@ class OptunaTrials(Stateful):
         self.by_key = {self._key(c): c for c in reversed(list(candidates))}
         candidates = [c for c in candidates if _guidance(c) == labels[0]]  # one per order
         self.by_name = {_base(c): c for c in candidates}
-        ks = [c.params.get("k") for c in candidates]
-        self.by_k = (
-            {int(c.params["k"]): c for c in candidates}
-            if {c.space for c in candidates} == {"sandwich"} and None not in ks
-            else None
-        )
+        self.axis = integer_axis(candidates)
+        """A column of the space searched as one integer (the sandwich's ``k``), or None."""
+        self.by_value = ({int(c.params[self.axis]): c for c in candidates}
+                         if self.axis is not None else None)
         self.seeds = list(seeds)
         self.num_samples = num_samples
         self.taken: set[tuple[str, int]] = set()
         self.suggested = 0
         self.objectives = list(objectives) if objectives else [metric]
         self.statics = dict(statics or {})
-        self.space = _CandidateSpace(self.by_k, list(self.by_name), labels)
+        self.space = _CandidateSpace(self.by_value, list(self.by_name), labels, axis=self.axis)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         chosen = (
             PicklableNSGAII(seed=seed)
@@ -170,7 +175,7 @@ class OptunaTrials(Stateful):
         """Suggestions of the study refused as no new point (told as pruned)."""
 
     def set_search_properties(
-        self, metric: str | None, mode: str | None, config: dict, **spec: Any
+        self, metric: str | None, mode: str | None, config: dict, **spec: object
     ) -> bool:
         return True  # metric and mode were given to the study itself
 
@@ -209,14 +214,24 @@ class OptunaTrials(Stateful):
         """The study's parameters that pick the candidate ``key``."""
         cand = self.by_key[key]
         name, _ = self.space.distribution()
-        params: dict[str, Any] = {name: int(cand.params["k"]) if name == "k" else _base(cand)}
+        params: dict[str, Any] = {name: self._value(cand, name)}
         if len(self.space.labels) > 1:
             params["guidance"] = _guidance(cand)
         return params
 
+    def _value(self, cand: Candidate, name: str) -> Any:
+        """The study's value of ``cand`` for parameter ``name`` (the axis, or its name)."""
+        return int(cand.params[name]) if name == self.axis else _base(cand)
+
+    def upgraded(self, state: dict[str, Any]) -> dict[str, Any]:
+        if "by_k" in state:  # saved before the axis was the space's declared column
+            state = {**state, "axis": "k" if state["by_k"] is not None else None}
+            state["by_value"] = state.pop("by_k")
+        return state
+
     def _pick(self, trial: optuna.Trial) -> Candidate:
         picked = self.space(trial)
-        cand = self.by_k[int(picked)] if self.by_k is not None else self.by_name[picked]
+        cand = self.by_value[int(picked)] if self.by_value is not None else self.by_name[picked]
         return self.variants[(_base(cand), trial.params.get("guidance", _guidance(cand)))]
 
     def warm_start(self, observations: Sequence[Observation]) -> None:
@@ -229,8 +244,7 @@ class OptunaTrials(Stateful):
             values = self._values(key, {self.metric: obs.value, **obs.extra})
             if cand is None or values is None:
                 continue  # a flat categorical cannot place a model outside the pool
-            value = int(cand.params["k"]) if name == "k" else _base(cand)
-            params: dict[str, Any] = {name: value}
+            params: dict[str, Any] = {name: self._value(cand, name)}
             dists: dict[str, Any] = {name: dist}
             if len(self.space.labels) > 1:  # the earlier run's guidance is its choice
                 params["guidance"] = _guidance(cand)
@@ -279,7 +293,3 @@ class OptunaTrials(Stateful):
             self.study.tell(number, state=optuna.trial.TrialState.FAIL)
         else:
             self.study.tell(number, values)
-
-
-def optuna_searcher(candidates: Sequence[Candidate], **kwargs: Any) -> OptunaTrials:
-    return OptunaTrials(candidates, **kwargs)

@@ -1,6 +1,6 @@
 """A recorded table of order -> metric as an oracle for searchers (no Ray, no training).
 
-Any searcher of :mod:`search.searchers.tune` is driven over it by ask/tell
+Any searcher of :mod:`search.searchers.registry` is driven over it by ask/tell
 (:func:`drive`): each suggestion is answered with the table's value of its order (an
 order the table lacks is answered as a failed trial, still one evaluation). Tables come
 from rows (:meth:`OrderTable.from_rows`: the paper's published results) or from a CSV

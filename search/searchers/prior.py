@@ -41,7 +41,6 @@ from typing import Any
 
 import numpy as np
 
-from sublayer_search.search.searchers.registry import search_algorithm
 from sublayer_search.spaces.cost import f_units_for, unit_weights
 from sublayer_search.spaces.features import order_features
 from sublayer_search.spaces.order import parse_order
@@ -49,7 +48,7 @@ from sublayer_search.spaces.problems import Problem, ProblemError
 from sublayer_search.spaces.records import Tag, TrialStatus, direction, final
 
 __all__ = ["BUILTIN_PRIORS", "OrderPrior", "PriorError", "PriorTable",
-           "builtin_tables", "fit_prior", "load_tables", "prior_features", "prior_for", "resolve_prior", "same_study"]
+           "builtin_tables", "fit_prior", "load_tables", "prior_features", "resolve_prior", "same_study"]
 
 BUILTIN_PRIORS = ("press2020", "mini_press2020", "replay40")
 """Studies shipped with the product (``analysis/data``)."""
@@ -351,18 +350,3 @@ def resolve_prior(names: str | Sequence[str], *, tracking_uri: str | None = None
     if not tables:
         raise PriorError(", ".join(names), "a study other than the one judged")
     return fit_prior(tables)
-
-
-def prior_for(names: str | Sequence[str] | None, *, algorithm: str,
-              tracking_uri: str | None = None) -> OrderPrior | None:
-    """The prior ``search.prior`` asks for (``None`` without one); :class:`PriorError` for a
-    name that is no study, or a prior on a searcher it cannot shape (one that does not
-    declare ``takes_prior``: a grid's queue, the surrogate's prior mean, evolution's first population, the
-    orders a one-shot search's stage 2 adds to the supernet's top k)."""
-    if not names:
-        return None
-    if not search_algorithm(algorithm).takes_prior:
-        raise PriorError(names, f"no prior for search.algorithm {algorithm} (a prior orders "
-                         "a grid's queue, shapes the order-aware surrogate and evolution, and "
-                         "adds its best orders to a one-shot search's stage 2)")
-    return resolve_prior(names, tracking_uri=tracking_uri)

@@ -1,4 +1,6 @@
-"""Searchers by name (``search.algorithm``): what each can do, and how its searcher is built.
+"""Searchers by name (``search.algorithm``): what each can do, its settings, and how its
+searcher is built. The ``search`` section is read as the settings of the searcher its
+``algorithm`` names (:func:`read_search`).
 
 A searcher declares its capabilities as class attributes of a :class:`SearchAlgorithm`
 subclass registered with ``@register_searcher("name")``; the experiment's allowed names,
@@ -18,15 +20,25 @@ import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import pydantic
 from pydantic_core import PydanticCustomError
 
-from sublayer_search.search.plan.problems import Problem
+from sublayer_search.search.core.problems import Problem, from_validation_error
+from sublayer_search.search.core.scalars import strict_scalars
+from sublayer_search.search.core.section import Refused
+from sublayer_search.search.searchers.settings import MISPLACED, SearchSection
+from sublayer_search.search.tasks.sections import mapping
+from sublayer_search.spaces.problems import ProblemError
 
 if TYPE_CHECKING:
-    from sublayer_search.search.plan.variant import VariantCandidate
+    from ray.tune.search import Searcher
 
-__all__ = ["SearchAlgorithm", "known_searcher", "listed", "register_searcher",
-           "search_algorithm", "searcher_names", "unregister_searcher"]
+    from sublayer_search.search.core.variant import VariantCandidate
+    from sublayer_search.search.searchers.base import Stateful
+    from sublayer_search.search.searchers.search_input import SearchedExperiment, SearchInput
+
+__all__ = ["SearchAlgorithm", "dry_run_footer", "known_searcher", "listed", "read_search", "register_searcher",
+           "make_searcher", "search_algorithm", "searcher_names", "unregister_searcher"]
 
 BUILTIN = "sublayer_search.search.searchers.algorithms"
 """The package whose every module declares one searcher (imported on the first lookup)."""
@@ -36,6 +48,9 @@ class SearchAlgorithm:
     """What one ``search.algorithm`` can do (class attributes) and how it is built."""
 
     name: ClassVar[str] = ""
+    settings: ClassVar[type[SearchSection]] = SearchSection
+    """Its ``search`` section: the common settings, and its own in a subclass declared
+    beside it (a setting of another searcher is refused, named as such)."""
     position: ClassVar[float] = math.inf
     """Where lists of searchers (error messages) name it; unranked ones follow, by name."""
     needs_budget: ClassVar[bool] = True
@@ -43,12 +58,10 @@ class SearchAlgorithm:
     plans_every_trial: ClassVar[bool] = False
     """The plan lists every trial it runs (grid): seeds per space, a dry run of the
     plan's models only, a sweep short of the plan's trials did not finish."""
+    stage_two: ClassVar[str] = ""
+    """With ``supernet_stage``: the registered searcher that runs the ranked orders."""
     takes_prior: ClassVar[bool] = False
     """``search.prior`` shapes it (:mod:`~sublayer_search.search.searchers.prior`)."""
-    several_objectives: ClassVar[bool] = False
-    """``search.objectives``: a Pareto front over two or more objectives."""
-    takes_replicates: ClassVar[bool] = False
-    """``search.replicates``: a cap on the seeds one candidate trains."""
     takes_warm_start: ClassVar[bool] = True
     """``search.warm_start``: told earlier sweeps' results first (its ``warm_start`` hook)."""
     guided_candidates: ClassVar[bool] = True
@@ -65,16 +78,38 @@ class SearchAlgorithm:
     instead (which the registry lists: no searcher names another)."""
 
     @classmethod
-    def make(cls, plan: Any) -> Any:
-        """The Ray Tune searcher of ``plan`` (a ``SweepPlan``), warm-started with
+    def make(cls, plan: SearchInput) -> Stateful:
+        """The Ray Tune searcher of ``plan`` (a sweep plan), warm-started with
         ``plan.warm`` where it takes a warm start."""
         raise NotImplementedError(f"searcher {cls.name!r} builds no searcher")
+
+    @classmethod
+    def goal(cls, plan: SearchInput) -> str:
+        """What the dry run says it optimises: the metric by default."""
+        return f"metric {plan.metric}"
+
+    @classmethod
+    def footer(cls, plan: SearchInput) -> str:
+        """What ``sublayer sweep --dry-run`` prints under the trial table: the trials it
+        runs (a budget beyond the plan's, unless it plans every trial), then its goal."""
+        n, tail = len(plan.trials), f"; {cls.goal(plan)}; nothing was run"
+        if cls.plans_every_trial:
+            return f"{n} trial(s){tail}"
+        return (f"{n} trial(s) + up to {plan.experiment.search.num_samples} proposed by "
+                f"{cls.name} from {len(plan.candidates)} candidates{tail}")
 
     @classmethod
     def refusal(cls, capability: str, instead: str) -> str:
         """``instead`` (what to use), with why this searcher lacks ``capability``."""
         why = cls.why_not.get(capability)
         return f"{instead} ({why})" if why else instead
+
+    @classmethod
+    def problems(cls, exp: SearchedExperiment,
+                 pool: Sequence[VariantCandidate]) -> list[Problem]:
+        """Every problem of searching ``pool`` this way as ``exp`` asks (its settings, the
+        candidates); by default :meth:`pool_problems`."""
+        return cls.pool_problems(pool)
 
     @classmethod
     def pool_problems(cls, pool: Sequence[VariantCandidate]) -> list[Problem]:
@@ -121,7 +156,7 @@ def _load() -> None:
             importlib.import_module(f"{BUILTIN}.{module.name}")
 
 
-def searcher_names(**capabilities: Any) -> tuple[str, ...]:
+def searcher_names(**capabilities: bool | int | str) -> tuple[str, ...]:
     """Registered names in listing order; with ``capability=value``, those declaring it."""
     _load()
     found = [cls for cls in _SEARCHERS.values()
@@ -141,7 +176,7 @@ def listed(names: Sequence[str], quote: Callable[[str], str] = str) -> str:
     return " or ".join([", ".join(words[:-1]), words[-1]] if len(words) > 1 else words)
 
 
-def known_searcher(value: Any) -> Any:
+def known_searcher(value: object) -> str:
     """``search.algorithm``, checked against the registry before its type (pydantic's error
     for a literal, also for a value that is no string)."""
     names = searcher_names()
@@ -149,3 +184,66 @@ def known_searcher(value: Any) -> Any:
         raise PydanticCustomError("literal_error", "Input should be {expected}",
                                   {"expected": listed(names, repr)})
     return value
+
+
+def dry_run_footer(plan: SearchInput) -> str:
+    """The footer of the searcher that runs ``plan`` (:meth:`SearchAlgorithm.footer`)."""
+    return search_algorithm(plan.algorithm).footer(plan)
+
+
+def _owners() -> dict[str, list[str]]:
+    """Each searcher's own setting, with the searchers declaring it."""
+    owners: dict[str, list[str]] = {}
+    for name in searcher_names():
+        for key in search_algorithm(name).settings.model_fields:
+            if key not in SearchSection.model_fields:
+                owners.setdefault(key, []).append(name)
+    return owners
+
+
+def _misplaced(raw: dict[str, Any], algorithm: str) -> list[Problem]:
+    own = search_algorithm(algorithm).settings.model_fields
+    problems = []
+    for key, names in _owners().items():
+        if key in raw and key not in own:
+            text = search_algorithm(names[0]).settings.elsewhere.get(key, MISPLACED)
+            problems.append(Problem(f"search.{key}", raw[key], text.format(
+                key=key, algorithm=algorithm, owners=listed(names))))
+    return problems
+
+
+def read_search(raw: object) -> SearchSection | Refused:
+    """The section as the settings of its searcher; a :class:`Refused` keeping them when
+    it also holds other searchers' settings (named), a ``ProblemError`` for the rest."""
+    if isinstance(raw, SearchSection):
+        return raw
+    section = mapping(raw)
+    algorithm = section.get("algorithm", "grid")
+    names = searcher_names()
+    if not isinstance(algorithm, str) or algorithm not in names:
+        raise ProblemError([Problem("algorithm", algorithm, f"one of {listed(names, repr)}")])
+    settings = search_algorithm(algorithm).settings
+    section = {k: v for k, v in section.items()  # another searcher's setting left null: unset
+               if v is not None or k in settings.model_fields or k not in _owners()}
+    misplaced = _misplaced(section, algorithm)
+    moved = {p.path.removeprefix("search.") for p in misplaced}
+    rest, problems = strict_scalars(settings, {k: v for k, v in section.items()
+                                               if k not in moved}, "search")
+    value: SearchSection | None = None
+    try:
+        value = settings.model_validate(rest)
+    except pydantic.ValidationError as err:
+        problems += from_validation_error(err, "search", model=settings)
+    refused = [v for _, v in value if isinstance(v, Refused)] if value is not None else []
+    found = [p for r in refused for p in r.problems] + misplaced  # settings read whole
+    if problems or value is None:
+        raise ProblemError(problems + found)
+    if refused:
+        value = value.model_copy(update={k: v.kept for k, v in value if isinstance(v, Refused)})
+    return Refused(tuple(found), value) if found else value
+
+
+def make_searcher(plan: SearchInput) -> Searcher:
+    """The searcher an experiment asks for: its registered declaration builds it
+    (:mod:`~sublayer_search.search.searchers.registry`)."""
+    return search_algorithm(plan.algorithm).make(plan)

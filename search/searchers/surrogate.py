@@ -47,10 +47,10 @@ import numpy as np
 from ray.tune.search import Searcher
 from scipy.stats import norm, rankdata
 
-from sublayer_search.search.plan.trial import Trial
-from sublayer_search.search.plan.variant import Identity, plain_identity, variant_key, variant_of
+from sublayer_search.search.core.observation import Observation
+from sublayer_search.search.core.trial import Trial
+from sublayer_search.search.core.variant import Identity, plain_identity, variant_key, variant_of
 from sublayer_search.search.searchers.base import Stateful, score
-from sublayer_search.search.searchers.observation import Observation
 from sublayer_search.search.searchers.prior import OrderPrior
 from sublayer_search.search.searchers.prior_trust import MIN_NOISE, TRUST_VAR, trust
 from sublayer_search.spaces.candidate import Candidate

@@ -6,8 +6,14 @@ Built in: ``lm`` (:class:`.lm.LMTask`) and ``translation``
 
 from sublayer_search.search.tasks.base import Task, obtain_corpus, validate_section
 from sublayer_search.search.tasks.lm import LMTask
-from sublayer_search.search.tasks.registry import register, task_for, task_names, unregister
+from sublayer_search.search.tasks.registry import (
+    register,
+    task_class,
+    task_for,
+    task_names,
+    unregister,
+)
 from sublayer_search.search.tasks.translation import TranslationTask
 
-__all__ = ["LMTask", "Task", "TranslationTask", "obtain_corpus", "register", "task_for",
+__all__ = ["LMTask", "Task", "TranslationTask", "obtain_corpus", "register", "task_class", "task_for",
            "task_names", "unregister", "validate_section"]

@@ -10,6 +10,7 @@ the searchers, Ray and MLflow are the same for every task. Add a task by subclas
 from __future__ import annotations
 
 import dataclasses
+import typing
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,15 +21,22 @@ import pydantic
 
 from sublayer_search.models.data.errors import DataError
 from sublayer_search.models.train_config import TrainConfig, flat_settings
-from sublayer_search.search.plan.variant import Variant, VariantCandidate, plain_identity
+from sublayer_search.search.core.trial import Spec, SpecT
+from sublayer_search.search.core.variant import Variant, VariantCandidate, plain_identity
 from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.records import best
 
 if TYPE_CHECKING:
-    from sublayer_search.models.training_loop import FitResult, Report
+    from _typeshed import DataclassInstance
 
-from sublayer_search.search.plan.guidance_axis import Settings, guidance_settings
-from sublayer_search.search.plan.problems import Problem, from_validation_error, problems_from
+    from sublayer_search.models.data.download import Folders
+    from sublayer_search.models.training_loop import FitResult, Reporter
+
+    class Corpus(Folders, DataclassInstance, Protocol):
+        """A data config (``DataConfig``, ``ParallelDataConfig``)."""
+
+from sublayer_search.search.core.guidance_axis import Settings, guidance_settings
+from sublayer_search.search.core.problems import Problem, from_validation_error, problems_from
 
 __all__ = ["ModelSection", "Spec", "Task", "obtain_corpus", "validate_section"]
 
@@ -37,18 +45,9 @@ DataT = TypeVar("DataT")
 ExtraT = TypeVar("ExtraT")
 
 
-class Spec(Protocol):
-    """What a task's :meth:`Task.fit` trains: a frozen dataclass with a ``train`` section
-    (so a planned spec is re-seeded per trial without the task)."""
-
-    __dataclass_fields__: ClassVar[dict[str, Any]]
-
-    @property
-    def train(self) -> TrainConfig: ...
-
-
-SpecT = TypeVar("SpecT", bound=Spec)
 SectionT = TypeVar("SectionT")
+CorpusT = TypeVar("CorpusT", bound="Corpus")
+"""A data config: a dataclass with the folders a corpus is looked for in."""
 
 
 @dataclass(frozen=True)
@@ -59,16 +58,19 @@ class ModelSection(Generic[ModelT]):
     """The task's model config; its order stands in until planning puts the baseline's."""
     guidance: Settings
     """``model.guidance``: label → (YAML path, setting); ``none`` alone when unguided."""
+    own: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """What the section says to the task beyond its template (:meth:`Task.own_settings`;
+    the task of a plan gets it by :meth:`Task.bind`)."""
 
 
-def validate_section(cls: type[SectionT], raw: Any, prefix: str,
+def validate_section(cls: type[SectionT], raw: object, prefix: str,
                      problems: list[Problem]) -> SectionT | None:
     """Validate ``raw`` into dataclass ``cls`` with pydantic, collecting problems.
 
     The dataclass sits in a wrapper model that forbids unknown keys (pydantic applies
     the enclosing model's ``extra`` rule to nested stdlib dataclasses).
     """
-    from sublayer_search.search.plan.scalars import strict_scalars
+    from sublayer_search.search.core.scalars import strict_scalars
 
     raw, strict = strict_scalars(cls, raw, prefix)  # "100" for a number, 'yes' for true/false
     problems.extend(strict)
@@ -120,7 +122,7 @@ def obtain_corpus(name: str, on_disk: Callable[[], object], download: Callable[[
     return True
 
 
-def fetch_into_data_dir(data: Any, resolve: Callable[[Any], Mapping[str, Any]]) -> list[Path]:
+def fetch_into_data_dir(data: CorpusT, resolve: Callable[[CorpusT], Mapping[str, Any]]) -> list[Path]:
     """Put the corpus of ``data`` on disk where trials read it: found where it is, else
     downloaded into the data folder (``data.data_dir``, else ``$SUBLAYER_DATA_DIR``) when
     one is set, else into the cache. ``resolve`` finds (and downloads) its files; the
@@ -145,18 +147,43 @@ class Task(ABC, Generic[ModelT, DataT, ExtraT, SpecT]):
     """Alphabet of the spaces' orders (``lm``: s/f; ``decoder``: s/c/f)."""
     section: ClassVar[str | None] = None
     """The experiment section holding this task's own settings (``translation``), if any."""
+    refusals: ClassVar[dict[str, str]] = {}
+    """What its models cannot do, each with why: ``fsdp`` (sharded one sublayer per unit
+    by ``train.parallel: fsdp``), ``supernet`` (ranked by a one-shot weight-sharing
+    supernet). Planning refuses them naming the task and the reason."""
     estimate: str | None = None
     """Set by :meth:`resolve` in a dry run whose vocabulary-dependent counts (``params``,
     ``flops_per_token`` of :meth:`row`) are estimates: what they assume (a vocabulary the
     sweep has not built yet). None when they are exact."""
 
     # -- the experiment's sections -------------------------------------------------------
+    @classmethod
+    def section_types(cls) -> tuple[Any, Any, Any]:
+        """The types of its ``model`` template, ``data`` and own section: its ``ModelT``,
+        ``DataT`` and ``ExtraT`` (what the task's experiment type declares)."""
+        for base in getattr(cls, "__orig_bases__", ()):
+            if typing.get_origin(base) is Task:
+                model, data, extra, _ = typing.get_args(base)
+                return model, data, extra
+        return object, object, object
+
     def read_model(self, raw: dict[str, Any], problems: list[Problem]) -> ModelSection[ModelT] | None:
-        """The ``model`` section: its guidance settings and the rest as :meth:`template`."""
+        """The ``model`` section: its guidance settings, what :meth:`own_settings` takes
+        and the rest as :meth:`template`."""
         raw = dict(raw)
         guidance = guidance_settings(raw.pop("guidance", None), problems)
+        own = self.own_settings(raw)
         template = self.template(raw, problems)
-        return None if template is None else ModelSection(template, guidance)
+        return None if template is None else ModelSection(template, guidance, own)
+
+    def own_settings(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """Settings of the model section for the task itself, not its template (taken out
+        of ``raw``); none by default."""
+        return {}
+
+    def bind(self, model: ModelSection[ModelT]) -> None:
+        """Take what the experiment's model section says beyond its template
+        (:attr:`ModelSection.own`); nothing by default."""
 
     @abstractmethod
     def template(self, raw: dict[str, Any], problems: list[Problem]) -> ModelT | None:
@@ -270,6 +297,6 @@ class Task(ABC, Generic[ModelT, DataT, ExtraT, SpecT]):
         return flat_settings(spec)
 
     @abstractmethod
-    def fit(self, spec: SpecT, report: Report, *, checkpoint_dir: str | None = None,
+    def fit(self, spec: SpecT, report: Reporter, *, checkpoint_dir: str | None = None,
             resume_from: str | None = None) -> FitResult:
         """Train one trial (through :func:`sublayer_search.models.training_loop.train`)."""

@@ -20,15 +20,16 @@ from sublayer_search.models.data.errors import DataError
 from sublayer_search.models.data.registry import corpus_info, get_spec
 from sublayer_search.models.specs import TrialSpec, main_metric
 from sublayer_search.models.train_config import TrainConfig
-from sublayer_search.search.plan.variant import Variant, VariantCandidate
+from sublayer_search.search.core.variant import Variant, VariantCandidate
 from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.cost import f_units_for, units
 from sublayer_search.spaces.order import interleaved
+from sublayer_search.spaces.registry import ALL_SPACES
 
 if TYPE_CHECKING:
-    from sublayer_search.models.training_loop import FitResult, Report
+    from sublayer_search.models.training_loop import FitResult, Reporter
 
-from sublayer_search.search.plan.problems import Problem, problems_from
+from sublayer_search.search.core.problems import Problem, problems_from
 from sublayer_search.search.tasks.base import (
     Task,
     fetch_into_data_dir,
@@ -88,8 +89,8 @@ class LMTask(Task[ModelConfig, DataConfig, None, TrialSpec]):
         return main_metric(data.resolved_level)
 
     def space_problem(self, space_type: str) -> str | None:
-        if space_type == "iot_subsets":
-            return "a language-model space (iot_subsets needs task: translation)"
+        if ALL_SPACES[space_type].order_sets:  # one model holds several orders: IOT
+            return f"a language-model space ({space_type} needs task: translation)"
         return None
 
     def baseline(self, pool: Sequence[Candidate], template: ModelConfig | None,
@@ -161,8 +162,8 @@ class LMTask(Task[ModelConfig, DataConfig, None, TrialSpec]):
         ``.pairing``."""
         return spec.flat()
 
-    def fit(self, spec: TrialSpec, report: Report, *, checkpoint_dir: str | None = None,
+    def fit(self, spec: TrialSpec, report: Reporter, *, checkpoint_dir: str | None = None,
             resume_from: str | None = None) -> FitResult:
-        from sublayer_search.models.lm_family import fit  # torch: only to train
+        from sublayer_search.models.lm_workload import fit  # torch: only to train
 
         return fit(spec, report, checkpoint_dir=checkpoint_dir, resume_from=resume_from)

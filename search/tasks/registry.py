@@ -6,7 +6,7 @@ from typing import Any
 
 from sublayer_search.search.tasks.base import Task
 
-__all__ = ["register", "task_for", "task_names", "unregister"]
+__all__ = ["register", "task_class", "task_for", "task_names", "unregister"]
 
 _TASKS: dict[str, type[Task[Any, Any, Any, Any]]] = {}
 
@@ -25,6 +25,11 @@ def unregister(name: str) -> None:
 
 def task_names() -> tuple[str, ...]:
     return tuple(_TASKS)
+
+
+def task_class(name: str) -> type[Task[Any, Any, Any, Any]]:
+    """The task class registered as ``name`` (KeyError if none is): its declarations."""
+    return _TASKS[name]
 
 
 def task_for(name: str) -> Task[Any, Any, Any, Any]:

@@ -33,19 +33,21 @@ from sublayer_search.models.seq2seq.config import (
 from sublayer_search.models.seq2seq.iot_config import IOTConfig
 from sublayer_search.models.specs import TranslationConfig, TranslationSpec, translation_param_count
 from sublayer_search.models.train_config import TrainConfig
-from sublayer_search.search.plan.variant import Subset, Variant, VariantCandidate, plain_identity
+from sublayer_search.search.core.variant import Subset, Variant, VariantCandidate, plain_identity
 from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.cost import f_units_for, units
 from sublayer_search.spaces.errors import SpaceError
 from sublayer_search.spaces.generators.iot_subsets import DECODER_BLOCKS, ENCODER_BLOCKS
 from sublayer_search.spaces.order import counts, interleaved
 from sublayer_search.spaces.records import route_share_code
+from sublayer_search.spaces.registry import ALL_SPACES
 
 if TYPE_CHECKING:
-    from sublayer_search.models.training_loop import FitResult, Report
+    from sublayer_search.models.training_loop import FitResult, Reporter
 
-from sublayer_search.search.plan.problems import Problem, from_exception, problems_from
+from sublayer_search.search.core.problems import Problem, from_exception, problems_from
 from sublayer_search.search.tasks.base import (
+    ModelSection,
     Task,
     fetch_into_data_dir,
     obtain_corpus,
@@ -71,6 +73,11 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
     name = "translation"
     kind = "decoder"
     section = "translation"
+    refusals = {
+        "fsdp": "FSDP shards language models only (task: lm); IOT routes each input through "
+                "some layers only",
+        "supernet": "a supernet ranks language-model orders: task lm",
+    }
 
     def __init__(self) -> None:
         self.iot_settings: dict[str, Any] = {}
@@ -81,10 +88,18 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
         self.iot_stacks: set[str] = set()
         """The stacks ``iot_subsets`` spaces reorder (the other one must be one block)."""
 
+    def own_settings(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """The IOT routing settings (taken out) and which stack orders are written."""
+        return {"iot": {k: raw.pop(k) for k in _IOT_KEYS if k in raw},
+                "given_orders": frozenset(k for k in ("encoder_order", "decoder_order")
+                                          if k in raw)}
+
+    def bind(self, model: ModelSection[TranslationModel]) -> None:
+        self.iot_settings = dict(model.own.get("iot", {}))
+        self.given_orders = frozenset(model.own.get("given_orders", ()))
+
     def template(self, raw: dict[str, Any], problems: list[Problem]) -> Seq2SeqConfig | None:
         raw = dict(raw)
-        self.iot_settings = {k: raw.pop(k) for k in _IOT_KEYS if k in raw}
-        self.given_orders = frozenset(k for k in ("encoder_order", "decoder_order") if k in raw)
         preset = raw.pop("preset", None)
         try:
             if preset is not None:
@@ -120,7 +135,7 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
     def space_args(self, space: str,
                    args: dict[str, Any]) -> tuple[str, dict[str, Any], str | None]:
         args = dict(args)
-        if space == "iot_subsets":
+        if ALL_SPACES[space].order_sets:  # IOT subsets: one stack's set of orders
             self.iot_stacks.add(str(args.get("stack", "decoder")))
             return "decoder", args, None
         side = args.pop("side", "decoder")
@@ -275,9 +290,9 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
         ``.pairing``."""
         return spec.flat()
 
-    def fit(self, spec: TranslationSpec, report: Report, *, checkpoint_dir: str | None = None,
+    def fit(self, spec: TranslationSpec, report: Reporter, *, checkpoint_dir: str | None = None,
             resume_from: str | None = None) -> FitResult:
-        from sublayer_search.models.seq2seq.translation_family import (
+        from sublayer_search.models.seq2seq.translation_workload import (
             fit_translation,  # torch: only to train
         )
 

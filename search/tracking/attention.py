@@ -9,16 +9,24 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from sublayer_search.models.attention_capture import capture, load_lm, validation_tokens
+from sublayer_search.spaces.generators.sandwich import SANDWICH
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from sublayer_search.analysis.report.attention import AttentionStudy
+    from sublayer_search.models.attention_capture import Tensor
+    from sublayer_search.models.lm import OrderedLM
 
 __all__ = ["model_from_run", "run_attention", "sweep_attention"]
 
 
-def model_from_run(run_id: str, *, tracking_uri: str, dst: str | None = None) -> Any:
+def model_from_run(run_id: str, *, tracking_uri: str, dst: str | None = None) -> OrderedLM:
     """The trained ``OrderedLM`` of a finished trial, from its logged checkpoint artifact."""
     from mlflow.tracking import MlflowClient
 
@@ -30,13 +38,14 @@ def model_from_run(run_id: str, *, tracking_uri: str, dst: str | None = None) ->
     return load_lm(Path(client.download_artifacts(run_id, "checkpoint", dst or tempfile.mkdtemp())))
 
 
-def run_attention(run_id: str, *, tracking_uri: str, idx: Any) -> list[np.ndarray]:
+def run_attention(run_id: str, *, tracking_uri: str, idx: Tensor) -> list[np.ndarray]:
     """Attention of a logged trial's trained model on token ids ``idx`` (B, T)."""
     return capture(model_from_run(run_id, tracking_uri=tracking_uri), idx)
 
 
 def sweep_attention(experiment: str, *, tracking_uri: str, per_group: int = 3,
-                    batch: int = 2, context: int | None = None, trials: Any = None) -> Any:
+                    batch: int = 2, context: int | None = None,
+                    trials: pd.DataFrame | None = None) -> AttentionStudy:
     """Table 7 of a sweep (Press et al. 2020): attention distance between trained
     baseline seeds and trained sandwich models, from checkpoints logged with
     ``tracking.log_checkpoints: true``. At most ``per_group`` models of each group; an
@@ -55,7 +64,7 @@ def sweep_attention(experiment: str, *, tracking_uri: str, per_group: int = 3,
     done = list(frame[frame["status"] == "finished"].itertuples())
     client = MlflowClient(tracking_uri=tracking_uri)
     wanted = {"baseline": [r for r in done if r.baseline],
-              "sandwich": [r for r in done if not r.baseline and r.family == "sandwich"
+              SANDWICH: [r for r in done if not r.baseline and r.family == SANDWICH
                            and (r.k or 0) > 0]}
     chosen: dict[str, list[Any]] = {}
     for name, rows in wanted.items():
@@ -73,21 +82,23 @@ def sweep_attention(experiment: str, *, tracking_uri: str, per_group: int = 3,
         return AttentionStudy(note="Not computed: Table 7 compares trained baseline seeds and "
                                    "sandwich models; this sweep logged checkpoints of "
                                    f"{len(chosen['baseline'])} baseline and "
-                                   f"{len(chosen['sandwich'])} sandwich trial(s).")
+                                   f"{len(chosen[SANDWICH])} sandwich trial(s).")
     models = {str(r.name): model_from_run(str(r.run_id), tracking_uri=tracking_uri)
               for rows in chosen.values() for r in rows}
     first = next(iter(models.values()))
     ctx = min(context or first.cfg.context, first.cfg.context)
     params = client.get_run(str(next(r for rows in chosen.values() for r in rows).run_id)).data.params
-    idx, source = validation_tokens(params, first.cfg.vocab_size, batch, ctx)
+    vocab = first.cfg.vocab_size
+    assert vocab is not None, "a trained model knows its vocabulary"
+    idx, source = validation_tokens(params, vocab, batch, ctx)
     arrays = {name: capture(model, idx) for name, model in models.items()}
     table = distance_table(arrays)
     labels = {str(r.name): name for name, rows in chosen.items() for r in rows}
     summary = group_distances(table, labels)
-    orders = ", ".join(sorted({str(r.order) for r in chosen["sandwich"]})) or "none"
+    orders = ", ".join(sorted({str(r.order) for r in chosen[SANDWICH]})) or "none"
     return AttentionStudy(
         distances=table, groups=summary,
         note=(f"Distance between the attention of trained models (Hungarian matching of heads "
               f"by earth mover's distance, averaged over tokens and s-sublayers) on {source}: "
-              f"{len(chosen['baseline'])} baseline seed(s) and {len(chosen['sandwich'])} "
+              f"{len(chosen['baseline'])} baseline seed(s) and {len(chosen[SANDWICH])} "
               f"sandwich model(s) ({orders}); sd over pairs."))

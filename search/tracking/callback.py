@@ -22,9 +22,11 @@ from typing import Any
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 from ray.tune import Callback
+from ray.tune.experiment import Trial as RayTrial
 
+from sublayer_search.search.core.rebind import Rebound
+from sublayer_search.search.core.trial import Trial
 from sublayer_search.search.plan.sweep_plan import SweepPlan
-from sublayer_search.search.plan.trial import Trial
 from sublayer_search.search.tracking.buffer import WriteBuffer, short_http_retries
 from sublayer_search.search.tracking.files import checkpoint_uri, local_copy
 from sublayer_search.search.tracking.runs import environment_tags, metrics_of
@@ -42,7 +44,7 @@ DEVICE_TAGS = {"device": Tag.DEVICE, "device_name": Tag.DEVICE_NAME,
 _HISTORY_KEY = "val_loss"  # the metric every task reports at every evaluation
 
 
-class MlflowTracking(Callback):
+class MlflowTracking(Rebound, Callback):
     """Driver-side Ray Tune callback: a child run per trial, metrics via ``log_batch``."""
 
     def __init__(self, *, tracking_uri: str, experiment_id: str, parent_run_id: str,
@@ -213,18 +215,18 @@ class MlflowTracking(Callback):
         self._submit({"op": "open", "trial": trial.trial_id, "name": planned.name, "tags": tags,
                       "params": params})
 
-    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+    def on_trial_start(self, iteration: int, trials: list[RayTrial], trial: RayTrial, **info: object) -> None:
         self._open_trial(trial)
         if self.waiting.started(trial):
             self._submit({"op": "status", "trial": trial.trial_id, "status": "SCHEDULED",
                           "tag": TrialStatus.WAITING.value})
 
-    def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+    def on_step_end(self, iteration: int, trials: list[RayTrial], **info: object) -> None:
         if len(self.buffer):
             self.buffer.pump()
             self._check_outage()
 
-    def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+    def on_trial_recover(self, iteration: int, trials: list[RayTrial], trial: RayTrial, **info: object) -> None:
         """Ray restarts the trial from its last checkpoint (maybe on another node)."""
         self._open_trial(trial)
         self._restarted(trial, int(getattr(trial, "num_failures", 0) or 0))
@@ -250,8 +252,8 @@ class MlflowTracking(Callback):
             failures = int(getattr(trial, "num_failures", 0) or 0)
             self._restarted(trial, max(failures, self._restarts.get(tid, 0) + 1))
 
-    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict,
-                        **info: Any) -> None:
+    def on_trial_result(self, iteration: int, trials: list[RayTrial], trial: RayTrial, result: dict,
+                        **info: object) -> None:
         self._open_trial(trial)
         if self.waiting.reported(trial):
             self._submit({"op": "status", "trial": trial.trial_id, "status": "RUNNING",
@@ -301,7 +303,7 @@ class MlflowTracking(Callback):
                           "path": "checkpoint/model.json"})
         self._submit({"op": "end", "trial": tid, "status": mlflow_status})
 
-    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+    def on_trial_complete(self, iteration: int, trials: list[RayTrial], trial: RayTrial, **info: object) -> None:
         status = ended_status(trial.last_result or {}, self.plan.experiment.train.steps)
         if status == TrialStatus.DIVERGED:
             self._finish(trial, TrialStatus.DIVERGED, "FAILED",
@@ -311,7 +313,7 @@ class MlflowTracking(Callback):
         else:
             self._finish(trial, TrialStatus.FINISHED, "FINISHED", {})
 
-    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+    def on_trial_error(self, iteration: int, trials: list[RayTrial], trial: RayTrial, **info: object) -> None:
         message = "trial raised"
         path = getattr(trial, "error_file", None)
         if path and Path(path).is_file():

@@ -18,7 +18,12 @@ import os
 import shlex
 import shutil
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
+    from sublayer_search.search.plan.sweep_plan import SweepPlan
 
 __all__ = ["EXPERIMENT_KIND", "RESUME_WITH", "label_experiment", "runs_page", "closing_lines",
            "program", "resume_command"]
@@ -65,7 +70,8 @@ def experiment_note(description: str, metric: str, mode: str) -> str:
         f"beside it, or sort by `final_{metric}`; the `order` parameter is under Columns.")
 
 
-def label_experiment(client: Any, experiment_id: str, plan: Any) -> None:
+def label_experiment(client: MlflowClient, experiment_id: str,
+                     plan: SweepPlan[Any, Any, Any, Any]) -> None:
     """Description and experiment kind of the sweep's MLflow experiment."""
     exp = plan.experiment
     client.set_experiment_tag(experiment_id, NOTE,

@@ -23,7 +23,7 @@ from mlflow.entities import Param
 from mlflow.tracking import MlflowClient
 from ray.tune.result import AUTO_RESULT_KEYS
 
-from sublayer_search.search.plan.problems import ExperimentError, Problem
+from sublayer_search.search.core.problems import ExperimentError, Problem
 from sublayer_search.search.plan.sweep_plan import SweepPlan
 from sublayer_search.search.tracking.values import chunks
 from sublayer_search.spaces.records import Role, Tag, TrialStatus

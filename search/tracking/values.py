@@ -18,13 +18,17 @@ def chunks(items: list[Any], size: int = BATCH) -> Iterable[list[Any]]:
         yield items[i:i + size]
 
 
-def param_value(value: Any) -> str:
+def param_value(value: object) -> str:
     """A parameter's MLflow value: ``None`` as empty, cut to MLflow's 6000 characters."""
     text = "" if value is None else str(value)
     return text[:6000]
 
 
-def model_dict(model: Any) -> dict[str, Any]:
+def model_dict(model: object) -> dict[str, Any]:
     """The model config as plain JSON (rebuilds the model: ``search.tracking.attention``)."""
     to_dict = getattr(model, "to_dict", None)
-    return to_dict() if to_dict is not None else dataclasses.asdict(model)
+    if to_dict is not None:
+        return dict(to_dict())
+    if not dataclasses.is_dataclass(model) or isinstance(model, type):
+        raise TypeError(f"a model config (a dataclass), got {type(model).__name__}")
+    return dataclasses.asdict(model)

@@ -15,7 +15,10 @@ so a started one trains.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ray.tune.experiment import Trial as RayTrial
 
 __all__ = ["Waiting"]
 
@@ -28,7 +31,7 @@ class Waiting:
         self.several_workers = several_workers
         self.ids: set[str] = set()
 
-    def started(self, trial: Any) -> bool:
+    def started(self, trial: RayTrial) -> bool:
         """Tune started ``trial``; True when it now waits for its workers' resources."""
         reached = (getattr(trial, "last_result", None) or {}).get("step") or 0
         if self.several_workers and isinstance(reached, int | float) and reached > 0:
@@ -36,7 +39,7 @@ class Waiting:
             return True
         return False
 
-    def reported(self, trial: Any) -> bool:
+    def reported(self, trial: RayTrial) -> bool:
         """``trial`` reported; True when it was waiting until now."""
         tid = getattr(trial, "trial_id", None)
         if tid in self.ids:
@@ -44,5 +47,5 @@ class Waiting:
             return True
         return False
 
-    def ended(self, trial: Any) -> None:
+    def ended(self, trial: RayTrial) -> None:
         self.ids.discard(getattr(trial, "trial_id", None))

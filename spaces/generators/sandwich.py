@@ -8,7 +8,10 @@ from sublayer_search.spaces.errors import SpaceError
 from sublayer_search.spaces.generators import checks as _checks
 from sublayer_search.spaces.order import MAX_LENGTH, alphabet_of, sandwich_order
 
-__all__ = ["sandwich", "validate_sandwich"]
+__all__ = ["SANDWICH", "sandwich", "validate_sandwich"]
+
+SANDWICH = "sandwich"
+"""The space's name and its candidates' family (the studies of Press et al. read it)."""
 
 
 def validate_sandwich(n: int, ks: Sequence[int] | None = None, *, kind: str = "lm") -> None:

@@ -161,7 +161,7 @@ def test_findings_name_the_dropped_draw_as_the_dry_run_does(study) -> None:
     import yaml
 
     from sublayer_search.search.plan.experiment import parse_experiment
-    from sublayer_search.search.plan.sweep_plan import plan_sweep
+    from sublayer_search.search.plan.steps import plan_sweep
     from sublayer_search.spaces.generators.budgeted import budgeted
 
     exp = yaml.safe_load(study.meta["experiment_yaml"])

@@ -12,12 +12,12 @@ import torch
 
 from sublayer_search.models.data.parallel import ParallelDataConfig, load_parallel
 from sublayer_search.models.errors import ConfigError
-from sublayer_search.models.lm_family import TrainConfig
+from sublayer_search.models.lm_workload import TrainConfig
 from sublayer_search.models.seq2seq.model import seq2seq_preset
-from sublayer_search.models.seq2seq.translation_family import (
+from sublayer_search.models.seq2seq.translation_workload import (
     TranslationConfig,
-    TranslationFamily,
     TranslationSpec,
+    TranslationWorkload,
     bleu,
     evaluate_translation,
 )
@@ -54,7 +54,7 @@ def test_the_final_evaluation_scores_the_test_split_with_the_chosen_tokeniser(co
     spec = TranslationSpec(model=seq2seq_preset("debug", dropout=0.0), data=data,
                            train=TrainConfig(steps=1, batch_size=4, eval_every=1, seed=0),
                            translation=settings)
-    family = TranslationFamily(spec, loaded)
+    family = TranslationWorkload(spec, loaded)
     torch.manual_seed(0)
     model = family.build().eval()
     ctx = StepContext(device=torch.device("cpu"), autocast=nullcontext(),

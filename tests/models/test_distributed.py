@@ -1,7 +1,7 @@
 """Data-parallel training (models/distributed.py): two gloo workers train as one.
 
 Two processes form a real gloo process group on 127.0.0.1 and run the one training loop
-(``lm_family.fit``) with the same seed and global batch as a single process; the losses
+(``lm_workload.fit``) with the same seed and global batch as a single process; the losses
 they report agree with the single process's to float tolerance for the first steps.
 """
 
@@ -22,7 +22,7 @@ import torch.multiprocessing as mp
 from sublayer_search.models.config import model_preset
 from sublayer_search.models.data import DataConfig
 from sublayer_search.models.distributed import SINGLE, Workers, unwrap
-from sublayer_search.models.lm_family import TrainConfig, TrialSpec, fit
+from sublayer_search.models.lm_workload import TrainConfig, TrialSpec, fit
 
 STEPS = 4
 

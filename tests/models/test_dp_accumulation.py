@@ -20,7 +20,7 @@ from dp_helpers import collectives, on_workers
 from sublayer_search.models.config import model_preset
 from sublayer_search.models.data import DataConfig
 from sublayer_search.models.lm import OrderedLM
-from sublayer_search.models.lm_family import LMFamily, TrainConfig, TrialSpec
+from sublayer_search.models.lm_workload import LMWorkload, TrainConfig, TrialSpec
 from sublayer_search.models.training_loop import train
 
 STEPS = 2
@@ -41,7 +41,7 @@ def _spec(**train: Any) -> TrialSpec:
                      train=TrainConfig(**{**base, **train}))
 
 
-class _Kept(LMFamily):
+class _Kept(LMWorkload):
     """The LM family, keeping the model it built."""
 
     def build(self) -> OrderedLM:

@@ -13,7 +13,7 @@ from sublayer_search.models.checkpoint import load_checkpoint
 from sublayer_search.models.config import model_preset
 from sublayer_search.models.data import DataConfig, load_corpus
 from sublayer_search.models.errors import ConfigError
-from sublayer_search.models.lm_family import TrainConfig, TrialSpec, fit
+from sublayer_search.models.lm_workload import TrainConfig, TrialSpec, fit
 
 
 @pytest.fixture(scope="module")

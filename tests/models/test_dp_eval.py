@@ -1,6 +1,6 @@
 """Validation split across the workers and reduced (models/distributed.py,
-``Workers.share`` / ``sums`` / ``gather``; models/lm_family.py and
-models/seq2seq/translation_family.py).
+``Workers.share`` / ``sums`` / ``gather``; models/lm_workload.py and
+models/seq2seq/translation_workload.py).
 
 Two gloo workers evaluate the same model: each runs the forward on its share of the
 batches only (counted), and both report the one-process value: the LM's token-weighted
@@ -25,9 +25,9 @@ from sublayer_search.models.data import DataConfig, eval_batches, load_corpus
 from sublayer_search.models.data.parallel import ParallelDataConfig, load_parallel
 from sublayer_search.models.distributed import SINGLE, Workers
 from sublayer_search.models.lm import OrderedLM
-from sublayer_search.models.lm_family import evaluate, model_for_corpus
+from sublayer_search.models.lm_workload import evaluate, model_for_corpus
 from sublayer_search.models.seq2seq.iot_model import IOTConfig
-from sublayer_search.models.seq2seq.translation_family import (
+from sublayer_search.models.seq2seq.translation_workload import (
     build_translation_model,
     evaluate_translation,
 )

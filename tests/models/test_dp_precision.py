@@ -22,7 +22,7 @@ from sublayer_search.models.config import model_preset
 from sublayer_search.models.data import DataConfig
 from sublayer_search.models.distributed import mixed_precision
 from sublayer_search.models.lm import OrderedLM
-from sublayer_search.models.lm_family import LMFamily, TrainConfig, TrialSpec
+from sublayer_search.models.lm_workload import LMWorkload, TrainConfig, TrialSpec
 from sublayer_search.models.training_loop import train
 
 STEPS = 3
@@ -39,7 +39,7 @@ def _spec(precision: str) -> TrialSpec:
                                        parallel="fsdp"))
 
 
-class _Watched(LMFamily):
+class _Watched(LMWorkload):
     """The LM family; records the weight and output dtypes of every linear forward."""
 
     def build(self) -> OrderedLM:

@@ -1,7 +1,7 @@
 """Sharded data parallelism (``train.parallel: fsdp``, models/distributed.py).
 
 Two processes form a real gloo process group on 127.0.0.1 and run the one training loop
-(``lm_family.fit``) with the model sharded by FSDP2: the losses agree with one process's
+(``lm_workload.fit``) with the model sharded by FSDP2: the losses agree with one process's
 (same seed, same global batch) to float tolerance; the full checkpoint rank 0 writes has
 the format of a one-worker checkpoint, and training resumed from it continues as the
 uninterrupted run does, whether the resuming run has one worker or two (and two workers
@@ -28,7 +28,7 @@ from sublayer_search.models.data import DataConfig
 from sublayer_search.models.distributed import Workers
 from sublayer_search.models.errors import ConfigError
 from sublayer_search.models.lm import OrderedLM
-from sublayer_search.models.lm_family import LMFamily, TrainConfig, TrialSpec, fit
+from sublayer_search.models.lm_workload import LMWorkload, TrainConfig, TrialSpec, fit
 from sublayer_search.models.training_loop import train
 
 STEPS = 4
@@ -51,7 +51,7 @@ def _rows(spec: TrialSpec, **kwargs: Any) -> list[dict[str, Any]]:
     return rows
 
 
-class _Kept(LMFamily):
+class _Kept(LMWorkload):
     """The LM family, keeping the model it built (to look at its parameters after)."""
 
     def build(self) -> OrderedLM:

@@ -15,7 +15,7 @@ from sublayer_search.models.config import ModelConfig
 from sublayer_search.models.errors import ConfigError
 from sublayer_search.models.guidance.config import GuidanceConfig
 from sublayer_search.models.lm import OrderedLM
-from sublayer_search.models.lm_family import guidance_term
+from sublayer_search.models.lm_workload import guidance_term
 from sublayer_search.models.optim import build_optimizer
 from sublayer_search.models.seq2seq.iot_model import IOTConfig, IOTSeq2Seq, iot_param_count
 from sublayer_search.models.seq2seq.model import OrderedSeq2Seq, Seq2SeqConfig, seq2seq_param_count

@@ -16,7 +16,7 @@ from sublayer_search.models.errors import ConfigError
 from sublayer_search.models.guidance.config import GuidanceConfig
 from sublayer_search.models.seq2seq.iot_model import IOTConfig, IOTSeq2Seq, iot_param_count
 from sublayer_search.models.seq2seq.model import OrderedSeq2Seq, Seq2SeqConfig, seq2seq_param_count
-from sublayer_search.search.plan.variant import run_variant
+from sublayer_search.search.core.variant import run_variant
 
 D, FF = 16, 32
 DIMS: dict[str, Any] = dict(src_vocab_size=40, tgt_vocab_size=40, d_model=D, n_heads=2, d_ff=FF,

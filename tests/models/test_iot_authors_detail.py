@@ -251,7 +251,7 @@ def test_post_ln_normalises_after_the_residual() -> None:
 
 def test_the_shipped_authors_config_runs_their_settings() -> None:
     from sublayer_search.search.plan.experiment import parse_experiment
-    from sublayer_search.search.plan.sweep_plan import plan_sweep
+    from sublayer_search.search.plan.steps import plan_sweep
 
     raw = yaml.safe_load((CONFIGS / "iot_iwslt14_authors.yaml").read_text())
     plan = plan_sweep(parse_experiment(raw), check_resources=False, notes=[])

@@ -123,7 +123,7 @@ def test_translation_model_section_passes_the_new_keys() -> None:
 def test_schedule_and_clamp_change_the_config_hash(shared_data: Any,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Reuse matches finished runs by config hash: other routing settings, other runs."""
-    from sublayer_search.search.plan.sweep_plan import plan_sweep
+    from sublayer_search.search.plan.steps import plan_sweep
 
     monkeypatch.setenv("SUBLAYER_DATA_DIR", str(shared_data))
 

@@ -11,14 +11,14 @@ import torch
 from sublayer_search.models.config import model_preset
 from sublayer_search.models.data import DataConfig, load_corpus
 from sublayer_search.models.errors import ConfigError
-from sublayer_search.models.lm_family import TrainConfig, TrialSpec
+from sublayer_search.models.lm_workload import TrainConfig, TrialSpec
 from sublayer_search.models.optim import seed_everything
 from sublayer_search.models.supernet.rank import held_out
 from sublayer_search.models.supernet.train import (
     SHARING,
     Supernet,
     SupernetConfig,
-    SupernetFamily,
+    SupernetWorkload,
     order_schedule,
     rank_orders,
     ranking_table,
@@ -112,7 +112,7 @@ def test_parameter_count_per_scheme_matches_the_hand_count():
 def test_a_training_step_changes_only_the_sampled_orders_sublayers(corpus, sharing):
     orders = ["sssf", "sfff"]  # neither order uses the whole pool in either scheme
     cfg = SupernetConfig(steps=1, sharing=sharing, seed=3)
-    family = SupernetFamily(spec(), orders, cfg, corpus)
+    family = SupernetWorkload(spec(), orders, cfg, corpus)
     seed_everything(cfg.seed)  # what train() does before building
     before = {k: v.clone() for k, v in family.build().state_dict().items()}
     result = train_supernet(spec(), orders, cfg, corpus=corpus)

@@ -20,12 +20,12 @@ from sublayer_search.models.data.parallel import (
     token_batches,
 )
 from sublayer_search.models.errors import ConfigError
-from sublayer_search.models.lm_family import TrainConfig
+from sublayer_search.models.lm_workload import TrainConfig
 from sublayer_search.models.seq2seq.model import seq2seq_preset
-from sublayer_search.models.seq2seq.translation_family import (
+from sublayer_search.models.seq2seq.translation_workload import (
     TranslationConfig,
-    TranslationFamily,
     TranslationSpec,
+    TranslationWorkload,
     fit_translation,
 )
 from sublayer_search.models.training_loop import StepContext
@@ -142,7 +142,7 @@ def test_training_draws_one_token_batch_per_micro_batch(data) -> None:
                            train=TrainConfig(steps=2, batch_size=4, lr=1e-3, eval_every=2, seed=3),
                            translation=TranslationConfig(beam=1, max_len=8, eval_sentences=8,
                                                          max_tokens=300))
-    family = TranslationFamily(spec, corpus)
+    family = TranslationWorkload(spec, corpus)
     assert family.token_batches is not None
     expected = token_batches(corpus.train, max_tokens=300, seed=3, max_src=64, max_tgt=64,
                              multiple=8)  # fairseq's --required-batch-size-multiple default

@@ -1,4 +1,4 @@
-"""models.lm_family.fit: learning, reporting, checkpoint/resume, divergence, optimizers."""
+"""models.lm_workload.fit: learning, reporting, checkpoint/resume, divergence, optimizers."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from sublayer_search.models.config import model_preset
 from sublayer_search.models.data import DataConfig, load_corpus
 from sublayer_search.models.errors import ConfigError
-from sublayer_search.models.lm_family import TrainConfig, TrialSpec, fit, lr_factor, main_metric
+from sublayer_search.models.lm_workload import TrainConfig, TrialSpec, fit, lr_factor, main_metric
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,10 @@ import sacrebleu
 
 from sublayer_search.models.data.parallel import ParallelDataConfig, load_parallel
 from sublayer_search.models.errors import ConfigError
-from sublayer_search.models.lm_family import TrainConfig
+from sublayer_search.models.lm_workload import TrainConfig
 from sublayer_search.models.seq2seq.iot_model import IOTConfig
 from sublayer_search.models.seq2seq.model import seq2seq_preset
-from sublayer_search.models.seq2seq.translation_family import (
+from sublayer_search.models.seq2seq.translation_workload import (
     TranslationConfig,
     TranslationSpec,
     bleu,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from sublayer_search.search.plan.sweep_plan import plan_sweep
+from sublayer_search.search.plan.steps import plan_sweep
 
 
 def check_programme(shipped: Any, config: Any, *, baselines: int, metric: str) -> pd.DataFrame:

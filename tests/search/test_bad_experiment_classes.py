@@ -198,7 +198,7 @@ def test_relative_data_paths_are_relative_to_the_experiment_file(
         tmp_path: Path, shared_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``data: {path: input.txt}`` beside the YAML works from any working directory."""
     from sublayer_search.search.plan.experiment import load_experiment
-    from sublayer_search.search.plan.sweep_plan import plan_sweep
+    from sublayer_search.search.plan.steps import plan_sweep
 
     folder = tmp_path / "study"
     folder.mkdir()

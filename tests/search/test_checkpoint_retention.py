@@ -112,11 +112,11 @@ def test_keep_n_keeps_each_trials_newest_n(tmp_path):
 def test_keep_checkpoints_is_validated(tmp_path):
     import pytest
 
-    from sublayer_search.search.plan.places import RaySpec
+    from sublayer_search.search.plan.places import RaySection
 
-    assert RaySpec().keep_checkpoints == 1
-    assert RaySpec(keep_checkpoints=3).keep_checkpoints == 3
+    assert RaySection().keep_checkpoints == 1
+    assert RaySection(keep_checkpoints=3).keep_checkpoints == 3
     with pytest.raises(ValueError, match="keep_checkpoints"):
-        RaySpec(keep_checkpoints=0)
+        RaySection(keep_checkpoints=0)
     with pytest.raises(ValueError, match="at least 1"):
         CheckpointRetention(keep=0)

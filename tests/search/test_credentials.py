@@ -176,7 +176,7 @@ def test_the_tracking_callback_pickles_no_credential(
     import ray.cloudpickle
 
     from sublayer_search.search.plan.experiment import load_experiment
-    from sublayer_search.search.plan.sweep_plan import plan_sweep
+    from sublayer_search.search.plan.steps import plan_sweep
     from sublayer_search.search.tracking.callback import MlflowTracking
 
     token = f"tok{secrets.token_hex(8)}"

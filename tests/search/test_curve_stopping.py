@@ -16,7 +16,7 @@ from curve_helpers import curve as _curve
 from curve_helpers import shape as _shape
 
 from sublayer_search.search.replay.engine import Curve, Point, SchedulerSettings, replay
-from sublayer_search.search.run.curve_stopping import CurveStopping
+from sublayer_search.search.stopping.curve import CurveStopping
 
 
 def _sweep() -> list[Curve]:
@@ -135,7 +135,7 @@ def _bench():
 
 @pytest.fixture(scope="module")
 def shipped():
-    from sublayer_search.search.replay.from_export import open_export, sweep_from_export
+    from sublayer_search.search.recorded.from_export import open_export, sweep_from_export
 
     return sweep_from_export(open_export("mini_press2020", builtin=True))
 

@@ -12,7 +12,7 @@ import yaml
 from helpers import scratch
 
 from sublayer_search.search.plan.experiment import load_experiment
-from sublayer_search.search.plan.sweep_plan import plan_sweep
+from sublayer_search.search.plan.steps import plan_sweep
 
 TRAIN = {"steps": 40, "batch_size": 8, "eval_every": 10, "eval_batches": 2, "lr": 0.003}
 
@@ -35,7 +35,7 @@ def _doc(folder, **scheduler):
     ({"z": -1}, "scheduler.z"), ({"top_k": 0}, "scheduler.top_k"),
 ])
 def test_bad_curve_settings_name_the_field(tmp_path, scheduler, field):
-    from sublayer_search.search.plan.problems import ExperimentError
+    from sublayer_search.search.core.problems import ExperimentError
 
     path = tmp_path / "x.yaml"
     path.write_text(yaml.safe_dump(_doc(tmp_path, **scheduler)))

@@ -131,7 +131,8 @@ def test_a_vocabulary_in_the_cache_gives_the_sweeps_counts(
     """Before the BPE is learned: marked estimates at data.vocab_size and no cache. After a
     sweep's planning learned it: the real counts, unmarked, and the cache untouched."""
     from sublayer_search.search.plan.experiment import load_experiment
-    from sublayer_search.search.plan.sweep_plan import plan_sweep, trial_table
+    from sublayer_search.search.plan.steps import plan_sweep
+    from sublayer_search.search.plan.sweep_plan import trial_table
 
     path = _tiny_experiment(tmp_path)
     assert main(["sweep", str(path), "--dry-run"]) == 0
@@ -161,7 +162,8 @@ def test_a_language_model_on_text_files_builds_no_token_cache(
     """Its vocabulary depends on the files: the dry run counts it without caching, and
     its counts are the sweep's."""
     from sublayer_search.search.plan.experiment import load_experiment
-    from sublayer_search.search.plan.sweep_plan import plan_sweep, trial_table
+    from sublayer_search.search.plan.steps import plan_sweep
+    from sublayer_search.search.plan.sweep_plan import trial_table
 
     for split, text in (("train", "to be or not to be\n" * 50), ("valid", "be not\n" * 5)):
         (tmp_path / f"{split}.txt").write_text(text)

@@ -14,7 +14,8 @@ import pytest
 
 from sublayer_search.search.cli.main import main
 from sublayer_search.search.plan.experiment import parse_experiment
-from sublayer_search.search.plan.sweep_plan import SweepPlan, plan_sweep
+from sublayer_search.search.plan.steps import plan_sweep
+from sublayer_search.search.plan.sweep_plan import SweepPlan
 
 REPO = Path(__file__).resolve().parents[2]
 PERMS = {"type": "permutations", "n_s": 3, "n_f": 3, "count": 4, "seed": 0}

@@ -25,7 +25,7 @@ def sweep():
     import ray
 
     from sublayer_search.search.plan.experiment import load_experiment
-    from sublayer_search.search.plan.sweep_plan import plan_sweep
+    from sublayer_search.search.plan.steps import plan_sweep
     from sublayer_search.search.run.sweep import run_sweep
 
     with scratch("export") as folder:
@@ -85,7 +85,7 @@ def test_replay_from_the_export_is_the_replay_from_mlflow(sweep, exported, capsy
     from mlflow.tracking import MlflowClient
 
     from sublayer_search.analysis.store.study_export import read_export
-    from sublayer_search.search.replay.from_export import sweep_from_export
+    from sublayer_search.search.recorded.from_export import sweep_from_export
     from sublayer_search.search.replay.store import load_sweep
 
     uri, _ = sweep

@@ -14,7 +14,8 @@ from sublayer_search.models.lm import OrderedLM
 from sublayer_search.models.seq2seq.model import OrderedSeq2Seq
 from sublayer_search.search.cli.main import main
 from sublayer_search.search.plan.experiment import parse_experiment
-from sublayer_search.search.plan.sweep_plan import plan_sweep, trial_table
+from sublayer_search.search.plan.steps import plan_sweep
+from sublayer_search.search.plan.sweep_plan import trial_table
 
 FAMILIES = [{"type": "par", "n": 3}, {"type": "macaron", "n": 3}]
 # par at 9 units: s f f f f (n_s 1) and s s s f f f (n_s 3); macaron3 = (hsh)^3

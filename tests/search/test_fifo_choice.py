@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from ray.tune.experiment import Trial as RayTrial
 from ray.tune.schedulers import FIFOScheduler
 
-from sublayer_search.search.run.schedulers import CandidateASHA, Fifo
+from sublayer_search.search.stopping.schedulers import CandidateASHA, Fifo
 
 STATUSES = (RayTrial.PENDING, RayTrial.RUNNING, RayTrial.PAUSED, RayTrial.TERMINATED,
             RayTrial.ERROR)

@@ -13,7 +13,8 @@ import yaml
 from sublayer_search.models.seq2seq.model import OrderedSeq2Seq
 from sublayer_search.search.cli.main import main
 from sublayer_search.search.plan.experiment import parse_experiment
-from sublayer_search.search.plan.sweep_plan import plan_sweep, trial_table
+from sublayer_search.search.plan.steps import plan_sweep
+from sublayer_search.search.plan.sweep_plan import trial_table
 
 GUIDANCE = [{"mode": "hard", "blocks": ["key_query"]},
             {"mode": "hard", "blocks": ["key_query"], "cross_attention": True},

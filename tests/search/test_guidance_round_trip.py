@@ -15,9 +15,9 @@ import pytest
 
 from sublayer_search.analysis.store.guidance_frame import guidance_fields
 from sublayer_search.models.guidance.config import GuidanceConfig
+from sublayer_search.search.core.variant import run_variant
 from sublayer_search.search.plan.experiment import parse_experiment
-from sublayer_search.search.plan.sweep_plan import plan_sweep
-from sublayer_search.search.plan.variant import run_variant
+from sublayer_search.search.plan.steps import plan_sweep
 from sublayer_search.search.tracking.callback import MlflowTracking
 from sublayer_search.search.tracking.runs import ensure_store, open_sweep_run
 from sublayer_search.spaces.errors import SpaceError

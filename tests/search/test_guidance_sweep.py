@@ -18,7 +18,8 @@ from sublayer_search.models.guidance.config import GuidanceConfig
 from sublayer_search.models.lm import OrderedLM
 from sublayer_search.search.cli.main import main
 from sublayer_search.search.plan.experiment import parse_experiment
-from sublayer_search.search.plan.sweep_plan import plan_sweep, trial_table
+from sublayer_search.search.plan.steps import plan_sweep
+from sublayer_search.search.plan.sweep_plan import trial_table
 
 GUIDANCE = [{"mode": "none"}, {"mode": "soft", "blocks": ["key_query"]},
             {"mode": "hard", "blocks": ["ffn", "key_query"]}]
@@ -157,7 +158,7 @@ def test_tiny_real_sweep_over_guidance_modes(tmp_path: Path, monkeypatch: pytest
 
 
 def test_optuna_chooses_guidance_as_a_categorical(tmp_path: Path) -> None:
-    from sublayer_search.search.searchers.tune import OptunaTrials
+    from sublayer_search.search.searchers.optuna_study import OptunaTrials
 
     plan = plan_sweep(parse_experiment(_lm(tmp_path, search={"algorithm": "optuna",
                                                               "num_samples": 8})))

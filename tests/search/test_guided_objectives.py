@@ -16,15 +16,17 @@ import pytest
 from mlflow.entities import Metric, Param, RunTag
 
 from sublayer_search.models.guidance.config import GuidanceConfig
+from sublayer_search.search.core.guidance_axis import cross
+from sublayer_search.search.core.observation import Observation
+from sublayer_search.search.core.trial import Trial
+from sublayer_search.search.core.variant import Variant, VariantCandidate, variant_key
 from sublayer_search.search.plan.experiment import parse_experiment
-from sublayer_search.search.plan.guidance_axis import cross
-from sublayer_search.search.plan.sweep_plan import SweepPlan, plan_sweep
-from sublayer_search.search.plan.trial import Trial
-from sublayer_search.search.plan.variant import Variant, VariantCandidate, variant_key
-from sublayer_search.search.searchers.observation import Observation
+from sublayer_search.search.plan.steps import plan_sweep
+from sublayer_search.search.plan.sweep_plan import SweepPlan
+from sublayer_search.search.plan.warm_start import warm_observations
+from sublayer_search.search.searchers.optuna_study import OptunaTrials
+from sublayer_search.search.searchers.registry import make_searcher
 from sublayer_search.search.searchers.surrogate import SurrogateSearcher
-from sublayer_search.search.searchers.tune import OptunaTrials, make_searcher
-from sublayer_search.search.searchers.warm_start import warm_observations
 from sublayer_search.search.tracking.runs import ensure_store
 from sublayer_search.spaces.records import Role, Tag, TrialStatus, final
 from sublayer_search.spaces.registry import expand
@@ -71,9 +73,9 @@ def test_each_guided_variant_is_told_its_own_parameter_count(tmp_path: Path) -> 
         searcher.on_trial_complete(f"t{i}", result={"val_bpc": 3.0 - i / 100})
     done = [t for t in inner.study.trials if t.state.name == "COMPLETE"]
     assert len(done) == 8
-    assert inner.by_k is not None  # one sandwich space: the study's parameter is k
+    assert inner.by_value is not None  # one sandwich space: the study's parameter is k
     for t in done:
-        order = inner.by_k[t.params["k"]].order
+        order = inner.by_value[t.params["k"]].order
         guidance = GuidanceConfig.from_label(t.params["guidance"])  # the study's choice
         ident = plan.task.identity(Variant(order=order, guidance=guidance))
         assert t.values[1] == exact[variant_key(order, ident)]

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import yaml
 
-from sublayer_search.search.plan.experiment import config_hash, parse_experiment
-from sublayer_search.search.plan.sweep_plan import plan_sweep
+from sublayer_search.search.core.config_hash import config_hash
+from sublayer_search.search.plan.experiment import parse_experiment
+from sublayer_search.search.plan.steps import plan_sweep
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -16,11 +16,11 @@ from shipped_study import check_programme
 from sublayer_search.analysis.store.study_export import BUILTIN_EXPORTS, builtin_export
 from sublayer_search.search.cli.main import main
 from sublayer_search.search.plan.experiment import load_experiment
-from sublayer_search.search.replay.calibration import CURVE_STUDIES
+from sublayer_search.search.recorded.from_export import sweep_from_export
 from sublayer_search.search.replay.engine import SchedulerSettings, replay
-from sublayer_search.search.replay.from_export import sweep_from_export
 from sublayer_search.search.searchers.prior import BUILTIN_PRIORS, resolve_prior
 from sublayer_search.search.searchers.yardstick import eps_good, seed_noise
+from sublayer_search.search.stopping.calibration import CURVE_STUDIES
 
 REPO = Path(__file__).resolve().parents[2]
 HELD_OUT = ("heldout_budget32", "heldout_wikichars")

@@ -15,7 +15,8 @@ from sublayer_search.models.seq2seq.config import Seq2SeqConfig, seq2seq_param_c
 from sublayer_search.models.seq2seq.iot_config import IOTConfig, iot_param_count
 from sublayer_search.search.cli.main import main
 from sublayer_search.search.plan.experiment import parse_experiment
-from sublayer_search.search.plan.sweep_plan import SweepPlan, plan_sweep
+from sublayer_search.search.plan.steps import plan_sweep
+from sublayer_search.search.plan.sweep_plan import SweepPlan
 from sublayer_search.spaces.order import interleaved
 
 DIMS = {"d_model": 32, "n_heads": 2, "d_ff": 64, "dropout": 0.0}

@@ -15,12 +15,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from sublayer_search.search.core.observation import Observation
+from sublayer_search.search.core.variant import VariantCandidate, variant_key
 from sublayer_search.search.plan.experiment import parse_experiment
-from sublayer_search.search.plan.sweep_plan import SweepPlan, plan_sweep
-from sublayer_search.search.plan.variant import VariantCandidate, variant_key
-from sublayer_search.search.searchers.observation import Observation
+from sublayer_search.search.plan.steps import plan_sweep
+from sublayer_search.search.plan.sweep_plan import SweepPlan
+from sublayer_search.search.searchers.registry import make_searcher
 from sublayer_search.search.searchers.surrogate import SurrogateSearcher
-from sublayer_search.search.searchers.tune import make_searcher
 
 
 def _plan(tmp_path: Path, algorithm: str, num_samples: int) -> SweepPlan:

@@ -52,7 +52,7 @@ def test_training_still_finds_torch_lazily() -> None:
     """The lazy package exports resolve to the real objects on first use."""
     from sublayer_search import models
     from sublayer_search.models.lm import OrderedLM
-    from sublayer_search.models.lm_family import TrialSpec as Reexported
+    from sublayer_search.models.lm_workload import TrialSpec as Reexported
     from sublayer_search.models.specs import TrialSpec
 
     assert models.OrderedLM is OrderedLM

@@ -24,7 +24,7 @@ import yaml
 
 from sublayer_search.analysis.store.study_export import builtin_export
 from sublayer_search.search.plan.experiment import load_experiment, parse_experiment
-from sublayer_search.search.plan.sweep_plan import plan_sweep
+from sublayer_search.search.plan.steps import plan_sweep
 
 REPO = Path(__file__).resolve().parents[2]
 TOLERANCE_BPC = 0.01
@@ -38,7 +38,7 @@ class _FirstEvaluation(Exception):
 
 
 def _first_evaluation(spec: Any, every: int) -> dict[str, Any]:
-    from sublayer_search.models.lm_family import fit
+    from sublayer_search.models.lm_workload import fit
 
     def report(metrics: dict[str, Any], checkpoint: str | None = None) -> None:
         if metrics.get("step") == every:

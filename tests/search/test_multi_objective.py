@@ -16,7 +16,7 @@ import yaml
 
 from sublayer_search.analysis.store.frame import trials_frame
 from sublayer_search.analysis.studies.pareto import pareto_front, plot_pareto
-from sublayer_search.search.searchers.tune import OptunaTrials
+from sublayer_search.search.searchers.optuna_study import OptunaTrials
 from sublayer_search.spaces.registry import expand
 
 SPACES = [
@@ -100,7 +100,7 @@ def test_multi_objective_measures_new_points_and_no_replicates(sampler: str, see
 
 
 def test_a_warm_started_point_is_measured() -> None:
-    from sublayer_search.search.searchers.observation import Observation
+    from sublayer_search.search.core.observation import Observation
 
     searcher, statics = _mo_searcher("nsga2", 1, num_samples=20, seeds=[0])
     searcher.warm_start([Observation(order="ssf", seed=0, value=2.5)])  # params 3: measured
@@ -124,7 +124,7 @@ def test_enqueued_fallback_when_the_sampler_keeps_to_measured_points(
         searcher = OptunaTrials(cands, metric="val_bpc", objectives=["val_bpc", "params"],
                                 statics=statics, sampler="nsga2", seed=2, num_samples=20,
                                 seeds=[0])
-        assert searcher.by_k is not None
+        assert searcher.by_value is not None
     out = [o for o, _ in _drive(searcher)]
     assert sorted(out) == sorted(statics) and searcher.pruned == 0
     assert len({statics[o]["params"] for o in out[:3]}) == 3
@@ -151,8 +151,8 @@ def test_replicates_from_the_experiment_and_refused_below_one() -> None:
     from pydantic import ValidationError
 
     from sublayer_search.search.plan.experiment import parse_experiment
-    from sublayer_search.search.plan.sweep_plan import plan_sweep
-    from sublayer_search.search.searchers.tune import make_searcher
+    from sublayer_search.search.plan.steps import plan_sweep
+    from sublayer_search.search.searchers.registry import make_searcher
 
     raw: dict[str, Any] = {
         "name": "mo", "space": SPACES, "seeds": [0], "baseline": {"enabled": False},
@@ -249,7 +249,7 @@ def test_real_multi_objective_sweep_then_warm_evolution(tmp_path: Path) -> None:
 
     from sublayer_search.search.cli.main import main
     from sublayer_search.search.plan.experiment import load_experiment
-    from sublayer_search.search.plan.sweep_plan import plan_sweep
+    from sublayer_search.search.plan.steps import plan_sweep
     from sublayer_search.search.run.sweep import run_sweep
 
     def doc(name: str, search: dict[str, Any], baseline: dict[str, Any]) -> Path:

@@ -29,10 +29,10 @@ from s3_helpers import s3_server
 
 from sublayer_search.models.config import model_preset
 from sublayer_search.models.data import DataConfig
-from sublayer_search.models.lm_family import TrainConfig, TrialSpec, fit
+from sublayer_search.models.lm_workload import TrainConfig, TrialSpec, fit
 from sublayer_search.search.cli.main import main
 from sublayer_search.search.plan.experiment import parse_experiment
-from sublayer_search.search.plan.sweep_plan import plan_sweep
+from sublayer_search.search.plan.steps import plan_sweep
 
 TRAIN = {"steps": 6, "batch_size": 8, "eval_every": 2, "eval_batches": 2, "device": "cpu",
          "precision": "fp32"}

@@ -26,8 +26,8 @@ from helpers import SUBLAYER, run_cli, start, tail, wait_while_running
 from s3_helpers import S3Server, s3_server
 from sweep_watch import trial_runs, wait_for_trials
 
+from sublayer_search.search.core.problems import ExperimentError
 from sublayer_search.search.plan.experiment import parse_experiment
-from sublayer_search.search.plan.problems import ExperimentError
 
 BUCKET = "sweeps"
 ORDERS = ["sfsf", "ssff", "fsfs"]

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from sublayer_search.search.cli.main import main
-from sublayer_search.search.oneshot.plan import (
+from sublayer_search.search.oneshot.stages import (
     ESTIMATE_PARAM,
     RANK_PARAM,
     chosen,
@@ -25,7 +25,7 @@ from sublayer_search.search.oneshot.plan import (
     stage_two,
 )
 from sublayer_search.search.plan.experiment import load_experiment, parse_experiment
-from sublayer_search.search.plan.sweep_plan import plan_sweep
+from sublayer_search.search.plan.steps import plan_sweep
 from sublayer_search.search.searchers.prior import resolve_prior
 
 ORDERS = ["sfsf", "ssff", "ffss", "fsfs", "sffs"]
@@ -174,7 +174,7 @@ def test_dry_run_of_the_shipped_oneshot_config_imports_no_heavy_library(tmp_path
 
 def test_the_monitored_orders_agree_with_the_model_side() -> None:
     from sublayer_search.models.supernet.train import MONITOR_ORDERS
-    from sublayer_search.search.oneshot.plan import MONITOR_ORDERS as PLANNED
+    from sublayer_search.search.oneshot.stages import MONITOR_ORDERS as PLANNED
 
     assert PLANNED == MONITOR_ORDERS
 
@@ -189,7 +189,9 @@ def test_stage_two_takes_the_top_k_and_merges_the_baseline_order(tmp_path: Path)
         for r, o in enumerate(["fsfs", "sfsf", "ffss", "ssff", "sffs"], 1)
     ]
     stage2 = stage_two(plan, list(reversed(ranking)))
-    assert stage2.experiment.search.algorithm == "grid"  # runs as a grid of fixed trials
+    assert stage2.algorithm == "grid"  # runs as a grid of fixed trials
+    assert stage2.experiment.search.algorithm == "oneshot"  # the file as written
+    assert stage2.history[-1] == "stage one"
     got = [(t.order, t.seed, t.baseline, t.params.get(RANK_PARAM)) for t in stage2.trials]
     assert got == [
         ("sfsf", 0, True, 2),
@@ -363,7 +365,7 @@ def test_a_failed_supernet_task_fails_its_run_and_the_sweep_with_exit_1(
 ) -> None:
     from mlflow.tracking import MlflowClient
 
-    from sublayer_search.search.run.trainable import FAIL_ENV
+    from sublayer_search.search.core.injected_failure import FAIL_ENV
 
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv(FAIL_ENV, "supernet")  # the stage-1 task raises before training

@@ -9,9 +9,9 @@ from typing import Any
 
 from test_oneshot import ONESHOT, _doc
 
-from sublayer_search.search.oneshot.plan import RANK_PARAM, chosen, stage_two
+from sublayer_search.search.oneshot.stages import RANK_PARAM, chosen, stage_two
 from sublayer_search.search.plan.experiment import parse_experiment
-from sublayer_search.search.plan.sweep_plan import plan_sweep
+from sublayer_search.search.plan.steps import plan_sweep
 
 
 def _rows(means: list[float], sems: list[float], orders: list[str]) -> list[dict[str, Any]]:
@@ -60,7 +60,7 @@ def test_stage_two_trains_the_tied_orders_with_their_rank(tmp_path: Path) -> Non
 def test_prior_picks_the_best_prior_orders_the_ranking_left_out() -> None:
     from dataclasses import replace
 
-    from sublayer_search.search.oneshot.plan import prior_picks
+    from sublayer_search.search.oneshot.stages import prior_picks
     from sublayer_search.search.searchers.prior import resolve_prior
 
     prior = resolve_prior("press2020")  # more s low and more f high ranks better
@@ -79,7 +79,7 @@ def test_prior_picks_the_best_prior_orders_the_ranking_left_out() -> None:
 
 
 def test_stage_two_adds_the_prior_picks_marked_as_such(tmp_path: Path) -> None:
-    from sublayer_search.search.oneshot.plan import PICK_PARAM
+    from sublayer_search.search.oneshot.stages import PICK_PARAM
     from sublayer_search.search.searchers.prior import resolve_prior
 
     search = {**ONESHOT, "top_k": 1, "prior": "press2020",

@@ -16,7 +16,7 @@ import sublayer_search.search.plan.sweep_plan  # noqa: F401  (planning's modules
 import sublayer_search.search.tasks.lm  # noqa: F401
 from sublayer_search.search.cli.main import main
 from sublayer_search.search.plan.experiment import load_experiment
-from sublayer_search.search.plan.sweep_plan import plan_sweep
+from sublayer_search.search.plan.steps import plan_sweep
 from sublayer_search.spaces import order as order_module
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,20 +14,18 @@ import pytest
 import yaml
 
 from sublayer_search.analysis.papers import press_paper as paper
+from sublayer_search.search.core.trial import Trial
 from sublayer_search.search.plan.experiment import parse_experiment
-from sublayer_search.search.plan.sweep_plan import plan_sweep
-from sublayer_search.search.plan.trial import Trial
+from sublayer_search.search.plan.steps import plan_sweep
+from sublayer_search.search.searchers.evolution_searcher import EvolutionSearcher
+from sublayer_search.search.searchers.grid_searcher import GridSearcher
+from sublayer_search.search.searchers.optuna_study import OptunaTrials
 from sublayer_search.search.searchers.oracle import OrderTable, drive, evaluations_to_top
+from sublayer_search.search.searchers.registry import make_searcher
 from sublayer_search.search.searchers.surrogate import (
     SurrogateSearcher,
     expected_improvement,
     gp_predict,
-)
-from sublayer_search.search.searchers.tune import (
-    EvolutionSearcher,
-    GridSearcher,
-    OptunaTrials,
-    make_searcher,
 )
 from sublayer_search.spaces.cost import f_units_for, units
 from sublayer_search.spaces.features import order_features

@@ -248,7 +248,7 @@ def test_opening_the_sweep_rides_out_an_outage(tmp_path: Path,
     import threading
 
     from sublayer_search.search.plan.experiment import load_experiment
-    from sublayer_search.search.plan.sweep_plan import plan_sweep
+    from sublayer_search.search.plan.steps import plan_sweep
     from sublayer_search.search.run.sweep import _open
     from sublayer_search.search.tracking.buffer import TrackingOutage, ride_out
     from sublayer_search.spaces.records import Tag

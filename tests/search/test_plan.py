@@ -10,9 +10,10 @@ import ray
 import yaml
 
 from sublayer_search.search.cli.main import main
+from sublayer_search.search.core.problems import ExperimentError
 from sublayer_search.search.plan.experiment import load_experiment, parse_experiment
-from sublayer_search.search.plan.problems import ExperimentError
-from sublayer_search.search.plan.sweep_plan import SweepPlan, plan_sweep, trial_table
+from sublayer_search.search.plan.steps import plan_sweep
+from sublayer_search.search.plan.sweep_plan import SweepPlan, trial_table
 from sublayer_search.spaces.cost import units
 from sublayer_search.spaces.order import interleaved, sandwich_order
 

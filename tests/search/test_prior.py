@@ -23,10 +23,10 @@ from sublayer_search.search.searchers.prior import (
     builtin_tables,
     fit_prior,
     load_tables,
-    prior_for,
     resolve_prior,
     same_study,
 )
+from sublayer_search.search.searchers.queue import prior_for
 from sublayer_search.search.searchers.surrogate import SurrogateSearcher
 from sublayer_search.spaces.order import sandwich_order
 from sublayer_search.spaces.registry import expand
@@ -235,8 +235,8 @@ def test_benchmark_leaves_the_judged_study_out_by_content(tmp_path, capsys):
 
 def test_a_sweep_plan_hands_its_prior_to_the_surrogate(tmp_path):
     from sublayer_search.search.plan.experiment import load_experiment
-    from sublayer_search.search.plan.sweep_plan import plan_sweep
-    from sublayer_search.search.searchers.tune import make_searcher
+    from sublayer_search.search.plan.steps import plan_sweep
+    from sublayer_search.search.searchers.registry import make_searcher
 
     plan = plan_sweep(load_experiment(_experiment(tmp_path, prior="mini_press2020")))
     inner = make_searcher(plan).inner
@@ -259,10 +259,10 @@ IOT_SPACE = {"task": "translation",
 
 @pytest.mark.parametrize("space", [GUIDED_SPACE, IOT_SPACE], ids=["guided", "iot"])
 def test_prior_shapes_guided_and_iot_pools(tmp_path, space):
+    from sublayer_search.search.core.variant import variant_of
     from sublayer_search.search.plan.experiment import parse_experiment
-    from sublayer_search.search.plan.sweep_plan import plan_sweep
-    from sublayer_search.search.plan.variant import variant_of
-    from sublayer_search.search.searchers.tune import make_searcher
+    from sublayer_search.search.plan.steps import plan_sweep
+    from sublayer_search.search.searchers.registry import make_searcher
 
     doc = {"name": "prior_pools", "seeds": [0], "baseline": {"enabled": False},
            "train": {"steps": 4, "eval_every": 2},
@@ -312,7 +312,7 @@ def test_an_experiment_of_the_store_is_a_prior(tmp_path):
 
 
 def test_evolution_draws_its_first_population_best_prior_first():
-    from sublayer_search.search.searchers.tune import EvolutionSearcher
+    from sublayer_search.search.searchers.evolution_searcher import EvolutionSearcher
 
     pool = expand("permutations", {"n_s": 4, "n_f": 4, "count": 20, "seed": 5})
     prior = resolve_prior("press2020")

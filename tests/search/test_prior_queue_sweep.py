@@ -43,7 +43,7 @@ def _experiment(tmp_path: Path) -> Path:
 
 def _planned_queue(path: Path) -> list[str]:
     from sublayer_search.search.plan.experiment import load_experiment
-    from sublayer_search.search.plan.sweep_plan import plan_sweep
+    from sublayer_search.search.plan.steps import plan_sweep
 
     plan = plan_sweep(load_experiment(path), str(path), check_resources=False)
     assert plan.prior is not None and plan.prior.weight > 0

@@ -13,8 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from sublayer_search.search.plan.trial import Trial
-from sublayer_search.search.plan.variant import Variant
+from sublayer_search.search.core.trial import Trial
+from sublayer_search.search.core.variant import Variant
 from sublayer_search.search.run.progress import (
     Snapshot,
     SweepProgress,

@@ -16,8 +16,8 @@ from shipped_study import check_programme
 
 from sublayer_search.analysis.store.study_export import BUILTIN_EXPORTS, builtin_export
 from sublayer_search.search.plan.experiment import load_experiment, parse_experiment
+from sublayer_search.search.recorded.from_export import sweep_from_export
 from sublayer_search.search.replay.engine import SchedulerSettings, replay
-from sublayer_search.search.replay.from_export import sweep_from_export
 
 REPO = Path(__file__).resolve().parents[2]
 METRIC = "val_bpc"

@@ -7,14 +7,14 @@ from __future__ import annotations
 import pytest
 
 from sublayer_search.search.cli.main import main
-from sublayer_search.search.replay.arrival import (
+from sublayer_search.search.recorded.arrival import (
     concurrency,
     in_prior_order,
     judged_table,
     retime,
 )
+from sublayer_search.search.recorded.from_export import open_export, sweep_from_export
 from sublayer_search.search.replay.engine import Curve, Point, ReplayError
-from sublayer_search.search.replay.from_export import open_export, sweep_from_export
 from sublayer_search.search.searchers.prior import OrderPrior, builtin_tables, same_study
 from sublayer_search.search.searchers.queue import prior_queue
 

@@ -13,8 +13,10 @@ from curve_helpers import curve as _curve
 from curve_helpers import shape as _shape
 
 from sublayer_search.search.cli.main import main
-from sublayer_search.search.replay.arrival import judged_table
-from sublayer_search.search.replay.calibration import (
+from sublayer_search.search.recorded.arrival import judged_table
+from sublayer_search.search.recorded.from_export import open_export, sweep_from_export
+from sublayer_search.search.replay.engine import Curve, Point, SchedulerSettings, replay
+from sublayer_search.search.stopping.calibration import (
     SAFETY,
     Calibration,
     calibrate,
@@ -23,9 +25,7 @@ from sublayer_search.search.replay.calibration import (
     comeback_events,
     deficit,
 )
-from sublayer_search.search.replay.engine import Curve, Point, SchedulerSettings, replay
-from sublayer_search.search.replay.from_export import open_export, sweep_from_export
-from sublayer_search.search.run.comeback_stopping import ComebackStopping
+from sublayer_search.search.stopping.comeback import ComebackStopping
 
 
 def _flat(comeback: float) -> Calibration:

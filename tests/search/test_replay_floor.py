@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from sublayer_search.search.cli.main import main
+from sublayer_search.search.recorded.from_export import open_export, sweep_from_export
 from sublayer_search.search.replay.engine import Curve, Point, SchedulerSettings, replay
 from sublayer_search.search.replay.floor import compute_floor
-from sublayer_search.search.replay.from_export import open_export, sweep_from_export
 from sublayer_search.spaces.records import direction
 
 K = 3

@@ -12,7 +12,7 @@ import yaml
 from helpers import scratch
 
 from sublayer_search.search.plan.experiment import load_experiment
-from sublayer_search.search.plan.sweep_plan import plan_sweep
+from sublayer_search.search.plan.steps import plan_sweep
 
 pytestmark = pytest.mark.slow
 

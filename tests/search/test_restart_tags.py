@@ -18,7 +18,7 @@ from helpers import write_experiment
 from mlflow.tracking import MlflowClient
 
 from sublayer_search.search.plan.experiment import load_experiment
-from sublayer_search.search.plan.sweep_plan import plan_sweep
+from sublayer_search.search.plan.steps import plan_sweep
 from sublayer_search.search.tracking.callback import RESTARTS, MlflowTracking
 from sublayer_search.search.tracking.runs import ensure_store, open_sweep_run
 

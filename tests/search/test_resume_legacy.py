@@ -13,9 +13,9 @@ import yaml
 from ray.tune.utils.serialization import TuneFunctionEncoder
 
 from sublayer_search.search.cli.main import main
+from sublayer_search.search.core.trial import Trial
+from sublayer_search.search.core.variant import Variant
 from sublayer_search.search.plan.storage import Storage
-from sublayer_search.search.plan.trial import Trial
-from sublayer_search.search.plan.variant import Variant
 from sublayer_search.search.run.state_format import legacy_trials
 
 RUN = "legacy-20261126-040352"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from mlflow.tracking import MlflowClient
 
-from sublayer_search.search.plan.trial import Trial
-from sublayer_search.search.plan.variant import Subset, Variant, run_variant
+from sublayer_search.search.core.trial import Trial
+from sublayer_search.search.core.variant import Subset, Variant, run_variant
 from sublayer_search.search.tasks import LMTask, TranslationTask
 from sublayer_search.search.tracking.runs import ensure_store, finished_trials
 

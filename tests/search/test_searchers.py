@@ -20,26 +20,25 @@ import pytest
 import ray
 from searcher_contract import FINISHED, METRIC, Case, Driver, objective
 
-from sublayer_search.search.oneshot.plan import stage_two
+from sublayer_search.search.core.trial import Trial
+from sublayer_search.search.oneshot.stages import stage_two
 from sublayer_search.search.plan.experiment import parse_experiment
-from sublayer_search.search.plan.sweep_plan import SweepPlan, plan_sweep
-from sublayer_search.search.plan.trial import Trial
+from sublayer_search.search.plan.steps import plan_sweep
+from sublayer_search.search.plan.sweep_plan import SweepPlan
 from sublayer_search.search.searchers.base import Stateful
+from sublayer_search.search.searchers.evolution_searcher import EvolutionSearcher
+from sublayer_search.search.searchers.grid_searcher import GridSearcher
+from sublayer_search.search.searchers.optuna_study import OptunaTrials
 from sublayer_search.search.searchers.registry import (
     SearchAlgorithm,
+    make_searcher,
     register_searcher,
     search_algorithm,
     searcher_names,
     unregister_searcher,
 )
 from sublayer_search.search.searchers.surrogate import SurrogateSearcher
-from sublayer_search.search.searchers.tune import (
-    EvolutionSearcher,
-    GridSearcher,
-    OptunaTrials,
-    WithBaseline,
-    make_searcher,
-)
+from sublayer_search.search.searchers.with_baseline import WithBaseline
 from sublayer_search.spaces.cost import units
 from sublayer_search.spaces.order import interleaved, parse_order, sandwich_order
 from sublayer_search.spaces.registry import expand
@@ -345,8 +344,9 @@ def test_optuna_sandwich_suggests_k_in_range(ks: list[int] | None) -> None:
 @pytest.mark.parametrize("algorithm", ["optuna", "evolution"])
 def test_adaptive_searchers_never_repeat_a_baseline_trial(algorithm: str) -> None:
     """The baseline order inside the space (sandwich k=0) must not be trained twice per seed."""
+    own = {"population": 2} if algorithm == "evolution" else {}  # its own settings
     plan = _plan({"type": "sandwich", "n": 2}, algorithm=algorithm, num_samples=6,
-                 seeds=[0], baseline={"seeds": 1}, population=2)
+                 seeds=[0], baseline={"seeds": 1}, **own)
     assert plan.trials[0].order == interleaved(2) == plan.candidates[0].order
     out = Driver(make_searcher(plan)).run()
     pairs = [(o["trial"].order, o["trial"].seed) for o in out]

@@ -85,7 +85,7 @@ def watched_sweep(tmp_path_factory):
     from ray._raylet import AuthenticationTokenLoader, Config
 
     from sublayer_search.search.plan.experiment import load_experiment
-    from sublayer_search.search.plan.sweep_plan import plan_sweep
+    from sublayer_search.search.plan.steps import plan_sweep
     from sublayer_search.search.run.sweep import run_sweep
 
     assert not ray.is_initialized(), "another test left Ray running"

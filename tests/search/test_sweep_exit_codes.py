@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from sublayer_search.search.cli.main import main
-from sublayer_search.search.run.trainable import FAIL_ENV
+from sublayer_search.search.core.injected_failure import FAIL_ENV
 
 pytestmark = pytest.mark.slow
 

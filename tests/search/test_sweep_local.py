@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sublayer_search.search.core.injected_failure import FAIL_ENV
 from sublayer_search.search.plan.experiment import load_experiment
-from sublayer_search.search.plan.sweep_plan import plan_sweep
-from sublayer_search.search.run.trainable import FAIL_ENV
+from sublayer_search.search.plan.steps import plan_sweep
 
 pytestmark = pytest.mark.slow
 

@@ -20,17 +20,17 @@ from sublayer_search.models.config import ModelConfig, model_preset
 from sublayer_search.models.lm import OrderedLM
 from sublayer_search.models.train_config import TrainConfig
 from sublayer_search.models.training_loop import (
-    Family,
     FitResult,
-    Report,
+    Reporter,
     Scores,
     StepContext,
+    Workload,
     train,
 )
+from sublayer_search.search.core.problems import ExperimentError, Problem
+from sublayer_search.search.core.variant import Variant, VariantCandidate
 from sublayer_search.search.plan.experiment import load_experiment
-from sublayer_search.search.plan.problems import ExperimentError, Problem
-from sublayer_search.search.plan.sweep_plan import plan_sweep
-from sublayer_search.search.plan.variant import Variant, VariantCandidate
+from sublayer_search.search.plan.steps import plan_sweep
 from sublayer_search.search.tasks import Task, register, task_names, unregister, validate_section
 from sublayer_search.search.tracking.runs import metrics_of
 from sublayer_search.spaces.candidate import Candidate
@@ -52,7 +52,7 @@ class CycleSpec:
     train: TrainConfig
 
 
-class CycleFamily(Family):
+class CycleFamily(Workload):
     """Next-token prediction on a cycle; reports an extra metric no other file knows."""
 
     metric = "val_cycle_loss"
@@ -120,7 +120,7 @@ class CycleTask(Task[ModelConfig, CycleData, None, CycleSpec]):
         return {"units": units(variant.order), "params": param_count(model),
                 "flops_per_token": flops_per_token(model)}
 
-    def fit(self, spec: CycleSpec, report: Report, *, checkpoint_dir: str | None = None,
+    def fit(self, spec: CycleSpec, report: Reporter, *, checkpoint_dir: str | None = None,
             resume_from: str | None = None) -> FitResult:
         return train(spec.train, CycleFamily(spec), report, checkpoint_dir=checkpoint_dir,
                      resume_from=resume_from)

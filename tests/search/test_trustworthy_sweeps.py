@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from sublayer_search.search.plan.experiment import load_experiment
-from sublayer_search.search.plan.sweep_plan import plan_sweep
+from sublayer_search.search.plan.steps import plan_sweep
 
 TINY_TRAIN = {"steps": 30, "batch_size": 8, "eval_every": 10, "eval_batches": 2, "lr": 0.003}
 

@@ -12,7 +12,7 @@ import pytest
 from helpers import write_experiment
 
 from sublayer_search.search.plan.experiment import load_experiment
-from sublayer_search.search.plan.sweep_plan import plan_sweep
+from sublayer_search.search.plan.steps import plan_sweep
 from sublayer_search.search.run.progress import SweepProgress, render, snapshot
 from sublayer_search.search.run.tuning import result_rows
 from sublayer_search.search.tracking.callback import MlflowTracking

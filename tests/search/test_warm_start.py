@@ -9,14 +9,15 @@ import numpy as np
 import pytest
 import yaml
 
-from sublayer_search.search.searchers.observation import Observation
+from sublayer_search.search.core.observation import Observation
+from sublayer_search.search.searchers.evolution_searcher import EvolutionSearcher
+from sublayer_search.search.searchers.optuna_study import OptunaTrials
 from sublayer_search.search.searchers.oracle import OrderTable, drive
 from sublayer_search.search.searchers.surrogate import (
     SurrogateSearcher,
     expected_improvement,
     gp_predict,
 )
-from sublayer_search.search.searchers.tune import EvolutionSearcher, OptunaTrials
 from sublayer_search.spaces.registry import expand
 
 POOL = expand("permutations", {"n_s": 4, "n_f": 4, "count": 30, "seed": 1})

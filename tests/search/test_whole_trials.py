@@ -24,7 +24,7 @@ from mlflow.tracking import MlflowClient
 
 from sublayer_search.search.cli.main import main
 from sublayer_search.search.run.workers import WholeTrials, whole_trials
-from sublayer_search.search.searchers.tune import GridSearcher
+from sublayer_search.search.searchers.grid_searcher import GridSearcher
 
 ORDERS = ["sfsf", "fsfs", "ssff", "ffss"]
 # device cpu: the fake GPUs are held for scheduling, and torch here has no CUDA (with

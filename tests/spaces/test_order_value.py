@@ -10,7 +10,7 @@ import pickle
 import pytest
 
 from sublayer_search.models.config import ModelConfig
-from sublayer_search.search.plan.variant import Variant
+from sublayer_search.search.core.variant import Variant
 from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.errors import OrderError
 from sublayer_search.spaces.order import Order, interleaved, parse_order, sandwich_order

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 from sublayer_search.search.searchers.registry import SearchAlgorithm, register_searcher
 
 if TYPE_CHECKING:
-    from sublayer_search.search.plan.sweep_plan import SweepPlan
     from sublayer_search.search.searchers.base import Stateful
+    from sublayer_search.search.searchers.search_input import SearchInput
 
 
 @register_searcher("grid")
@@ -24,7 +24,7 @@ class Grid(SearchAlgorithm):
     why_not = {"takes_warm_start": "reuse: true takes finished trials of a grid"}
 
     @classmethod
-    def make(cls, plan: SweepPlan) -> Stateful:
-        from sublayer_search.search.searchers.tune import GridSearcher
+    def make(cls, plan: SearchInput) -> Stateful:
+        from sublayer_search.search.searchers.grid_searcher import GridSearcher
 
         return GridSearcher(plan.trials, metric=plan.metric, mode=plan.mode)

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from sublayer_search.search.searchers.registry import SearchAlgorithm, register_searcher
 
 if TYPE_CHECKING:
-    from sublayer_search.search.plan.sweep_plan import SweepPlan
     from sublayer_search.search.searchers.base import Stateful
+    from sublayer_search.search.searchers.search_input import SearchInput
 
 
 @register_searcher("surrogate")
@@ -21,9 +21,9 @@ class Surrogate(SearchAlgorithm):
     takes_prior = True
 
     @classmethod
-    def make(cls, plan: SweepPlan) -> Stateful:
+    def make(cls, plan: SearchInput) -> Stateful:
         from sublayer_search.search.searchers.surrogate import SurrogateSearcher
-        from sublayer_search.search.searchers.tune import baseline_first
+        from sublayer_search.search.searchers.with_baseline import baseline_first
 
         exp = plan.experiment
         f_units, c_units = plan.task.unit_costs(plan.model)
