@@ -14,15 +14,14 @@ the first lookup. :meth:`SearchAlgorithm.make` builds the Ray Tune searcher, a
 
 from __future__ import annotations
 
-import importlib
 import math
-import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pydantic
 from pydantic_core import PydanticCustomError
 
+from sublayer_search.search.core.modules import import_every_module
 from sublayer_search.search.core.problems import Problem, from_validation_error
 from sublayer_search.search.core.scalars import strict_scalars
 from sublayer_search.search.core.section import Refused
@@ -127,7 +126,6 @@ class SearchAlgorithm:
 
 
 _SEARCHERS: dict[str, type[SearchAlgorithm]] = {}
-_loaded = False
 
 
 def register_searcher(name: str) -> Callable[[type[SearchAlgorithm]], type[SearchAlgorithm]]:
@@ -148,12 +146,7 @@ def unregister_searcher(name: str) -> None:
 
 
 def _load() -> None:
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        package = importlib.import_module(BUILTIN)
-        for module in pkgutil.iter_modules(package.__path__):
-            importlib.import_module(f"{BUILTIN}.{module.name}")
+    import_every_module(BUILTIN)
 
 
 def searcher_names(**capabilities: bool | int | str) -> tuple[str, ...]:

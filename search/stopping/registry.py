@@ -7,13 +7,12 @@ registered rules' settings (:func:`scheduler_section`).
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable
 from typing import Annotated, Any, Union
 
 from pydantic import BeforeValidator, Discriminator, Tag
 
+from sublayer_search.search.core.modules import import_every_module
 from sublayer_search.search.core.problems import Problem
 from sublayer_search.search.stopping.rule import StoppingRule, StoppingSettings
 from sublayer_search.spaces.problems import ProblemError
@@ -24,7 +23,6 @@ BUILTIN = "sublayer_search.search.stopping.rules"
 DEFAULT_RULE = "fifo"
 """What a sweep runs without ``scheduler.type``: every trial to the end."""
 _RULES: dict[str, type[StoppingRule]] = {}
-_loaded = False
 
 
 def register_rule(name: str) -> Callable[[type[StoppingRule]], type[StoppingRule]]:
@@ -39,12 +37,7 @@ def register_rule(name: str) -> Callable[[type[StoppingRule]], type[StoppingRule
 
 
 def _load() -> None:
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        package = importlib.import_module(BUILTIN)
-        for module in pkgutil.iter_modules(package.__path__):
-            importlib.import_module(f"{BUILTIN}.{module.name}")
+    import_every_module(BUILTIN)
 
 
 def rule_names() -> tuple[str, ...]:
