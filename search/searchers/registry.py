@@ -207,7 +207,8 @@ def _misplaced(raw: dict[str, Any], algorithm: str) -> list[Problem]:
 
 def read_search(raw: object) -> SearchSection | Refused:
     """The section as the settings of its searcher; a :class:`Refused` keeping them when
-    it also holds other searchers' settings (named), a ``ProblemError`` for the rest."""
+    only some keys are wrong (another searcher's setting, a quoted number, a bad
+    ``supernet``: the file's other checks still run), a ``ProblemError`` otherwise."""
     if isinstance(raw, SearchSection):
         return raw
     section = mapping(raw)
@@ -220,19 +221,17 @@ def read_search(raw: object) -> SearchSection | Refused:
                if v is not None or k in settings.model_fields or k not in _owners()}
     misplaced = _misplaced(section, algorithm)
     moved = {p.path.removeprefix("search.") for p in misplaced}
-    rest, problems = strict_scalars(settings, {k: v for k, v in section.items()
-                                               if k not in moved}, "search")
-    value: SearchSection | None = None
+    rest, quoted = strict_scalars(settings, {k: v for k, v in section.items()
+                                             if k not in moved}, "search")
     try:
         value = settings.model_validate(rest)
-    except pydantic.ValidationError as err:
-        problems += from_validation_error(err, "search", model=settings)
-    refused = [v for _, v in value if isinstance(v, Refused)] if value is not None else []
-    found = [p for r in refused for p in r.problems] + misplaced  # settings read whole
-    if problems or value is None:
-        raise ProblemError(problems + found)
+    except pydantic.ValidationError as err:  # the section stands no more: every problem now
+        raise ProblemError(quoted + from_validation_error(err, "search", model=settings)
+                           + misplaced) from None
+    refused = [v for _, v in value if isinstance(v, Refused)]  # settings read whole
     if refused:
         value = value.model_copy(update={k: v.kept for k, v in value if isinstance(v, Refused)})
+    found = quoted + [p for r in refused for p in r.problems] + misplaced
     return Refused(tuple(found), value) if found else value
 
 
