@@ -129,7 +129,9 @@ class Experiment(Strict):
     None for a task without one."""
     resources: Resources = Field(default_factory=Resources)
     max_concurrent: int | None = Field(None, ge=1)
-    scheduler: SchedulerSection = Field(default_factory=FifoSettings)
+    scheduler: Annotated[SchedulerSection, PlainSerializer(_plain)] = Field(
+        default_factory=FifoSettings)
+    """The stopping rule ``type`` names, and its settings (declared beside it)."""
     search: Annotated[SearchSection, OWN_CHECKS, PlainValidator(read_search),
                       PlainSerializer(_plain)] = Field(
         default_factory=SearchSection)
