@@ -22,6 +22,7 @@ import pydantic
 from pydantic_core import PydanticCustomError
 
 from sublayer_search.search.core.modules import import_every_module
+from sublayer_search.search.core.plugins import claim, declare_group
 from sublayer_search.search.core.problems import Problem, from_validation_error
 from sublayer_search.search.core.scalars import strict_scalars
 from sublayer_search.search.core.section import Refused
@@ -134,6 +135,15 @@ def register_searcher(name: str) -> Callable[[type[SearchAlgorithm]], type[Searc
         raise ValueError("a searcher needs a non-empty name")
 
     def add(cls: type[SearchAlgorithm]) -> type[SearchAlgorithm]:
+        contract: list[str] = []
+        if not (isinstance(cls, type) and issubclass(cls, SearchAlgorithm)):
+            contract.append("a subclass of SearchAlgorithm")
+        else:
+            if cls.make.__func__ is SearchAlgorithm.make.__func__:  # type: ignore[attr-defined]
+                contract.append("a make(plan) that builds its Ray Tune searcher")
+            if not (isinstance(cls.settings, type) and issubclass(cls.settings, SearchSection)):
+                contract.append("settings: a subclass of SearchSection")
+        claim("searcher", name, cls, dict(_SEARCHERS), contract)
         cls.name = name
         _SEARCHERS[name] = cls
         return cls
@@ -239,3 +249,6 @@ def make_searcher(plan: SearchInput) -> Searcher:
     """The searcher an experiment asks for: its registered declaration builds it
     (:mod:`~sublayer_search.search.searchers.registry`)."""
     return search_algorithm(plan.algorithm).make(plan)
+
+
+declare_group("searcher", lambda: tuple(_SEARCHERS))

@@ -14,6 +14,7 @@ import pydantic
 from pydantic import PlainValidator
 
 from sublayer_search.search.core.modules import import_every_module
+from sublayer_search.search.core.plugins import claim, declare_group
 from sublayer_search.search.core.problems import Problem, from_validation_error
 from sublayer_search.search.core.scalars import OWN_CHECKS, strict_scalars
 from sublayer_search.search.core.section import Refused
@@ -21,7 +22,7 @@ from sublayer_search.search.stopping.rule import StoppingRule, StoppingSettings
 from sublayer_search.spaces.problems import ProblemError
 
 __all__ = ["DEFAULT_RULE", "read_scheduler", "register_rule", "rule_names", "scheduler_section",
-           "stopping_rule"]
+           "stopping_rule", "unregister_rule"]
 
 BUILTIN = "sublayer_search.search.stopping.rules"
 DEFAULT_RULE = "fifo"
@@ -33,11 +34,21 @@ def register_rule(name: str) -> Callable[[type[StoppingRule]], type[StoppingRule
     """Make the decorated class the rule of ``scheduler.type: <name>``."""
 
     def add(cls: type[StoppingRule]) -> type[StoppingRule]:
+        contract: list[str] = []
+        if not (isinstance(cls, type) and issubclass(cls, StoppingRule)):
+            contract.append("a subclass of StoppingRule")
+        elif not (isinstance(cls.settings, type) and issubclass(cls.settings, StoppingSettings)):
+            contract.append("settings: a subclass of StoppingSettings")
+        claim("stopping rule", name, cls, dict(_RULES), contract)
         cls.name = name
         _RULES[name] = cls
         return cls
 
     return add
+
+
+def unregister_rule(name: str) -> None:
+    _RULES.pop(name, None)
 
 
 def _load() -> None:
@@ -106,3 +117,6 @@ def scheduler_section() -> object:
     """The type of the ``scheduler`` section: the settings of a registered rule, chosen by
     ``type`` (``fifo`` when left out) and read by that rule's settings model."""
     return Annotated[StoppingSettings, OWN_CHECKS, PlainValidator(read_scheduler)]
+
+
+declare_group("stopping rule", lambda: tuple(_RULES))
