@@ -38,7 +38,7 @@ from sublayer_search.spaces.generators.sandwich import SANDWICH, sandwich, valid
 from sublayer_search.spaces.order import ALPHABETS, sandwich_k
 
 __all__ = ["ALL_SPACES", "FAMILY_SPACES", "SPACES", "Alias", "SpaceInfo", "SpaceSize",
-           "check_kind", "expand", "extra_columns", "integer_axis", "spelled", "validate"]
+           "check_kind", "register_space", "unregister_space", "expand", "extra_columns", "integer_axis", "spelled", "validate"]
 
 _SHORT_NAME = 16  # explicit orders up to this length are named by themselves
 
@@ -278,6 +278,26 @@ FAMILY_SPACES: dict[str, SpaceInfo] = {
 """Order families from peers (:mod:`spaces.generators.families`), kept apart from :data:`SPACES`."""
 ALL_SPACES: dict[str, SpaceInfo] = {**SPACES, **FAMILY_SPACES}
 """Every space :func:`expand` knows: :data:`SPACES` and :data:`FAMILY_SPACES`."""
+
+
+def register_space(info: SpaceInfo, *, family: bool = False) -> SpaceInfo:
+    """Make ``info`` the space of ``space.type: <info.name>`` (``family``: an order family
+    from another paper, listed with :data:`FAMILY_SPACES`). A plugin's spaces register
+    so; a name another space holds is refused."""
+    if not isinstance(info, SpaceInfo):
+        raise SpaceError("space", info, "a SpaceInfo (spaces.registry) to register")
+    held = ALL_SPACES.get(info.name)
+    if held is not None and held != info:
+        raise SpaceError("name", info.name, f"a name no other space has ({info.name!r} is "
+                                            f"taken: {held.summary})")
+    (FAMILY_SPACES if family else SPACES)[info.name] = info
+    ALL_SPACES[info.name] = info
+    return info
+
+
+def unregister_space(name: str) -> None:
+    for table in (SPACES, FAMILY_SPACES, ALL_SPACES):
+        table.pop(name, None)
 
 
 def _info(name: str) -> SpaceInfo:

@@ -26,8 +26,6 @@ LONG_FUNCTIONS_ALLOWED: dict[str, tuple[int, str]] = {
     "models/kernels/fused_loss.py:forward": (
         75, "a fused kernel: one chunked pass computes the loss and both gradients in "
             "buffers it reuses in place; split, a dozen buffers would cross helpers"),
-    "search/cli/main.py:build_parser": (
-        65, "declarations only: one add_argument per option of each subcommand, no logic"),
 }
 
 

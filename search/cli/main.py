@@ -14,7 +14,9 @@ from collections.abc import Sequence
 
 from sublayer_search.search.cli.fetch import add_fetch
 from sublayer_search.search.cli.output import bad as _bad
+from sublayer_search.search.cli.spaces import cmd_registered as _cmd_registered
 from sublayer_search.search.cli.spaces import cmd_spaces_sample as _cmd_spaces_sample
+from sublayer_search.search.cli.spaces import registered_text as _registered_text
 from sublayer_search.search.cli.spaces import spaces_epilog as _spaces_epilog
 from sublayer_search.search.cli.sweep import (
     MAX_TRIALS,
@@ -122,6 +124,28 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     return run_analyze(args)
 
 
+def _add_spaces(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``sublayer spaces`` (alone: what is registered) and ``spaces sample``."""
+    from sublayer_search.spaces.registry import ALL_SPACES
+
+    p = sub.add_parser("spaces", help="inspect search spaces; alone: what is registered",
+                       description="Alone: every registered space, searcher, stopping rule "
+                                   "and task, and where it came from (built in, or a plugin).")
+    p.set_defaults(func=_cmd_registered)
+    ssub = p.add_subparsers(dest="spaces_command")
+    s = ssub.add_parser("sample", help="print the orders of a space with their counts and costs",
+                        description="Print the orders of a space with their counts and costs.",
+                        epilog=_spaces_epilog(),
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    names = list(ALL_SPACES)
+    s.add_argument("space", help=f"{', '.join(names[:-1])} or {names[-1]}")
+    s.add_argument("args", nargs="*", help="space arguments as NAME=VALUE (e.g. n=16 k=[0,6])")
+    s.add_argument("--kind", default="lm", choices=["lm", "encoder", "decoder"],
+                   help="model kind whose sublayers the orders use (default: lm)")
+    s.set_defaults(func=_cmd_spaces_sample)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sublayer", formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -139,22 +163,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_train_arguments(p)
     p.set_defaults(func=_cmd_train)
 
-    p = sub.add_parser("spaces", help="inspect search spaces")
-    ssub = p.add_subparsers(dest="spaces_command", required=True)
-    s = ssub.add_parser("sample", help="print the orders of a space with their counts and costs",
-                        description="Print the orders of a space with their counts and costs.",
-                        epilog=_spaces_epilog(),
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    from sublayer_search.spaces.registry import ALL_SPACES
+    _add_spaces(sub)
 
-    names = list(ALL_SPACES)
-    s.add_argument("space", help=f"{', '.join(names[:-1])} or {names[-1]}")
-    s.add_argument("args", nargs="*", help="space arguments as NAME=VALUE (e.g. n=16 k=[0,6])")
-    s.add_argument("--kind", default="lm", choices=["lm", "encoder", "decoder"],
-                   help="model kind whose sublayers the orders use (default: lm)")
-    s.set_defaults(func=_cmd_spaces_sample)
-
-    p = sub.add_parser("sweep", help="run an experiment file on Ray Tune, tracked in MLflow")
+    p = sub.add_parser("sweep", help="run an experiment file on Ray Tune, tracked in MLflow",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog=_registered_text())
     p.add_argument("file", help="experiment YAML (see configs/)")
     p.add_argument("--dry-run", action="store_true", help="print the trial table and stop")
     p.add_argument("--resume", action="store_true", help="finish a sweep whose driver was killed")
@@ -247,6 +260,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
     _say_slow_steps()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if any(a in ("-h", "--help") for a in argv) or argv[:1] == ["spaces"] and len(argv) == 1:
+        from sublayer_search.search.core.plugins import PluginError, load_installed
+        from sublayer_search.search.plan import experiment as _declares  # noqa: F401
+
+        try:  # installed plugins, listed with the built-ins (each registers on import)
+            load_installed()
+        except PluginError as exc:
+            return _bad(f"a plugin cannot be used:\n{exc}")
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -258,7 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("sublayer: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
     except Exception as exc:  # not bad input (that is exit 2): no raw traceback for the user
-        return _internal_error(exc, sys.argv[1:] if argv is None else argv)
+        return _internal_error(exc, argv)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -9,7 +9,8 @@ from sublayer_search.search.cli.output import bad as _bad
 from sublayer_search.search.cli.output import print_table as _print_table
 from sublayer_search.spaces.exit_codes import ExitCode
 
-__all__ = ["cmd_spaces_sample", "shown_order", "spaces_epilog"]
+__all__ = ["cmd_registered", "cmd_spaces_sample", "registered_text", "shown_order",
+           "spaces_epilog"]
 
 _SPACE_ARG_EXAMPLE = "e.g. n=16, k=[0,6] or orders=[sfsf,ssff]"
 
@@ -124,4 +125,28 @@ def cmd_spaces_sample(args: argparse.Namespace) -> int:
     cols += (["n_h"] if any(r["n_h"] for r in rows) else []) + ["units", "order"]
     _print_table(rows, cols)
     print(f"{len(rows)} order(s)")
+    return ExitCode.OK
+
+
+def registered_text() -> str:
+    """Every registered space, searcher, stopping rule and task, with where it came from
+    (built in, or the plugin that registered it)."""
+    from sublayer_search.search.core.plugins import origin
+    from sublayer_search.search.searchers.registry import searcher_names
+    from sublayer_search.search.stopping.registry import rule_names
+    from sublayer_search.search.tasks.registry import task_names
+    from sublayer_search.spaces.registry import ALL_SPACES
+
+    kinds = {"space": tuple(ALL_SPACES), "searcher": searcher_names(),
+             "stopping rule": rule_names(), "task": task_names()}
+    width = max(len(n) for names in kinds.values() for n in names)
+    lines = ["registered (kind, name: where it came from):"]
+    for kind, names in kinds.items():
+        lines += [f"  {kind:13} {name:{width}}  {origin(kind, name)}" for name in names]
+    return "\n".join(lines)
+
+
+def cmd_registered(args: argparse.Namespace) -> int:
+    """``sublayer spaces`` alone: what is registered and where it came from."""
+    print(registered_text())
     return ExitCode.OK

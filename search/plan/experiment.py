@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from sublayer_search.models.train_config import TrainConfig
+from sublayer_search.search.core.plugins import PluginError, import_plugin, load_installed
 from sublayer_search.search.core.problems import (
     NO_VALUE,
     ExperimentError,
@@ -53,6 +54,7 @@ from sublayer_search.search.stopping.settings import FifoSettings, SchedulerSect
 from sublayer_search.search.tasks.base import ModelSection, Task
 from sublayer_search.search.tasks.registry import task_class, task_for, task_names
 from sublayer_search.search.tasks.sections import TASK_SECTIONS, one_of, section_reader
+from sublayer_search.spaces.registry import ALL_SPACES
 
 __all__ = [
     "Experiment", "SpaceSection", "BaselineSection", "Resources", "SchedulerSection", "SearchSection",
@@ -129,7 +131,9 @@ class Experiment(Strict):
     None for a task without one."""
     resources: Resources = Field(default_factory=Resources)
     max_concurrent: int | None = Field(None, ge=1)
-    scheduler: SchedulerSection = Field(default_factory=FifoSettings)
+    scheduler: Annotated[SchedulerSection, PlainSerializer(_plain)] = Field(
+        default_factory=FifoSettings)
+    """The stopping rule ``type`` names, and its settings (declared beside it)."""
     search: Annotated[SearchSection, OWN_CHECKS, PlainValidator(read_search),
                       PlainSerializer(_plain)] = Field(
         default_factory=SearchSection)
@@ -137,6 +141,10 @@ class Experiment(Strict):
     failure: FailureSection = Field(default_factory=FailureSection)
     tracking: TrackingSection = Field(default_factory=TrackingSection)
     ray: RaySection = Field(default_factory=RaySection)
+    plugins: list[str] = Field(default_factory=list)
+    """Modules imported before the file is read, each registering a space, searcher,
+    stopping rule or task (``plugins: [my_pkg.my_space]``; importable where the sweep's
+    nodes run). Installed plugins (entry points) need no line here."""
     reuse: bool | Literal["experiment", "store"] = False
     """Take trials that already finished with the same content key — order, seed and every
     resolved model/data/train setting (the config hash) — instead of training them again.
@@ -296,6 +304,43 @@ def _sections_alone(doc: dict[Any, Any]) -> list[Problem]:
     return _read_alone(typed_experiment(task) if task in task_names() else Experiment, doc)
 
 
+def _known_names(raw: dict[Any, Any]) -> bool:
+    """Whether every task, space, searcher and stopping rule ``raw`` names is registered."""
+    from sublayer_search.search.searchers.registry import searcher_names
+    from sublayer_search.search.stopping.registry import rule_names
+
+    spaces = raw.get("space")
+    spaces = spaces if isinstance(spaces, list) else [spaces]
+    search, scheduler = raw.get("search"), raw.get("scheduler")
+    wanted = [(raw.get("task", "lm"), task_names())]
+    wanted += [(s.get("type"), tuple(ALL_SPACES)) for s in spaces if isinstance(s, dict)]
+    if isinstance(search, dict) and "algorithm" in search:
+        wanted.append((search["algorithm"], searcher_names()))
+    if isinstance(scheduler, dict) and "type" in scheduler:
+        wanted.append((scheduler["type"], rule_names()))
+    return all(not isinstance(name, str) or name in names for name, names in wanted)
+
+
+def _import_plugins(raw: dict[Any, Any], source: str) -> None:
+    """The modules ``plugins:`` names, before the file is read (they register what it may
+    name); then, if it names a strategy still unknown, the installed plugins (entry
+    points: read only then, as a scan costs a dry run 0.06 s). A plugin that cannot be
+    used is the file's one problem."""
+    modules = raw.get("plugins")
+    if modules is None:
+        modules = []
+    if not isinstance(modules, list) or not all(isinstance(m, str) and m for m in modules):
+        raise ExperimentError(source, [Problem("plugins", modules, "a list of module names "
+                                               "(plugins: [my_pkg.my_space])")])
+    try:
+        for i, module in enumerate(modules):
+            import_plugin(module, f"plugins[{i}]")
+        if not _known_names(raw):  # a name no one registered yet: an installed plugin's?
+            load_installed()
+    except PluginError as exc:
+        raise ExperimentError(source, exc.problems) from None
+
+
 def parse_experiment(raw: object, source: str = "<experiment>", *,
                      found: list[Problem] | None = None) -> Experiment:
     """Validate a parsed YAML document in one pass: shapes and types, and the sections its
@@ -313,6 +358,7 @@ def parse_experiment(raw: object, source: str = "<experiment>", *,
             "", NO_VALUE, f"this is a `sublayer train --config` file (only "
             f"{'/'.join(sorted(raw))} sections), not an experiment file (name, space, …); "
             f"train with it: sublayer train --order ORDER --config {source}")])
+    _import_plugins(raw, source)
     doc: dict[Any, Any]
     doc, problems = strict_scalars(Experiment, raw)
     if isinstance(doc.get("model"), dict):  # sizes beyond reason (the task checks the rest)

@@ -23,6 +23,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from sublayer_search.search.core.plugins import declare_group
 from sublayer_search.search.core.scalars import OWN_CHECKS
 from sublayer_search.search.core.section import Strict
 from sublayer_search.search.tasks.sections import one_of
@@ -174,3 +175,6 @@ class FailureSection(Strict):
     tolerate: bool = False
     """Exit 0 even when trials failed or diverged (for sweeps where some are expected to);
     by default such a sweep exits with status 1."""
+
+
+declare_group("space", lambda: tuple(ALL_SPACES))

@@ -22,6 +22,7 @@ import pydantic
 from pydantic_core import PydanticCustomError
 
 from sublayer_search.search.core.modules import import_every_module
+from sublayer_search.search.core.plugins import claim, declare_group
 from sublayer_search.search.core.problems import Problem, from_validation_error
 from sublayer_search.search.core.scalars import strict_scalars
 from sublayer_search.search.core.section import Refused
@@ -134,6 +135,15 @@ def register_searcher(name: str) -> Callable[[type[SearchAlgorithm]], type[Searc
         raise ValueError("a searcher needs a non-empty name")
 
     def add(cls: type[SearchAlgorithm]) -> type[SearchAlgorithm]:
+        contract: list[str] = []
+        if not (isinstance(cls, type) and issubclass(cls, SearchAlgorithm)):
+            contract.append("a subclass of SearchAlgorithm")
+        else:
+            if cls.make.__func__ is SearchAlgorithm.make.__func__:  # type: ignore[attr-defined]
+                contract.append("a make(plan) that builds its Ray Tune searcher")
+            if not (isinstance(cls.settings, type) and issubclass(cls.settings, SearchSection)):
+                contract.append("settings: a subclass of SearchSection")
+        claim("searcher", name, cls, dict(_SEARCHERS), contract)
         cls.name = name
         _SEARCHERS[name] = cls
         return cls
@@ -207,7 +217,8 @@ def _misplaced(raw: dict[str, Any], algorithm: str) -> list[Problem]:
 
 def read_search(raw: object) -> SearchSection | Refused:
     """The section as the settings of its searcher; a :class:`Refused` keeping them when
-    it also holds other searchers' settings (named), a ``ProblemError`` for the rest."""
+    only some keys are wrong (another searcher's setting, a quoted number, a bad
+    ``supernet``: the file's other checks still run), a ``ProblemError`` otherwise."""
     if isinstance(raw, SearchSection):
         return raw
     section = mapping(raw)
@@ -220,19 +231,17 @@ def read_search(raw: object) -> SearchSection | Refused:
                if v is not None or k in settings.model_fields or k not in _owners()}
     misplaced = _misplaced(section, algorithm)
     moved = {p.path.removeprefix("search.") for p in misplaced}
-    rest, problems = strict_scalars(settings, {k: v for k, v in section.items()
-                                               if k not in moved}, "search")
-    value: SearchSection | None = None
+    rest, quoted = strict_scalars(settings, {k: v for k, v in section.items()
+                                             if k not in moved}, "search")
     try:
         value = settings.model_validate(rest)
-    except pydantic.ValidationError as err:
-        problems += from_validation_error(err, "search", model=settings)
-    refused = [v for _, v in value if isinstance(v, Refused)] if value is not None else []
-    found = [p for r in refused for p in r.problems] + misplaced  # settings read whole
-    if problems or value is None:
-        raise ProblemError(problems + found)
+    except pydantic.ValidationError as err:  # the section stands no more: every problem now
+        raise ProblemError(quoted + from_validation_error(err, "search", model=settings)
+                           + misplaced) from None
+    refused = [v for _, v in value if isinstance(v, Refused)]  # settings read whole
     if refused:
         value = value.model_copy(update={k: v.kept for k, v in value if isinstance(v, Refused)})
+    found = quoted + [p for r in refused for p in r.problems] + misplaced
     return Refused(tuple(found), value) if found else value
 
 
@@ -240,3 +249,6 @@ def make_searcher(plan: SearchInput) -> Searcher:
     """The searcher an experiment asks for: its registered declaration builds it
     (:mod:`~sublayer_search.search.searchers.registry`)."""
     return search_algorithm(plan.algorithm).make(plan)
+
+
+declare_group("searcher", lambda: tuple(_SEARCHERS))

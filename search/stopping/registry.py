@@ -1,23 +1,28 @@
 """Stopping rules by name (``scheduler.type``): ``register_rule`` and the lookups.
 
 Every module of :mod:`sublayer_search.search.stopping.rules` declares one rule; they are
-imported on the first lookup. The experiment's ``scheduler`` section is the union of the
-registered rules' settings (:func:`scheduler_section`).
+imported on the first lookup. The experiment's ``scheduler`` section is read as the
+settings of the rule its ``type`` names (:func:`read_scheduler`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any, Union
+from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Discriminator, Tag
+import pydantic
+from pydantic import PlainValidator
 
 from sublayer_search.search.core.modules import import_every_module
-from sublayer_search.search.core.problems import Problem
+from sublayer_search.search.core.plugins import claim, declare_group
+from sublayer_search.search.core.problems import Problem, from_validation_error
+from sublayer_search.search.core.scalars import OWN_CHECKS, strict_scalars
+from sublayer_search.search.core.section import Refused
 from sublayer_search.search.stopping.rule import StoppingRule, StoppingSettings
 from sublayer_search.spaces.problems import ProblemError
 
-__all__ = ["DEFAULT_RULE", "register_rule", "rule_names", "scheduler_section", "stopping_rule"]
+__all__ = ["DEFAULT_RULE", "read_scheduler", "register_rule", "rule_names", "scheduler_section",
+           "stopping_rule", "unregister_rule"]
 
 BUILTIN = "sublayer_search.search.stopping.rules"
 DEFAULT_RULE = "fifo"
@@ -29,11 +34,21 @@ def register_rule(name: str) -> Callable[[type[StoppingRule]], type[StoppingRule
     """Make the decorated class the rule of ``scheduler.type: <name>``."""
 
     def add(cls: type[StoppingRule]) -> type[StoppingRule]:
+        contract: list[str] = []
+        if not (isinstance(cls, type) and issubclass(cls, StoppingRule)):
+            contract.append("a subclass of StoppingRule")
+        elif not (isinstance(cls.settings, type) and issubclass(cls.settings, StoppingSettings)):
+            contract.append("settings: a subclass of StoppingSettings")
+        claim("stopping rule", name, cls, dict(_RULES), contract)
         cls.name = name
         _RULES[name] = cls
         return cls
 
     return add
+
+
+def unregister_rule(name: str) -> None:
+    _RULES.pop(name, None)
 
 
 def _load() -> None:
@@ -50,16 +65,6 @@ def stopping_rule(name: str) -> type[StoppingRule]:
     """The rule registered as ``name`` (KeyError if none is)."""
     _load()
     return _RULES[name]
-
-
-def _tag(name: str) -> str:
-    """The union member's tag: a class-like name, so problems drop it from YAML paths."""
-    return f"{name.capitalize()}Rule"
-
-
-def _rule_of(value: Any) -> str | None:
-    name = value.get("type", DEFAULT_RULE) if isinstance(value, dict) else getattr(value, "type", None)
-    return _tag(name) if isinstance(name, str) and name in _RULES else None
 
 
 def _listed(names: list[str], word: str = "or") -> str:
@@ -91,9 +96,27 @@ def _checked_section(value: Any) -> Any:
     return value
 
 
+def read_scheduler(raw: object) -> StoppingSettings | Refused:
+    """The ``scheduler`` section as the settings of the rule its ``type`` names (looked up
+    now: a rule registered by a plugin is read like a built-in one); a :class:`Refused`
+    keeping them when only a quoted number is wrong, a ``ProblemError`` otherwise."""
+    if isinstance(raw, StoppingSettings):
+        return raw
+    section = _checked_section(raw)
+    settings = stopping_rule(section.get("type", DEFAULT_RULE)).settings
+    rest, quoted = strict_scalars(settings, section, "scheduler")
+    try:
+        value = settings.model_validate(rest)
+    except pydantic.ValidationError as err:
+        raise ProblemError(quoted + from_validation_error(err, "scheduler", model=settings)) \
+            from None
+    return Refused(tuple(quoted), value) if quoted else value
+
+
 def scheduler_section() -> object:
-    """The type of the ``scheduler`` section: the union of every registered rule's
-    settings, chosen by ``type`` (``fifo`` when left out)."""
-    members = tuple(Annotated[stopping_rule(n).settings, Tag(_tag(n))] for n in rule_names())
-    return Annotated[Union[members],  # noqa: UP007 - a union built at run time
-                     Discriminator(_rule_of), BeforeValidator(_checked_section)]
+    """The type of the ``scheduler`` section: the settings of a registered rule, chosen by
+    ``type`` (``fifo`` when left out) and read by that rule's settings model."""
+    return Annotated[StoppingSettings, OWN_CHECKS, PlainValidator(read_scheduler)]
+
+
+declare_group("stopping rule", lambda: tuple(_RULES))

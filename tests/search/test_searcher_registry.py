@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -101,6 +102,10 @@ def test_a_registered_searcher_is_an_allowed_algorithm_with_its_capabilities() -
     @register_searcher("probe-searcher")
     class Probe(SearchAlgorithm):
         needs_budget = False
+
+        @classmethod
+        def make(cls, plan: Any) -> Any:  # the contract: it builds a searcher
+            return search_algorithm("grid").make(plan)
 
     try:
         assert parse_experiment(raw).search.algorithm == "probe-searcher"
