@@ -8,14 +8,12 @@ starts Ray or touches MLflow.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 import pydantic
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Discriminator,
     Field,
@@ -45,6 +43,9 @@ from sublayer_search.search.plan.sections import (
     Resources,
     Seeds,
     SpaceSection,
+    as_written,
+    model_as_written,
+    plain,
     space_section,
 )
 from sublayer_search.search.plan.storage import Storage
@@ -81,28 +82,6 @@ else:
     """One ``space`` entry: its type's section, whose arguments its generator declares."""
 
 
-def _asdict(value: Any) -> Any:
-    """A model section as written out: its template and guidance."""
-    if not isinstance(value, ModelSection):
-        return value
-    return {k: v for k, v in dataclasses.asdict(value).items() if k != "own"}
-
-
-def _plain(value: object) -> object:
-    """A section as written out: a config's fields, a settings model's dump."""
-    if isinstance(value, BaseModel):
-        return value.model_dump()
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    return value
-
-
-def _as_written(value: object) -> object:
-    """A task section as written: what the base type keeps where ``task:`` names no task
-    (that is the problem reported; the sections mean nothing without a task)."""
-    return value
-
-
 class Experiment(Strict):
     """One sweep: what to train, how to search, where to run and track it."""
 
@@ -117,25 +96,25 @@ class Experiment(Strict):
     space: SpaceEntry | Annotated[list[SpaceEntry], Field(min_length=1)]
     seeds: Seeds = 1
     baseline: BaselineSection = Field(default_factory=BaselineSection)
-    model: Annotated[ModelSection[Any] | None, OWN_CHECKS, PlainValidator(_as_written),
-                     PlainSerializer(_asdict)] = Field(default_factory=dict, validate_default=True)
+    model: Annotated[ModelSection[Any] | None, OWN_CHECKS, PlainValidator(as_written),
+                     PlainSerializer(model_as_written)] = Field(default_factory=dict, validate_default=True)
     """The task's model config (written: its fields without ``order``, an optional
     ``preset``) and ``model.guidance``, read by the task's experiment type
     (:func:`experiment_type`); None where :func:`parse_experiment` reported its problems."""
-    data: Annotated[object, OWN_CHECKS, PlainValidator(_as_written)]
+    data: Annotated[object, OWN_CHECKS, PlainValidator(as_written)]
     """The task's data config (``DataConfig``; ``ParallelDataConfig`` for translation)."""
     train: TrainConfig = Field(default_factory=TrainConfig)
-    translation: Annotated[object, OWN_CHECKS, PlainValidator(_as_written)] = Field(
+    translation: Annotated[object, OWN_CHECKS, PlainValidator(as_written)] = Field(
         default_factory=dict, validate_default=True)
     """The task's own config (``TranslationConfig``: beam, max_len, … for task: translation);
     None for a task without one."""
     resources: Resources = Field(default_factory=Resources)
     max_concurrent: int | None = Field(None, ge=1)
-    scheduler: Annotated[SchedulerSection, PlainSerializer(_plain)] = Field(
+    scheduler: Annotated[SchedulerSection, PlainSerializer(plain)] = Field(
         default_factory=FifoSettings)
     """The stopping rule ``type`` names, and its settings (declared beside it)."""
     search: Annotated[SearchSection, OWN_CHECKS, PlainValidator(read_search),
-                      PlainSerializer(_plain)] = Field(
+                      PlainSerializer(plain)] = Field(
         default_factory=SearchSection)
     """The searcher ``algorithm`` names, and its settings (declared beside it)."""
     failure: FailureSection = Field(default_factory=FailureSection)
@@ -151,7 +130,6 @@ class Experiment(Strict):
     ``true``/``experiment``: from earlier sweeps of this MLflow experiment; ``store``: from
     any experiment of the tracking store (copied into this sweep as runs tagged
     ``sublayer.reused_from``, so its studies see them)."""
-    """Take trials whose (order, seed, config hash) already finished from MLflow."""
 
     @field_validator("description")
     @classmethod
@@ -209,13 +187,13 @@ def _typed(task: str) -> type[Experiment]:
     types = dict(zip(TASK_SECTIONS, cls.section_types(), strict=True))
     fields: dict[str, Any] = {
         name: (Annotated[types[name] | None, OWN_CHECKS,
-                         PlainValidator(section_reader(cls, name)), PlainSerializer(_plain)],
+                         PlainValidator(section_reader(cls, name)), PlainSerializer(plain)],
                Field(default_factory=dict, validate_default=True))
         for name in TASK_SECTIONS}
     model, data = TASK_SECTIONS[:2]
     fields[model] = (Annotated[ModelSection[types[model]] | None,  # type: ignore[valid-type]
                                OWN_CHECKS, PlainValidator(section_reader(cls, model)),
-                               PlainSerializer(_asdict)],
+                               PlainSerializer(model_as_written)],
                      Field(default_factory=dict, validate_default=True))
     fields[data] = (fields[data][0], ...)  # required
     typed: type[Experiment] = pydantic.create_model(
@@ -236,11 +214,13 @@ def typed_experiment(task: str) -> type[Experiment]:
 
 
 def __getattr__(name: str) -> type[Experiment]:
-    """The typed experiments by class name (``LMExperiment``): what pickle looks up."""
-    for task in task_names():
-        if _type_name(task) == name:
-            return typed_experiment(task)
-    raise AttributeError(name)
+    """The typed experiments by class name (``LMExperiment``): what pickle looks up. A
+    process where that task is not registered (yet: a worker unpickling a plan before its
+    task's module) gets the base type, whose fields are the same."""
+    if not name.endswith("Experiment"):
+        raise AttributeError(name)
+    return next((typed_experiment(t) for t in task_names() if _type_name(t) == name),
+                Experiment)
 
 
 def _member(value: object) -> str:

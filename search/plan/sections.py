@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import typing
 from typing import Annotated, Any, Literal, Union
@@ -26,11 +27,12 @@ from pydantic_core import PydanticCustomError
 from sublayer_search.search.core.plugins import declare_group
 from sublayer_search.search.core.scalars import OWN_CHECKS
 from sublayer_search.search.core.section import Strict
+from sublayer_search.search.tasks.base import ModelSection
 from sublayer_search.search.tasks.sections import one_of
 from sublayer_search.spaces.registry import ALL_SPACES
 
 __all__ = ["BaselineSection", "FailureSection", "Resources", "Seeds", "SpaceSection",
-           "space_section"]
+           "as_written", "model_as_written", "plain", "space_section"]
 
 
 def _distinct(seeds: list[int]) -> list[int]:
@@ -141,11 +143,33 @@ def space_section() -> object:
 
 
 def __getattr__(name: str) -> type[SpaceSection]:
-    """The typed spaces by class name (``SandwichSpace``): what pickle looks up."""
-    for space in ALL_SPACES:
-        if _space_name(space) == name:
-            return _typed_space(space)
-    raise AttributeError(name)
+    """The typed spaces by class name (``SandwichSpace``): what pickle looks up (the base
+    section where that space is not registered in this process: the same fields)."""
+    if not name.endswith("Space"):
+        raise AttributeError(name)
+    return next((_typed_space(s) for s in ALL_SPACES if _space_name(s) == name), SpaceSection)
+
+
+def model_as_written(value: Any) -> Any:
+    """A model section as written out: its template and guidance."""
+    if not isinstance(value, ModelSection):
+        return value
+    return {k: v for k, v in dataclasses.asdict(value).items() if k != "own"}
+
+
+def plain(value: object) -> object:
+    """A section as written out: a config's fields, a settings model's dump."""
+    if isinstance(value, BaseModel):
+        return value.model_dump()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return value
+
+
+def as_written(value: object) -> object:
+    """A task section as written: what the base type keeps where ``task:`` names no task
+    (that is the problem reported; the sections mean nothing without a task)."""
+    return value
 
 
 class BaselineSection(Strict):
