@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import pydantic
 from pydantic import (
     ConfigDict,
-    Discriminator,
     Field,
     PlainSerializer,
     PlainValidator,
-    Tag,
-    TypeAdapter,
     field_validator,
 )
 
@@ -100,7 +97,7 @@ class Experiment(Strict):
                      PlainSerializer(model_as_written)] = Field(default_factory=dict, validate_default=True)
     """The task's model config (written: its fields without ``order``, an optional
     ``preset``) and ``model.guidance``, read by the task's experiment type
-    (:func:`experiment_type`); None where :func:`parse_experiment` reported its problems."""
+    (:func:`experiment_member`); None where :func:`parse_experiment` reported its problems."""
     data: Annotated[object, OWN_CHECKS, PlainValidator(as_written)]
     """The task's data config (``DataConfig``; ``ParallelDataConfig`` for translation)."""
     train: TrainConfig = Field(default_factory=TrainConfig)
@@ -203,7 +200,6 @@ def _typed(task: str) -> type[Experiment]:
 
 
 _TYPED: dict[str, type[Experiment]] = {}
-_ADAPTERS: dict[tuple[str, ...], TypeAdapter[Experiment]] = {}
 
 
 def typed_experiment(task: str) -> type[Experiment]:
@@ -231,24 +227,12 @@ def _member(value: object) -> str:
 
 
 def experiment_member(doc: object) -> type[Experiment]:
-    """The member of :func:`experiment_type` that validates ``doc`` (what its
-    discriminator picks), chosen without building the others."""
+    """The experiment type that validates ``doc``: of the registered tasks' types (a union
+    discriminated by ``task:``), the one its ``task`` names, else the base; chosen
+    without building the others' schemas."""
     tag = _member(doc)
     return next((typed_experiment(n) for n in task_names() if _type_name(n) == tag),
                 Experiment)
-
-
-def experiment_type() -> TypeAdapter[Experiment]:
-    """The experiment file's type: a union of the registered tasks' experiment types,
-    chosen by ``task:`` (pydantic's discriminated union)."""
-    names = task_names()
-    if names not in _ADAPTERS:
-        members: tuple[Any, ...] = tuple(
-            Annotated[typed_experiment(n), Tag(_type_name(n))] for n in names)
-        members += (Annotated[Experiment, Tag("Experiment")],)
-        union: Any = Union.__getitem__(members)  # type: ignore[attr-defined]
-        _ADAPTERS[names] = TypeAdapter(Annotated[union, Discriminator(_member)])
-    return _ADAPTERS[names]
 
 
 def _settle(exp: Experiment) -> tuple[Experiment, list[Problem]]:

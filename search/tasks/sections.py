@@ -1,7 +1,7 @@
 """The experiment's sections whose type its task decides: ``model``, ``data`` and the
 task's own (``translation``).
 
-Each task's experiment type (:func:`~sublayer_search.search.plan.experiment.experiment_type`)
+Each task's experiment type (:func:`~sublayer_search.search.plan.experiment.experiment_member`)
 reads these sections with :func:`section_reader`: the section as the task's config, or
 :class:`~sublayer_search.search.core.section.Refused` carrying every problem found in it.
 """
