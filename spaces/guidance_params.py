@@ -26,12 +26,13 @@ from typing import Any
 
 from sublayer_search.spaces.cost import GUIDED_BLOCKS
 from sublayer_search.spaces.errors import SpaceError
+from sublayer_search.spaces.records import Tag
 
 __all__ = ["GUIDANCE_MODES", "GUIDANCE_PARAM", "GUIDANCE_TAG", "read_guidance"]
 
 GUIDANCE_PARAM = "model.guidance."
 """Prefix of a trial run's guidance params."""
-GUIDANCE_TAG = "sublayer.guidance"
+GUIDANCE_TAG = Tag.GUIDANCE
 """MLflow tag of a trial with its guidance label (``none``, ``sg-kq``, ``hg-kq+ffn``)."""
 GUIDANCE_MODES = ("none", "soft", "hard")
 

@@ -1,9 +1,9 @@
 """Load a sweep's trials from MLflow into the tidy trial frame (see ``analysis.store.frame``).
 
-Follows the MLflow conventions of the project contract: one experiment per sweep, a
-parent run tagged ``sublayer.role=sweep`` and one child run per trial tagged
-``sublayer.role=trial`` with params order, n_s, n_f, units, params, seed, k, metric...
-and metrics ``final_<metric>`` / ``best_<metric>``. mlflow is imported lazily.
+One experiment per sweep, a parent run tagged ``sublayer.role=sweep`` and one child run
+per trial tagged ``sublayer.role=trial``, read as a
+:class:`~sublayer_search.analysis.store.trial_record.TrialRecord` (the names of its
+params, tags and metrics are declared there). mlflow is imported lazily.
 """
 
 from __future__ import annotations
@@ -20,22 +20,15 @@ import pandas as pd
 from sublayer_search.analysis.errors import AnalysisError
 from sublayer_search.analysis.store.frame import (
     HISTORY_COLUMNS,
-    STATUSES,
     lower_is_better,
     trials_frame,
 )
 from sublayer_search.analysis.store.guidance_frame import guidance_fields
 from sublayer_search.analysis.store.histories import read_histories
 from sublayer_search.analysis.store.mlflow_store import open_store
-from sublayer_search.spaces.records import (
-    Role,
-    Tag,
-    TrialStatus,
-    best,
-    final,
-    route_share,
-    route_share_code,
-)
+from sublayer_search.analysis.store.trial_record import ROUTING_ARTIFACT, TrialRecord
+from sublayer_search.spaces.guidance_params import GUIDANCE_TAG
+from sublayer_search.spaces.records import Role, Tag, TrialStatus, route_share, route_share_code
 
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow.tracking import MlflowClient
@@ -63,17 +56,9 @@ TRANSLATION_COLUMNS: tuple[str, ...] = (
 """Extra columns of translation trials (dropped from the frame when no run has them);
 ``route_share_<code>`` columns (final share of validation sentences routed to each
 decoder order) are added for every code any run logged."""
-ROUTING_ARTIFACT = "routing_bleu.json"
 ROUTING_COLUMNS: tuple[str, ...] = ("run_id", "name", "subset", "seed", "routed", "forced",
                                     "bleu")
 
-# MLflow run status -> frame status, for runs whose status tag is missing or not a frame
-# status (a trial tagged ``stopped`` ends FINISHED, so it reads as finished).
-_RUN_STATUS: dict[str, str] = {
-    "FINISHED": TrialStatus.FINISHED.value, "FAILED": TrialStatus.FAILED.value,
-    "KILLED": TrialStatus.KILLED.value, "RUNNING": TrialStatus.RUNNING.value,
-    "SCHEDULED": TrialStatus.RUNNING.value,
-}
 _TRIAL_FILTER = f"tags.`{Tag.ROLE}` = '{Role.TRIAL}'"
 _SWEEP_FILTER = f"tags.`{Tag.ROLE}` = '{Role.SWEEP}'"
 _PAGE = 1000
@@ -129,22 +114,6 @@ def _number(text: str | None, kind: type = float) -> Any:
     return value
 
 
-def _status(tags: dict[str, str], run_status: str) -> str:
-    status = tags.get(Tag.STATUS, "").strip().lower()
-    if status in STATUSES:
-        return status
-    return _RUN_STATUS.get(run_status, TrialStatus.FAILED.value)
-
-
-def _metric_name(params: dict[str, str], metrics: dict[str, float]) -> str | None:
-    if params.get("metric"):
-        return params["metric"]
-    for name in ("val_ppl", "val_bpc", "val_bleu", "val_loss"):
-        if name in metrics or final(name) in metrics:
-            return name
-    return None
-
-
 def _best_from_history(client: MlflowClient, run_id: str, metric: str) -> float | None:
     values = [m.value for m in client.get_metric_history(run_id, metric)]
     values = [v for v in values if math.isfinite(v)]
@@ -154,42 +123,39 @@ def _best_from_history(client: MlflowClient, run_id: str, metric: str) -> float 
 
 
 def _row(client: MlflowClient, run: Any) -> dict[str, Any]:
-    params, tags, metrics = run.data.params, run.data.tags, run.data.metrics
-    metric = _metric_name(params, metrics)
-    final_value = best_value = None
-    if metric:
-        final_value = metrics.get(final(metric), metrics.get(metric))
-        best_value = metrics.get(best(metric))
-        if best_value is None and metric in metrics:
-            best_value = _best_from_history(client, run.info.run_id, metric)
-    family = tags.get(Tag.FAMILY) or params.get("space")
+    """The frame row of a trial run, read through its :class:`TrialRecord`."""
+    record = TrialRecord.from_mlflow(run)
+    best_value = record.best
+    if best_value is None and record.metric and record.metric in record.latest:
+        best_value = _best_from_history(client, run.info.run_id, record.metric)
     return {
-        "run_id": run.info.run_id,
-        "name": run.info.run_name or tags.get("mlflow.runName"),
-        "order": params.get("order"),
-        "family": family,
-        "space": tags.get(Tag.SPACE) or params.get("space"),
-        "seed": _number(params.get("seed"), int),
-        "k": _number(params.get("k"), int),
-        "n_s": _number(params.get("n_s"), int),
-        "n_f": _number(params.get("n_f"), int),
-        "units": _number(params.get("units")),
-        "params": _number(params.get("params"), int),
-        "metric": metric,
-        "final": final_value,
+        "run_id": record.run_id,
+        "name": record.name,
+        "order": record.order,
+        "family": record.family,
+        "space": record.space,
+        "seed": record.seed,
+        "k": record.k,
+        "n_s": record.n_s,
+        "n_f": record.n_f,
+        "units": record.units,
+        "params": record.params,
+        "metric": record.metric,
+        "final": record.final,
         "best": best_value,
-        "status": _status(tags, run.info.status),
-        "baseline": tags.get(Tag.BASELINE, "").lower() == "true" or family == "baseline",
-        "n_c": _number(params.get("n_c"), int),
-        "candidate": params.get("candidate"),
-        "flops_per_token": _number(params.get("flops_per_token"), int),
-        "config_hash": params.get("config_hash"),
-        "parent_run_id": tags.get(Tag.PARENT),
-        "trial_id": tags.get(Tag.RAY_TRIAL_ID),
-        "steps": _number(tags.get(Tag.STEPS), int),
-        "end_ms": run.info.end_time,
-        **_translation_fields(params, metrics),
-        **guidance_fields(params, tags, metrics, run_id=run.info.run_id),
+        "status": (record.status or TrialStatus.FAILED).value,
+        "baseline": record.baseline,
+        "n_c": record.n_c,
+        "candidate": record.candidate,
+        "flops_per_token": record.flops_per_token,
+        "config_hash": record.config_hash,
+        "parent_run_id": record.parent_run_id,
+        "trial_id": record.trial_id,
+        "steps": record.steps,
+        "end_ms": record.end_ms,
+        **_translation_fields(record),
+        **guidance_fields(record.settings, {GUIDANCE_TAG: record.guidance} if record.guidance
+                          else {}, record.latest, run_id=run.info.run_id),
     }
 
 
@@ -203,24 +169,24 @@ def _codes(text: str | None) -> str | None:
     return ",".join(str(int(d)) for d in digits) or None
 
 
-def _translation_fields(params: dict[str, str], metrics: dict[str, float]) -> dict[str, Any]:
-    subset = params.get("subset") or None
-    codes = _codes(params.get("codes")) or (",".join(subset) if subset else None)
-    size = _number(params.get("subset_size"), int)
+def _translation_fields(record: TrialRecord) -> dict[str, Any]:
+    subset = record.subset
+    codes = _codes(record.codes) or (",".join(subset) if subset else None)
+    size = record.subset_size
     if size is None and subset:
         size = len(subset)
     fields: dict[str, Any] = {
-        "task": params.get("task") or None,
-        "encoder_order": params.get("encoder_order") or None,
-        "decoder_order": params.get("decoder_order") or None,
+        "task": record.task,
+        "encoder_order": record.encoder_order,
+        "decoder_order": record.decoder_order,
         "subset": subset,
         "subset_size": size,
         "codes": codes,
-        "stack": params.get("stack") or None,
-        "side": params.get("side") or None,
-        "bleu_tokenize": params.get("translation.bleu_tokenize") or None,
+        "stack": record.settings.get("stack") or None,
+        "side": record.side,
+        "bleu_tokenize": record.settings.get("translation.bleu_tokenize") or None,
     }
-    for key, value in metrics.items():
+    for key, value in record.latest.items():
         code = route_share_code(key)
         if code is not None:
             fields[route_share(code)] = float(value)
@@ -367,7 +333,8 @@ def load_routing(experiment: str, tracking_uri: str | None = None) -> pd.DataFra
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="sublayer-routing-") as tmp:
         for run in runs:
-            if _status(run.data.tags, run.info.status) != TrialStatus.FINISHED:
+            record = TrialRecord.from_mlflow(run)
+            if record.status != TrialStatus.FINISHED:
                 continue
             run_id = run.info.run_id
             if ROUTING_ARTIFACT not in {a.path for a in client.list_artifacts(run_id)}:
@@ -379,8 +346,6 @@ def load_routing(experiment: str, tracking_uri: str | None = None) -> pd.DataFra
                 matrix = json.loads(Path(path).read_text(encoding="utf-8"))
             except (OSError, json.JSONDecodeError) as exc:
                 raise AnalysisError(f"{ROUTING_ARTIFACT} of run {run_id}: {exc}") from exc
-            params = run.data.params
-            rows += routing_rows(matrix, run_id=run_id, name=run.info.run_name,
-                                 subset=params.get("subset") or None,
-                                 seed=_number(params.get("seed"), int))
+            rows += routing_rows(matrix, run_id=run_id, name=record.name,
+                                 subset=record.subset, seed=record.seed)
     return _routing_frame(rows)

@@ -5,7 +5,7 @@
 (:mod:`.oneshot_task`), the driver writes its learning curve as metrics and the full
 ranking as ``ranking.csv`` and an MLflow table (``ranking.json``). It returns the stage-2
 plan (:func:`.oneshot_plan.stage_two`), which the sweep runs like a grid; its trials are
-tagged ``sublayer.oneshot_rank`` and ``sublayer.oneshot_estimate`` (:class:`OneShotTracking`).
+tagged ``sublayer.oneshot_rank`` and ``sublayer.oneshot_estimate`` (their records').
 
 Resume: a supernet run that FINISHED with its ranking is read back, never trained again;
 one left RUNNING or KILLED by a kill trains again in the same run, from its checkpoint
@@ -32,9 +32,7 @@ import ray
 from mlflow.entities import Param
 from mlflow.tracking import MlflowClient
 
-from sublayer_search.search.core.trial import Trial
 from sublayer_search.search.oneshot.stages import (
-    ESTIMATE_PARAM,
     PICK_PARAM,
     RANK_PARAM,
     StageOne,
@@ -70,14 +68,9 @@ class OneShotError(RuntimeError):
 
 
 class OneShotTracking(MlflowTracking):
-    """The sweep's tracking, plus the tags of trials the ranking chose."""
-
-    def _describe(self, trial: Trial, ray_id: str) -> tuple[dict[str, str], dict[str, str]]:
-        params, tags = super()._describe(trial, ray_id)
-        if RANK_PARAM in trial.params:
-            tags[Tag.ONESHOT_RANK] = str(trial.params[RANK_PARAM])
-            tags[Tag.ONESHOT_ESTIMATE] = repr(float(trial.params[ESTIMATE_PARAM]))
-        return params, tags
+    """The tracking of a one-shot sweep's stage two. Its trials' records carry their rank
+    and estimate (``TrialRecord.oneshot_rank``); the class stays so that a stage two saved
+    by Tune resumes with the callback it pickled."""
 
 
 def _say(text: str) -> None:

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, replace
 from functools import cached_property
 from typing import Any, Generic
 
+from sublayer_search.analysis.store.trial_record import TrialRecord
 from sublayer_search.search.core.config_hash import config_hash
 from sublayer_search.search.core.observation import Observation
 from sublayer_search.search.core.trial import Trial
@@ -145,6 +146,22 @@ class SweepPlan(Generic[ModelT, DataT, ExtraT, SpecT]):
             row["guidance"] = trial.guidance
         row.update(self.task.row(self.model_for(trial), trial.variant))
         return row
+
+    def record(self, trial: Trial) -> TrialRecord:
+        """The trial's record as planned: its row, the experiment's metric, settings and
+        hash, its variant's and the task's facts (what its MLflow run is given)."""
+        row = self.row(trial)
+        model = self.model_for(trial)
+        written: dict[str, Any] = {k: v for k, v in row.items() if k not in ("name", "family")}
+        written.update(candidate=trial.candidate, metric=self.metric,
+                       config_hash=self.config_hash, task=self.experiment.task,
+                       objectives=tuple(self.experiment.search.front()) or None)
+        facts = {**trial.variant.params(), **trial.params}  # side, IOT subset; k, family, …
+        written.update({k: v for k, v in facts.items() if k not in written})
+        written.update(self.task.tracking_params(model, trial.variant))
+        written.update(self.task.flat(trial.planned_spec()))
+        return TrialRecord.planned_from(written, name=trial.name, family=trial.family,
+                                        baseline=trial.baseline, guidance=trial.guidance)
 
 
 def build_model(task: Task[ModelT, Any, Any, Any], template: ModelT, variant: Variant) -> ModelT:

@@ -15,6 +15,7 @@ from mlflow.tracking import MlflowClient
 
 from sublayer_search.analysis.store.histories import read_histories
 from sublayer_search.analysis.store.runs import search_all
+from sublayer_search.analysis.store.trial_record import TrialRecord
 from sublayer_search.search.recorded.curves import Curve, Point, RecordedSweep
 from sublayer_search.search.recorded.errors import ReplayError
 from sublayer_search.spaces.records import FAILED_STATUSES, Role, Tag, TrialStatus, final
@@ -22,8 +23,8 @@ from sublayer_search.spaces.records import FAILED_STATUSES, Role, Tag, TrialStat
 __all__ = ["RecordedSweep", "load_sweep"]
 
 
-def _int_param(runs: list[Any], key: str) -> int:
-    values = {r.data.params.get(key) for r in runs} - {None}
+def _int_param(records: list[TrialRecord], key: str) -> int:
+    values = {r.settings[key] for r in records if key in r.settings}
     if len(values) != 1:
         raise ReplayError(f"param {key}", sorted(values), "one value shared by the sweep's trials")
     return int(float(values.pop()))
@@ -65,9 +66,11 @@ def load_sweep(client: MlflowClient, experiment: str, *,
     keys = {sched_metric, metric, final(metric)}
     histories = read_histories(client, {r.info.run_id: keys for r in runs})
     curves, stopped = [], {}
+    records = []
     for run in sorted(runs, key=lambda r: (r.info.start_time, r.info.run_name)):
-        tags = run.data.tags
-        status = tags.get(Tag.STATUS, "")
+        record = TrialRecord.from_mlflow(run)
+        records.append(record)
+        status = record.status
         history = _by_step(histories[(run.info.run_id, sched_metric)])
         if not history:
             if status in FAILED_STATUSES:
@@ -79,18 +82,19 @@ def load_sweep(client: MlflowClient, experiment: str, *,
             histories[(run.info.run_id, metric)])
         ends = _by_step(histories[(run.info.run_id, final(metric))])
         if status == TrialStatus.STOPPED:
-            stopped[run.info.run_name] = int(tags.get(Tag.STEPS, history[-1].step))
+            stopped[record.name] = history[-1].step if record.steps is None else record.steps
         curves.append(Curve(
-            name=run.info.run_name, order=run.data.params.get("order", ""),
+            name=record.name, order=record.order or "",
             points=tuple(Point(step=m.step, value=float(m.value), time=float(m.timestamp))
                          for m in history),
             final=float(ranked[-1].value) if ranked else math.nan,
-            baseline=tags.get(Tag.BASELINE) == "true",
+            baseline=record.baseline,
             complete=status == TrialStatus.FINISHED, failed=status == TrialStatus.FAILED,
             start=float(run.info.start_time),
             end=float(ends[-1].timestamp) if ends else None))
     return RecordedSweep(
         experiment=experiment, parent_run_id=parent.info.run_id, metric=metric,
         scheduler_metric=sched_metric, curves=tuple(curves),
-        steps=_int_param(runs, "train.steps"), eval_every=_int_param(runs, "train.eval_every"),
+        steps=_int_param(records, "train.steps"),
+        eval_every=_int_param(records, "train.eval_every"),
         recorded_scheduler=parent.data.params.get("scheduler", "fifo"), stopped=stopped)

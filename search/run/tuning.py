@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ray import tune
@@ -25,7 +26,7 @@ from sublayer_search.search.run.workers import TRIAL_RESOURCES, WholeTrials
 from sublayer_search.search.searchers.registry import make_searcher, search_algorithm
 from sublayer_search.search.stopping.registry import stopping_rule
 from sublayer_search.search.tracking.callback import MlflowTracking
-from sublayer_search.spaces.records import TrialStatus, ended_status
+from sublayer_search.spaces.records import TrialStatus, best, ended_status
 
 if TYPE_CHECKING:
     from ray.tune import ResultGrid
@@ -137,20 +138,20 @@ def restored_tuner(plan: SweepPlan, storage: Storage, ray_run: str,
 
 def result_rows(results: ResultGrid, plan: SweepPlan,
                 waiting: set[str] | frozenset[str] = frozenset()) -> list[dict[str, Any]]:
-    """One row per Ray trial: name, order, seed, family, status, steps, metric, best
-    (``waiting``: ids of trials that waited for resources when the sweep stopped)."""
+    """One row per Ray trial, from its record: name, order, seed, family, status, steps,
+    the metric's last and best values (``waiting``: ids of trials that waited for
+    resources when the sweep stopped)."""
     rows = []
     for res in (results[i] for i in range(len(results))):
         trial: Trial[Any] = (res.config or {})["trial"]
         last = res.metrics or {}
-        rows.append({
-            "name": trial.name, "order": trial.order, "seed": trial.seed,
-            "family": "baseline" if trial.baseline else trial.space,
-            "status": _status(res.error, last, plan.experiment.train.steps,
-                              waiting=last.get("trial_id") in waiting),
-            "steps": last.get("step"), plan.metric: last.get(plan.metric),
-            f"best_{plan.metric}": last.get(f"best_{plan.metric}"),
-        })
+        status = _status(res.error, last, plan.experiment.train.steps,
+                         waiting=last.get("trial_id") in waiting)
+        record = replace(plan.record(trial), steps=last.get("step"),
+                         final=last.get(plan.metric), best=last.get(best(plan.metric)))
+        rows.append({"name": record.name, "order": record.order, "seed": record.seed,
+                     "family": record.family, "status": status, "steps": record.steps,
+                     plan.metric: record.final, best(plan.metric): record.best})
     return sorted(rows, key=lambda r: (str(r["family"]), str(r["name"])))
 
 

@@ -296,6 +296,11 @@ class Task(ABC, Generic[ModelT, DataT, ExtraT, SpecT]):
         """Every setting of ``spec`` as ``{"model.d_model": 64, …}``, for tracking."""
         return flat_settings(spec)
 
+    def result_artifacts(self, last: Mapping[str, Any]) -> dict[str, str]:
+        """Text files a trial's run keeps from its last report (path -> text); none by
+        default."""
+        return {}
+
     @abstractmethod
     def fit(self, spec: SpecT, report: Reporter, *, checkpoint_dir: str | None = None,
             resume_from: str | None = None) -> FitResult:

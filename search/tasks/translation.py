@@ -14,11 +14,13 @@ order there that is not one block stacked (a sandwich) cannot be an IOT stack: r
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sublayer_search.analysis.store.trial_record import ROUTING_ARTIFACT
 from sublayer_search.models.data.download import cache_root
 from sublayer_search.models.data.parallel.config import ParallelDataConfig, parallel_info
 from sublayer_search.models.data.parallel.corpus import built_vocab_sizes, load_parallel
@@ -284,6 +286,15 @@ class TranslationTask(Task[TranslationModel, ParallelDataConfig, TranslationConf
                        codes=",".join(str(c) for c in subset.codes),
                        orders=",".join(subset.orders))
         return out
+
+    def result_artifacts(self, last: Mapping[str, Any]) -> dict[str, str]:
+        """An IOT trial's BLEU of each split decoded with each order (its last report's
+        ``routing_bleu``), as :data:`ROUTING_ARTIFACT`."""
+        matrix = last.get("routing_bleu")
+        if not isinstance(matrix, str | dict):
+            return {}
+        return {ROUTING_ARTIFACT: matrix if isinstance(matrix, str)
+                else json.dumps(matrix, indent=1)}
 
     def flat(self, spec: TranslationSpec) -> dict[str, Any]:
         """Every setting; guidance as ``model.guidance.mode`` / ``.blocks`` / ``.alpha`` /

@@ -13,9 +13,8 @@ apply twice (a replayed backlog after ``--resume`` or a retried request):
 
 from __future__ import annotations
 
-import json
-import math
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +23,16 @@ from mlflow.tracking import MlflowClient
 from ray.tune import Callback
 from ray.tune.experiment import Trial as RayTrial
 
+from sublayer_search.analysis.store.trial_record import outcome_to_mlflow, param_value
 from sublayer_search.search.core.rebind import Rebound
 from sublayer_search.search.core.trial import Trial
 from sublayer_search.search.plan.sweep_plan import SweepPlan
 from sublayer_search.search.tracking.buffer import WriteBuffer, short_http_retries
 from sublayer_search.search.tracking.files import checkpoint_uri, local_copy
 from sublayer_search.search.tracking.runs import environment_tags, metrics_of
-from sublayer_search.search.tracking.values import chunks, model_dict, param_value
+from sublayer_search.search.tracking.values import chunks, model_dict
 from sublayer_search.search.tracking.waiting import Waiting
-from sublayer_search.spaces.records import Role, Tag, TrialStatus, ended_status, final
+from sublayer_search.spaces.records import Tag, TrialStatus, ended_status
 
 __all__ = ["MlflowTracking", "RESTARTS"]
 
@@ -190,21 +190,12 @@ class MlflowTracking(Rebound, Callback):
                                    f"{self.buffer.last_error}")
 
     def _describe(self, trial: Trial, ray_id: str) -> tuple[dict[str, str], dict[str, str]]:
-        row = self.plan.row(trial)
-        spec = trial.planned_spec()
-        params: dict[str, Any] = {k: v for k, v in row.items() if k not in ("name", "family")}
-        params.update(candidate=trial.candidate, metric=self.plan.metric,
-                      config_hash=self.plan.config_hash, task=self.plan.experiment.task)
-        facts = {**trial.variant.params(), **trial.params}  # side, IOT subset; k, family, …
-        params.update({k: v for k, v in facts.items() if k not in params})
-        params.update(self.plan.task.tracking_params(self.plan.model_for(trial), trial.variant))
-        params.update(self.plan.task.flat(spec))
-        tags = {Tag.PARENT: self.parent_run_id, Tag.ROLE: Role.TRIAL.value,
-                Tag.SPACE: trial.space, Tag.FAMILY: trial.family,
-                Tag.BASELINE: str(trial.baseline).lower(), Tag.STATUS: TrialStatus.RUNNING.value,
-                Tag.RAY_TRIAL_ID: ray_id, "sublayer.guidance": trial.guidance, **self._env}
-        return ({k: param_value(v) for k, v in params.items() if v is not None},
-                {k: param_value(v) for k, v in tags.items()})
+        """The params and tags a trial's run is created with: its planned record's, the
+        run's parent, Ray's trial id, the driver's environment."""
+        record = replace(self.plan.record(trial), parent_run_id=self.parent_run_id,
+                         trial_id=ray_id, status=TrialStatus.RUNNING)
+        params, tags, _ = record.to_mlflow()
+        return params, {**tags, **self._env}
 
     def _open_trial(self, trial: Any) -> None:
         if trial.trial_id in self._opened:
@@ -282,17 +273,13 @@ class MlflowTracking(Rebound, Callback):
         metric = self.plan.metric
         now = int(time.time() * 1000)
         step = int(last.get("step", 0))
-        finals = []
-        value = last.get(metric)  # best(metric) is in every report already: not again
-        if isinstance(value, int | float) and math.isfinite(value):
-            finals.append([final(metric), float(value), now, step])
-        tags = {Tag.STATUS: status.value, Tag.STEPS: str(step),
-                **{k: param_value(v) for k, v in extra.items()}}
+        tags, values = outcome_to_mlflow(metric=metric, status=status, steps=step,
+                                         final_value=last.get(metric))
+        finals = [[key, value, now, step] for key, value in values.items()]
+        tags.update({k: param_value(v) for k, v in extra.items()})
         self._submit({"op": "batch", "trial": tid, "metrics": finals, "tags": tags, "once": True})
-        if isinstance(last.get("routing_bleu"), str | dict):
-            matrix = last["routing_bleu"]
-            text = matrix if isinstance(matrix, str) else json.dumps(matrix, indent=1)
-            self._submit({"op": "text", "trial": tid, "text": text, "path": "routing_bleu.json"})
+        for path, text in self.plan.task.result_artifacts(last).items():
+            self._submit({"op": "text", "trial": tid, "text": text, "path": path})
         if self.plan.experiment.tracking.log_checkpoints and status == TrialStatus.FINISHED \
                 and trial.checkpoint:
             self._submit({"op": "artifacts", "trial": tid, "path": "checkpoint",

@@ -23,6 +23,7 @@ from sublayer_search.analysis.errors import AnalysisError
 from sublayer_search.analysis.store import runs as analysis_runs
 from sublayer_search.analysis.store.mlflow_store import open_store
 from sublayer_search.analysis.store.study_export import write_export
+from sublayer_search.analysis.store.trial_record import TrialRecord
 from sublayer_search.spaces.records import Role, Tag, direction, final
 
 __all__ = ["collect", "export_experiment", "masked"]
@@ -79,11 +80,12 @@ def _sweep(run: Any) -> dict[str, Any]:
 
 def _train(trial_runs: list[Any], parent_id: str | None) -> dict[str, Any]:
     """``train.*`` params shared by the latest sweep's trials (numbers as numbers)."""
-    own = [r for r in trial_runs if r.data.tags.get(Tag.PARENT) == parent_id] or trial_runs
+    records = [TrialRecord.from_mlflow(r) for r in trial_runs]
+    own = [r for r in records if r.parent_run_id == parent_id] or records
     shared: dict[str, Any] = {}
-    keys = {k for r in own for k in r.data.params if k.startswith("train.")}
+    keys = {k for r in own for k in r.settings if k.startswith("train.")}
     for key in sorted(keys):
-        values = {r.data.params.get(key) for r in own}
+        values = {r.settings.get(key) for r in own}
         if len(values) == 1 and (text := values.pop()) is not None:
             shared[key.removeprefix("train.")] = _number(text)
     return shared

@@ -1,4 +1,5 @@
-"""How values are written to MLflow: batches, parameter strings, model configs as JSON."""
+"""How values are written to MLflow: batches, model configs as JSON (a param's string:
+``analysis.store.trial_record.param_value``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["BATCH", "chunks", "model_dict", "param_value"]
+__all__ = ["BATCH", "chunks", "model_dict"]
 
 BATCH = 100
 """MLflow accepts at most 100 params / 1000 metrics per ``log_batch`` call."""
@@ -16,12 +17,6 @@ def chunks(items: list[Any], size: int = BATCH) -> Iterable[list[Any]]:
     """``items`` in consecutive slices of at most ``size``."""
     for i in range(0, len(items), size):
         yield items[i:i + size]
-
-
-def param_value(value: object) -> str:
-    """A parameter's MLflow value: ``None`` as empty, cut to MLflow's 6000 characters."""
-    text = "" if value is None else str(value)
-    return text[:6000]
 
 
 def model_dict(model: object) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from sublayer_search.search.plan.sweep_plan import SweepPlan
 from sublayer_search.search.tracking.callback import MlflowTracking
 from sublayer_search.search.tracking.runs import ensure_store, open_sweep_run
 
-__all__ = ["TASKS", "experiment", "planned", "write_runs"]
+__all__ = ["TASKS", "experiment", "planned", "reported", "write_runs"]
 
 _TRAIN = {"steps": 4, "eval_every": 2, "batch_size": 4, "eval_batches": 1}
 _LM = {"model": {"preset": "debug"}, "data": {"name": "tinyshakespeare"}}
@@ -77,7 +77,8 @@ def planned(task: str, folder: Path, uri: str) -> tuple[SweepPlan, list[Any]]:
     return plan, trials
 
 
-def _result(plan: SweepPlan, index: int, step: int, tid: str) -> dict[str, Any]:
+def reported(plan: SweepPlan, index: int, step: int, tid: str = "") -> dict[str, Any]:
+    """What trial number ``index`` reports at ``step``."""
     value = 1.0 + index / 16 + 1 / (step + 1)
     out: dict[str, Any] = {"step": step, "val_loss": value, plan.metric: value,
                            f"best_{plan.metric}": value, "trial_id": tid, "status": "running",
@@ -100,7 +101,7 @@ def write_runs(plan: SweepPlan, trials: list[Any], uri: str) -> tuple[Any, str, 
                                     last_result={}, checkpoint=None)
         callback.on_trial_start(0, [ray_trial], ray_trial)
         for step in (2, plan.experiment.train.steps):
-            result = _result(plan, i, step, tid)
+            result = reported(plan, i, step, tid)
             ray_trial.last_result = result
             callback.on_trial_result(0, [ray_trial], ray_trial, result)
         callback.on_trial_complete(0, [ray_trial], ray_trial)
