@@ -1,7 +1,7 @@
 """Evaluations each searcher needs to find the top-5 and the top-1 order of recorded tables
 (no training), as ratios to random search, leave-one-study-out for priors.
 
-The oracle is a table of order -> metric (:class:`search.searchers.oracle.OrderTable`).
+The oracle is a table of order -> metric (:class:`search.recorded.oracle.OrderTable`).
 By default five tables, each judged on its own: Press et al. (2020)'s published
 WikiText-103 dev perplexities, Table 1 (20 permutations of 16 s + 16 f) and Table 2
 (20 parameter-budgeted draws), each with its five baseline seeds averaged into one
@@ -33,7 +33,7 @@ table) runs out:
 Reported per table and searcher: median, IQR (25th-75th percentile) of the evaluations
 to the top 5 (ties with the 5th included), to the top 1 and to the first *eps-good* order
 (mean within ``--eps`` baseline seed sds of the best, default 1; the seed sd from the
-table's repeated baseline, see :mod:`search.searchers.yardstick`), runs that never got
+table's repeated baseline, see :mod:`search.recorded.yardstick`), runs that never got
 there (counted at budget + 1), and each median as a ratio to random's. Each table says
 how many eps-good orders it has: where most orders lie within a seed sd of the best, the
 top 5 is luck and eps-good is the question a researcher can answer. Targets, eps-good
@@ -68,9 +68,10 @@ import numpy as np
 from ray.tune.search import Searcher
 
 from sublayer_search.analysis.store.study_export import BUILTIN_EXPORTS
+from sublayer_search.search.recorded.oracle import OrderTable, drive, evaluations_to_top
+from sublayer_search.search.recorded.yardstick import eps_good, seed_noise
 from sublayer_search.search.searchers.evolution_searcher import EvolutionSearcher
 from sublayer_search.search.searchers.optuna_study import OptunaTrials
-from sublayer_search.search.searchers.oracle import OrderTable, drive, evaluations_to_top
 from sublayer_search.search.searchers.prior import (
     BUILTIN_PRIORS,
     OrderPrior,
@@ -82,7 +83,6 @@ from sublayer_search.search.searchers.prior import (
 )
 from sublayer_search.search.searchers.queue import prior_queue
 from sublayer_search.search.searchers.surrogate import SurrogateSearcher
-from sublayer_search.search.searchers.yardstick import eps_good, seed_noise
 
 Factory = Callable[[OrderTable, int, OrderPrior | None], Searcher]
 BIG = 10**6

@@ -66,3 +66,43 @@ def test_each_search_example_plans_on_the_quickstart(snippet: str, tmp_path: Pat
     (tmp_path / "x.yaml").write_text(yaml.safe_dump(raw))
     assert main(["sweep", str(tmp_path / "x.yaml"), "--dry-run"]) == 0, capsys.readouterr().err
     assert "nothing was run" in capsys.readouterr().out
+
+
+def _section(path: str, heading: str) -> str:
+    text = (REPO / path).read_text()
+    start = text.index(heading)
+    end = text.find("\n## ", start + len(heading))
+    return text[start:] if end < 0 else text[start:end]
+
+
+def test_every_built_in_strategy_is_in_the_docs() -> None:
+    """A space is listed under docs/experiments.md's "Spaces", a searcher and a stopping
+    rule have a row in docs/search.md's tables, a task has its `task:` in some page
+    (plugins document themselves)."""
+    from sublayer_search.search.core.plugins import BUILT_IN, origin
+    from sublayer_search.search.searchers.registry import searcher_names
+    from sublayer_search.search.stopping.registry import rule_names
+    from sublayer_search.search.tasks import task_names
+    from sublayer_search.spaces.registry import ALL_SPACES
+
+    spaces = _section("docs/experiments.md", "## Spaces")
+    searchers = _section("docs/search.md", "## Searchers")
+    rules = _section("docs/search.md", "## Stopping rules")
+    pages = "\n".join((REPO / "docs" / p.name).read_text()
+                      for p in (REPO / "docs").glob("*.md"))
+    missing = [f"space {n}" for n in ALL_SPACES
+               if origin("space", n) == BUILT_IN and f"`{n}`" not in spaces]
+    missing += [f"searcher {n}" for n in searcher_names()
+                if origin("searcher", n) == BUILT_IN and f"| `{n}`" not in searchers]
+    missing += [f"stopping rule {n}" for n in rule_names()
+                if origin("stopping rule", n) == BUILT_IN and f"| `{n}`" not in rules]
+    missing += [f"task {n}" for n in task_names()
+                if origin("task", n) == BUILT_IN and f"task: {n}" not in pages]
+    assert not missing, f"not in the docs: {', '.join(missing)}"
+    stale = [f"searcher {n}" for n in re.findall(r"^\| `(\w+)`", searchers, flags=re.M)
+             if n not in searcher_names()]
+    stale += [f"stopping rule {n}" for n in re.findall(r"^\| `(\w+)`", rules, flags=re.M)
+              if n not in rule_names()]
+    stale += [f"task {n}" for n in sorted(set(re.findall(r"\btask: (\w+)", pages)))
+              if n not in task_names()]
+    assert not stale, f"the docs name what is not registered: {', '.join(stale)}"

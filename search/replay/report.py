@@ -5,13 +5,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from sublayer_search.search.replay.settings import SchedulerSettings
-from sublayer_search.search.searchers.yardstick import (
+from sublayer_search.search.recorded.yardstick import (
     SeedNoise,
     eps_good,
     regret_in_sds,
     seed_noise,
 )
+from sublayer_search.search.replay.settings import SchedulerSettings
 from sublayer_search.spaces.records import Direction
 
 __all__ = ["ReplayReport", "TrialOutcome"]
@@ -52,7 +52,7 @@ class ReplayReport:
     rank_mode: Direction
     eps: float = 1.0
     """A candidate is eps-good when its final lies within ``eps`` baseline seed sds of the
-    best candidate's (:mod:`search.searchers.yardstick`)."""
+    best candidate's (:mod:`search.recorded.yardstick`)."""
     top_k: tuple[str, ...] = field(init=False)
     """The k best candidates by final metric (recorded sweep, complete trials only)."""
     picked: str | None = field(init=False)

@@ -42,7 +42,7 @@ class EvolutionSearcher(Stateful):
     Trials that failed or diverged do not enter the population. Every trial trains with
     ``seed``.
 
-    With ``domain`` (the orders of a recorded table, :mod:`search.searchers.oracle`) a
+    With ``domain`` (the orders of a recorded table, :mod:`search.recorded.oracle`) a
     mutation is the untried domain order nearest the parent in standardised order
     features (ties at random): a sparse table holds almost no true neighbours. With a
     ``prior`` (``search.prior``, :mod:`.prior`) the first population is drawn best prior

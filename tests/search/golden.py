@@ -47,10 +47,31 @@ def key_of_current_test() -> str:
 _CALLS: dict[str, int] = {}
 
 
+def _one_of(names: list[str]) -> str:
+    quoted = [repr(n) for n in names]
+    return f"{', '.join(quoted[:-1])} or {quoted[-1]}" if len(quoted) > 1 else quoted[0]
+
+
+def registries(text: str) -> str:
+    """``text`` with each full listing of a registry (``'fifo', 'asha' or 'curve'``)
+    replaced by ``{spaces}``, ``{searchers}``, ``{rules}`` or ``{tasks}``: a strategy added
+    in the tree or by a plugin changes no golden text (CONTRIBUTING's recipes)."""
+    from sublayer_search.search.searchers.registry import searcher_names
+    from sublayer_search.search.stopping.registry import rule_names
+    from sublayer_search.search.tasks import task_names
+    from sublayer_search.spaces.registry import ALL_SPACES
+
+    for name, names in (("spaces", list(ALL_SPACES)), ("searchers", list(searcher_names())),
+                        ("rules", list(rule_names())), ("tasks", list(task_names()))):
+        text = text.replace(_one_of(names), "{" + name + "}")
+    return text
+
+
 def check(kind: str, text: str, key: str | None = None) -> None:
     """``text`` equals the golden file ``golden/KIND/KEY.txt`` (or writes it); the n-th
     call of one test (from 2) adds ``.n`` to the key."""
     key = key or key_of_current_test()
+    text = registries(text)
     _CALLS[key] = n = _CALLS.get(key, 0) + 1
     path = GOLDEN / kind / f"{key}{'' if n == 1 else f'.{n}'}.txt"
     if WRITE:

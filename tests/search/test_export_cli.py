@@ -106,7 +106,7 @@ def test_replay_from_the_export_is_the_replay_from_mlflow(sweep, exported, capsy
 
 def test_an_export_is_the_searchers_oracle(sweep, exported, capsys):
     from sublayer_search.analysis.store import runs
-    from sublayer_search.search.searchers.oracle import OrderTable
+    from sublayer_search.search.recorded.oracle import OrderTable
 
     finished = runs.load(NAME, sweep[0]).query("status == 'finished'")
     assert not finished.empty

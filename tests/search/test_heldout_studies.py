@@ -17,9 +17,9 @@ from sublayer_search.analysis.store.study_export import BUILTIN_EXPORTS, builtin
 from sublayer_search.search.cli.main import main
 from sublayer_search.search.plan.experiment import load_experiment
 from sublayer_search.search.recorded.from_export import sweep_from_export
+from sublayer_search.search.recorded.yardstick import eps_good, seed_noise
 from sublayer_search.search.replay.engine import SchedulerSettings, replay
 from sublayer_search.search.searchers.prior import BUILTIN_PRIORS, resolve_prior
-from sublayer_search.search.searchers.yardstick import eps_good, seed_noise
 from sublayer_search.search.stopping.calibration import CURVE_STUDIES
 
 REPO = Path(__file__).resolve().parents[2]

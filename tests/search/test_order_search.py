@@ -17,10 +17,10 @@ from sublayer_search.analysis.papers import press_paper as paper
 from sublayer_search.search.core.trial import Trial
 from sublayer_search.search.plan.experiment import parse_experiment
 from sublayer_search.search.plan.steps import plan_sweep
+from sublayer_search.search.recorded.oracle import OrderTable, drive, evaluations_to_top
 from sublayer_search.search.searchers.evolution_searcher import EvolutionSearcher
 from sublayer_search.search.searchers.grid_searcher import GridSearcher
 from sublayer_search.search.searchers.optuna_study import OptunaTrials
-from sublayer_search.search.searchers.oracle import OrderTable, drive, evaluations_to_top
 from sublayer_search.search.searchers.registry import make_searcher
 from sublayer_search.search.searchers.surrogate import (
     SurrogateSearcher,

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from sublayer_search.search.cli.main import main
-from sublayer_search.search.searchers.oracle import OrderTable, drive
+from sublayer_search.search.recorded.oracle import OrderTable, drive
 from sublayer_search.search.searchers.prior import (
     OrderPrior,
     PriorError,

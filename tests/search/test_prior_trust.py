@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sublayer_search.search.searchers.oracle import OrderTable, drive
+from sublayer_search.search.recorded.oracle import OrderTable, drive
 from sublayer_search.search.searchers.prior import resolve_prior
 from sublayer_search.search.searchers.prior_trust import TRUST_VAR, trust
 from sublayer_search.search.searchers.surrogate import SurrogateSearcher

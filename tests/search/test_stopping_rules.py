@@ -25,7 +25,8 @@ TRAIN = TrainConfig(steps=100, eval_every=10)
 
 
 def test_the_registry_lists_the_built_in_rules_in_order() -> None:
-    assert rule_names() == ("fifo", "asha", "curve")
+    """First, in this order; a rule added in the tree or by a plugin lists after them."""
+    assert rule_names()[:3] == ("fifo", "asha", "curve")
 
 
 @pytest.mark.parametrize("name", rule_names())

@@ -180,7 +180,7 @@ def test_a_registered_task_checks_its_own_sections(cycle_task, tmp_path):
 def test_an_unregistered_task_is_named_with_the_known_ones(tmp_path):
     with pytest.raises(ExperimentError) as err:
         load_experiment(_experiment(tmp_path))
-    assert "task: got 'cycle', expected one of 'lm' or 'translation'" in str(err.value)
+    assert "task: got 'cycle', expected one of 'lm'" in str(err.value)  # 'translation', …
 
 
 @pytest.mark.slow

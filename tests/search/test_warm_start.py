@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from sublayer_search.search.core.observation import Observation
+from sublayer_search.search.recorded.oracle import OrderTable, drive
 from sublayer_search.search.searchers.evolution_searcher import EvolutionSearcher
 from sublayer_search.search.searchers.optuna_study import OptunaTrials
-from sublayer_search.search.searchers.oracle import OrderTable, drive
 from sublayer_search.search.searchers.surrogate import (
     SurrogateSearcher,
     expected_improvement,

@@ -1,4 +1,4 @@
-"""Noise-aware yardsticks: eps-good orders, regret in seed sds (search/searchers/yardstick.py),
+"""Noise-aware yardsticks: eps-good orders, regret in seed sds (search/recorded/yardstick.py),
 in the searcher benchmark and in ``sublayer replay``."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ import statistics
 import pytest
 
 from sublayer_search.search.cli.main import main
-from sublayer_search.search.replay.engine import SchedulerSettings, replay
-from sublayer_search.search.searchers.prior import builtin_tables
-from sublayer_search.search.searchers.yardstick import (
+from sublayer_search.search.recorded.yardstick import (
     eps_good,
     regret_in_sds,
     seed_noise,
 )
+from sublayer_search.search.replay.engine import SchedulerSettings, replay
+from sublayer_search.search.searchers.prior import builtin_tables
 from tests.search.test_prior import _bench
 from tests.search.test_replay import curve
 

@@ -27,3 +27,8 @@ def test_every_registered_space_keeps_the_contract(name: str) -> None:
         pytest.fail(f"space {name!r} is registered but has no sample arguments in SAMPLES")
     args, kind = SAMPLES[name]
     check_space(name, args, kind)
+
+
+def test_every_sample_is_of_a_registered_space() -> None:
+    """A space's samples go with it: none stays behind for a space no longer registered."""
+    assert set(SAMPLES) <= set(ALL_SPACES), sorted(set(SAMPLES) - set(ALL_SPACES))
