@@ -92,6 +92,8 @@ class Tag:
     """One-shot sweeps: the order's rank under the supernet (1 = best)."""
     ONESHOT_ESTIMATE: Final = "sublayer.oneshot_estimate"
     """One-shot sweeps: the supernet's estimate of the order's metric."""
+    RESTARTS: Final = "sublayer.restarts"
+    """How often Ray restarted the trial after a failure (a lost node, a crash)."""
     GUIDANCE: Final = "sublayer.guidance"
     """A guided trial's label (``none``, ``sg-kq``, ``hg-kq+ffn``), for display only."""
 

@@ -21,11 +21,16 @@ from typing import Any, Final, Protocol
 
 from sublayer_search.spaces.records import Role, Tag, TrialStatus, best, final
 
-__all__ = ["ROUTING_ARTIFACT", "MlflowRun", "TrialRecord", "outcome_to_mlflow", "param_value"]
+__all__ = ["CHECKPOINT_ARTIFACT", "MODEL_ARTIFACT", "ROUTING_ARTIFACT", "MlflowRun", "TrialRecord",
+           "outcome_to_mlflow", "param_value"]
 
 ROUTING_ARTIFACT: Final = "routing_bleu.json"
 """IOT trials: the BLEU of each validation split decoded with each order
 (``{"<routed code>": {"<forced code>": bleu}}``)."""
+CHECKPOINT_ARTIFACT: Final = "checkpoint"
+"""A finished trial's checkpoint folder (``tracking.log_checkpoints: true``)."""
+MODEL_ARTIFACT: Final = f"{CHECKPOINT_ARTIFACT}/model.json"
+"""Its model config as JSON, which rebuilds the model (``search.tracking.attention``)."""
 _MAX_PARAM = 6000  # MLflow's longest param value
 _RUN_STATUS = {"FINISHED": TrialStatus.FINISHED, "FAILED": TrialStatus.FAILED,
                "KILLED": TrialStatus.KILLED, "RUNNING": TrialStatus.RUNNING,

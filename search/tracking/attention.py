@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from sublayer_search.analysis.store.trial_record import CHECKPOINT_ARTIFACT, MODEL_ARTIFACT
 from sublayer_search.models.attention_capture import capture, load_lm, validation_tokens
 from sublayer_search.spaces.generators.sandwich import SANDWICH
 
@@ -31,11 +32,12 @@ def model_from_run(run_id: str, *, tracking_uri: str, dst: str | None = None) ->
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=tracking_uri)
-    names = {a.path for a in client.list_artifacts(run_id, "checkpoint")}
-    if "checkpoint/model.json" not in names:
+    names = {a.path for a in client.list_artifacts(run_id, CHECKPOINT_ARTIFACT)}
+    if MODEL_ARTIFACT not in names:
         raise ValueError(f"run {run_id}: got no checkpoint artifact, expected one logged with "
                          "tracking.log_checkpoints: true (checkpoint/model.json and state.pt)")
-    return load_lm(Path(client.download_artifacts(run_id, "checkpoint", dst or tempfile.mkdtemp())))
+    return load_lm(Path(client.download_artifacts(run_id, CHECKPOINT_ARTIFACT,
+                                                  dst or tempfile.mkdtemp())))
 
 
 def run_attention(run_id: str, *, tracking_uri: str, idx: Tensor) -> list[np.ndarray]:
@@ -72,8 +74,8 @@ def sweep_attention(experiment: str, *, tracking_uri: str, per_group: int = 3,
         for r in rows:
             if len(chosen[name]) == per_group:
                 break
-            if any(a.path == "checkpoint/model.json"
-                   for a in client.list_artifacts(str(r.run_id), "checkpoint")):
+            if any(a.path == MODEL_ARTIFACT
+                   for a in client.list_artifacts(str(r.run_id), CHECKPOINT_ARTIFACT)):
                 chosen[name].append(r)
     if not any(chosen.values()):
         return AttentionStudy(note="Not computed: no finished trial of this sweep logged a "

@@ -23,7 +23,12 @@ from mlflow.tracking import MlflowClient
 from ray.tune import Callback
 from ray.tune.experiment import Trial as RayTrial
 
-from sublayer_search.analysis.store.trial_record import outcome_to_mlflow, param_value
+from sublayer_search.analysis.store.trial_record import (
+    CHECKPOINT_ARTIFACT,
+    MODEL_ARTIFACT,
+    outcome_to_mlflow,
+    param_value,
+)
 from sublayer_search.search.core.rebind import Rebound
 from sublayer_search.search.core.trial import Trial
 from sublayer_search.search.plan.sweep_plan import SweepPlan
@@ -36,8 +41,7 @@ from sublayer_search.spaces.records import Tag, TrialStatus, ended_status
 
 __all__ = ["MlflowTracking", "RESTARTS"]
 
-RESTARTS = "sublayer.restarts"
-"""Tag: how often Ray restarted the trial after a failure (a lost node, a crash)."""
+RESTARTS = Tag.RESTARTS
 DEVICE_TAGS = {"device": Tag.DEVICE, "device_name": Tag.DEVICE_NAME,
                "device_count": Tag.DEVICE_COUNT}
 """The trainable's reported device facts and the run tags they become."""
@@ -282,12 +286,12 @@ class MlflowTracking(Rebound, Callback):
             self._submit({"op": "text", "trial": tid, "text": text, "path": path})
         if self.plan.experiment.tracking.log_checkpoints and status == TrialStatus.FINISHED \
                 and trial.checkpoint:
-            self._submit({"op": "artifacts", "trial": tid, "path": "checkpoint",
+            self._submit({"op": "artifacts", "trial": tid, "path": CHECKPOINT_ARTIFACT,
                           "dir": checkpoint_uri(self.plan.experiment.ray.storage_path,
                                                 trial.checkpoint.path)})
             model = self.plan.model_for(trial.config["trial"])
             self._submit({"op": "dict", "trial": tid, "data": model_dict(model),
-                          "path": "checkpoint/model.json"})
+                          "path": MODEL_ARTIFACT})
         self._submit({"op": "end", "trial": tid, "status": mlflow_status})
 
     def on_trial_complete(self, iteration: int, trials: list[RayTrial], trial: RayTrial, **info: object) -> None:
