@@ -47,8 +47,9 @@ PYTEST := $(BIN)/python -m pytest -q $(if $(filter-out 0,$(JOBS)),-n $(JOBS) --d
 test: install test-deps
 	$(PYTEST) -m "not soak"
 
-# The longest failure-injection runs (MLflow outages, a lost worker node: minutes each),
-# kept out of `make test` so CI stays within its time; run them before a release.
+# The longest failure-injection runs (MLflow outages, lost nodes and workers, killed drivers
+# resumed: minutes each), kept out of `make test` so CI stays within its time; run them
+# before a release.
 test-soak: install test-deps
 	$(PYTEST) -m soak
 

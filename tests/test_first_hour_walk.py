@@ -188,6 +188,23 @@ def test_make_test_targets_run_their_recipes(walk, target: str) -> None:
     assert "-n 2 --dist loadfile" in done.stdout  # two pytest-xdist workers (JOBS)
 
 
+SOAK = (
+    "test_a_killed_sweep_resumes_from_object_storage_alone",
+    "test_a_killed_worker_restarts_from_the_checkpoint",
+    "test_a_trial_on_a_lost_node_continues_from_object_storage",
+    "test_an_outage_in_stage_one_stops_it_and_resume_loses_no_evaluation",
+    "test_ctrl_c_on_make_run_prints_one_resume_command_that_works",
+    "test_resume_after_sigkill_finishes_the_sweep_without_duplicates",
+    "test_resume_when_the_snapshot_names_a_checkpoint_ray_had_deleted",
+    "test_run_interrupt_run_resume_run_gives_the_verdicts_of_one_clean_sweep",
+    "test_mlflow_outage_is_buffered_and_resume_completes_training_and_logging",
+    "test_a_driver_killed_mid_outage_keeps_its_backlog_on_disk_and_resume_writes_it",
+    "test_trial_on_a_lost_worker_node_continues_on_the_other_node",
+)
+"""The tests marked ``soak``: MLflow outages, lost nodes and workers, killed drivers and
+sweeps resumed, minutes each."""
+
+
 def test_make_test_soak_runs_what_make_test_leaves_out(walk) -> None:
     """`make test-soak` selects exactly the soak tests `make test` deselects (listed here,
     not run: each takes minutes, and the full suite ran them where this was written)."""
@@ -195,6 +212,7 @@ def test_make_test_soak_runs_what_make_test_leaves_out(walk) -> None:
     done = _make(work, env, "test-soak", PYTEST_ADDOPTS="--collect-only -p no:cacheprovider")
     listed = sorted(line for line in done.stdout.splitlines() if "::test_" in line)
     assert '-m soak' in done.stdout and listed, done.stdout[-2000:]
-    assert all(line.startswith(("tests/search/test_outage.py::",
-                                "tests/search/test_node_loss.py::")) for line in listed), listed
-    assert len(listed) == 3, listed
+    assert sorted(line.split("::")[1] for line in listed) == sorted(SOAK), listed
+    assert {line.split("::")[0] for line in listed} == {f"tests/search/{f}.py" for f in (
+        "test_make_run_resume", "test_multiworker", "test_node_loss", "test_object_storage",
+        "test_outage", "test_outage_oneshot", "test_replays_walk", "test_resume")}, listed

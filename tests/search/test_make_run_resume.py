@@ -59,6 +59,7 @@ def _interrupt_make_run(work: Path, env: dict[str, str], log: Path) -> tuple[int
     return make.returncode, log.read_text()
 
 
+@pytest.mark.soak  # the quickstart twice (minutes); test_resume.py's Ctrl-C resume covers --resume in make test
 def test_ctrl_c_on_make_run_prints_one_resume_command_that_works(tmp_path: Path) -> None:
     work, env = user_clone(REPO, tmp_path / "user", VENV, DATA)
     _shorten_quickstart(work / "configs" / "quickstart.yaml")

@@ -119,6 +119,7 @@ def test_two_fsdp_workers_train_one_trial_like_one_worker(tmp_path: Path, one_pr
 
 
 @pytest.mark.slow
+@pytest.mark.soak  # a killed worker (minutes); test_restart_tags.py covers the restart's tags in make test
 def test_a_killed_worker_restarts_from_the_checkpoint(tmp_path: Path) -> None:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     train = {**TRAIN, "steps": 400, "eval_every": 40}

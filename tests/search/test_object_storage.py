@@ -173,6 +173,7 @@ def _run_and_kill(tmp_path: Path, path: Path, env: dict[str, str], server: S3Ser
 
 
 @pytest.mark.slow
+@pytest.mark.soak  # minutes; the planning test above and test_resume.py cover its parts in make test
 def test_a_killed_sweep_resumes_from_object_storage_alone(tmp_path, monkeypatch):
     with s3_server(tmp_path, buckets=(BUCKET,)) as server:
         for key, value in server.env.items():  # this test reads the artifacts back
@@ -266,6 +267,7 @@ def _kill_node(pid: int) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.soak  # a lost node (minutes), as test_node_loss.py
 def test_a_trial_on_a_lost_node_continues_from_object_storage(tmp_path, monkeypatch):
     """Two ``ray start`` nodes; the worker node running a trial is SIGKILLed after the
     trial's first evaluation; with ``failure.retries`` Ray restarts it on the head node

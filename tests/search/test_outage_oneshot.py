@@ -52,6 +52,7 @@ def _supernet(url: str) -> tuple[str, list[int]] | None:
         return None
 
 
+@pytest.mark.soak  # an outage under stage one (minutes); test_outage.py and test_oneshot.py cover its parts in make test
 def test_an_outage_in_stage_one_stops_it_and_resume_loses_no_evaluation(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fail_fast_reads(monkeypatch)

@@ -81,6 +81,7 @@ def _verdicts(folder: Path, env: dict[str, str], name: str) -> tuple[pd.DataFram
     return table, done.stdout
 
 
+@pytest.mark.soak  # three sweeps (minutes); test_resume.py's Ctrl-C resume and test_replay_sweep.py cover them in make test
 def test_run_interrupt_run_resume_run_gives_the_verdicts_of_one_clean_sweep() -> None:
     with scratch("w46") as folder:
         env = {**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "1", "HOME": str(folder)}

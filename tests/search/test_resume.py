@@ -110,6 +110,7 @@ def _resume_and_check(tmp_path: Path, path: Path, env: dict[str, str], client) -
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
 
 
+@pytest.mark.soak  # a killed driver resumed (minutes); the Ctrl-C resume below covers --resume in make test
 def test_resume_after_sigkill_finishes_the_sweep_without_duplicates(tmp_path):
     path = _experiment(tmp_path)
     env = {**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "1", "HOME": str(tmp_path)}
@@ -117,6 +118,7 @@ def test_resume_after_sigkill_finishes_the_sweep_without_duplicates(tmp_path):
     _resume_and_check(tmp_path, path, env, client)
 
 
+@pytest.mark.soak  # minutes; tests/search/test_checkpoint_gaps.py covers the gap filling in make test
 def test_resume_when_the_snapshot_names_a_checkpoint_ray_had_deleted(tmp_path):
     """Ray deletes checkpoint N when it registers N+1, then snapshots: a kill in
     between leaves a snapshot naming N, which no longer exists (ray-project/ray#27790).
