@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeGuard
 
 from sublayer_search.spaces.records import Role, Tag, TrialStatus, best, final
 
@@ -211,15 +211,14 @@ def outcome_to_mlflow(*, metric: str, status: TrialStatus, steps: int,
                       final_value: object) -> tuple[dict[str, str], dict[str, float]]:
     """``(tags, metrics)`` a trial's end adds: its status, steps and ``final_<metric>``
     (where the last value is a finite number; ``best_<metric>`` is in every report)."""
-    value = final_value if isinstance(final_value, int | float) else None
     record = TrialRecord(name="", metric=metric, status=status, steps=steps,
-                         final=float(value) if value is not None and _finite(value) else None)
+                         final=float(final_value) if _finite(final_value) else None)
     _, tags, metrics = record.to_mlflow()
     return ({k: tags[k] for k in (Tag.STATUS, Tag.STEPS)},
             {k: v for k, v in metrics.items() if k == final(metric)})
 
 
-def _finite(value: object) -> bool:
+def _finite(value: object) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool) \
         and math.isfinite(value)
 

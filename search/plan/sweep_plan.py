@@ -119,7 +119,7 @@ class SweepPlan(Generic[ModelT, DataT, ExtraT, SpecT]):
                         for k, v in asdict(self.extra).items()})  # type: ignore[call-overload]
         return out
 
-    @property
+    @cached_property  # asked once per trial by its record
     def config_hash(self) -> str:
         return config_hash(self.settings())
 
@@ -133,8 +133,9 @@ class SweepPlan(Generic[ModelT, DataT, ExtraT, SpecT]):
                        for c in self.candidates]
         return self.task.describe_models(models)
 
-    def row(self, trial: Trial) -> dict[str, Any]:
-        """The trial's table row: what the dry run prints and MLflow records as params."""
+    def row(self, trial: Trial, model: ModelT | None = None) -> dict[str, Any]:
+        """The trial's table row: what the dry run prints and MLflow records as params
+        (``model``: the trial's, when the caller has built it)."""
         c = counts(trial.order)
         row = {"name": trial.name, "order": trial.order, "seed": trial.seed, "space": trial.space,
                "family": trial.family,
@@ -144,14 +145,14 @@ class SweepPlan(Generic[ModelT, DataT, ExtraT, SpecT]):
             row["n_h"] = c["h"]
         if self.guided:
             row["guidance"] = trial.guidance
-        row.update(self.task.row(self.model_for(trial), trial.variant))
+        row.update(self.task.row(model or self.model_for(trial), trial.variant))
         return row
 
     def record(self, trial: Trial) -> TrialRecord:
         """The trial's record as planned: its row, the experiment's metric, settings and
         hash, its variant's and the task's facts (what its MLflow run is given)."""
-        row = self.row(trial)
         model = self.model_for(trial)
+        row = self.row(trial, model)
         written: dict[str, Any] = {k: v for k, v in row.items() if k not in ("name", "family")}
         written.update(candidate=trial.candidate, metric=self.metric,
                        config_hash=self.config_hash, task=self.experiment.task,
