@@ -153,6 +153,17 @@ def wait_for_health(port: int, proc: subprocess.Popen[bytes], log: Path,
             time.sleep(0.5)
 
 
+def wait_for_text(text: str, proc: subprocess.Popen[bytes], log: Path,
+                  timeout: float = 90) -> None:
+    """Poll ``log`` until ``proc`` has written ``text`` to it (a line it prints once it is
+    ready may follow the server's readiness by a poll)."""
+    deadline = time.monotonic() + timeout
+    while text not in (log.read_text(errors="replace") if log.is_file() else ""):
+        assert proc.poll() is None, tail(log)
+        assert time.monotonic() < deadline, f"{text!r} never came:\n" + tail(log)
+        time.sleep(0.2)
+
+
 def run_cli(args: Sequence[str], *, env: Mapping[str, str], log: Path,
             timeout: float) -> subprocess.CompletedProcess[str]:
     """``sublayer ARGS`` as a subprocess; its output goes to ``log`` and is returned."""

@@ -6,7 +6,7 @@ import sys
 import urllib.request
 
 import pytest
-from helpers import free_port, start, stop, subprocess_env, wait_for_health
+from helpers import free_port, start, stop, subprocess_env, wait_for_health, wait_for_text
 
 pytestmark = pytest.mark.slow
 
@@ -27,6 +27,6 @@ def test_sublayer_ui_serves_the_store(tmp_path):
             f"http://127.0.0.1:{port}/api/2.0/mlflow/experiments/search?max_results=10",
             timeout=10).read().decode()
         assert "ui-check" in body
-        assert f"http://127.0.0.1:{port}" in log.read_text()  # it says where to look
+        wait_for_text(f"MLflow UI on http://127.0.0.1:{port}", proc, log)  # where to look
     finally:
         stop(proc)
