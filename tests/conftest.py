@@ -76,13 +76,33 @@ def pytest_testnodedown(node: object, error: object) -> None:
     note_worker(node)  # a pytest-xdist worker's verdict (make test runs two)
 
 
+LONGEST = (
+    "test_first_hour_walk.py", "search/test_whole_trials.py", "search/test_postgres_store.py",
+    "search/test_sweep_local.py", "search/test_multiworker.py", "test_recipes.py",
+    "test_readme.py", "search/test_trustworthy_sweeps.py", "test_gpu_check.py",
+    "search/test_cluster.py", "search/test_mlflow_server.py", "search/test_fetch.py",
+)
+"""The files of ``make test`` that take longest (summed over their tests, measured on a
+2-core machine), longest first: a worker takes them first (longest-first scheduling)."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``make test``), the files with end-to-end (``slow``) tests go
-    first: a long file started last would keep one worker busy alone at the end."""
+    """Under pytest-xdist (``make test``), the longest files go first, then the other files
+    with end-to-end (``slow``) tests: a long file started last would keep one worker busy
+    alone at the end (each file stays on one worker: ``--dist loadfile``)."""
     if not hasattr(config, "workerinput"):
         return
+    here = Path(__file__).parent
+    missing = [name for name in LONGEST if not (here / name).is_file()]
+    if missing:
+        raise pytest.UsageError(f"tests/conftest.py LONGEST names missing files: {missing}")
+    rank = {here / name: i for i, name in enumerate(LONGEST)}
     slow = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow)  # stable: a file's tests stay together
+
+    def key(item: pytest.Item) -> tuple[int, int]:  # stable: a file's tests stay together
+        return (rank.get(item.path, len(rank)), item.path not in slow)
+
+    items.sort(key=key)
 
 
 def _in_fresh_folder(factory: pytest.TempPathFactory, name: str) -> Iterator[Path]:

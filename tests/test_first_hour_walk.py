@@ -200,6 +200,7 @@ SOAK = (
     "test_mlflow_outage_is_buffered_and_resume_completes_training_and_logging",
     "test_a_driver_killed_mid_outage_keeps_its_backlog_on_disk_and_resume_writes_it",
     "test_trial_on_a_lost_worker_node_continues_on_the_other_node",
+    "test_the_sweep_starts_trials_in_the_priors_order_and_resume_keeps_it",
 )
 """The tests marked ``soak``: MLflow outages, lost nodes and workers, killed drivers and
 sweeps resumed, minutes each."""
@@ -215,4 +216,5 @@ def test_make_test_soak_runs_what_make_test_leaves_out(walk) -> None:
     assert sorted(line.split("::")[1] for line in listed) == sorted(SOAK), listed
     assert {line.split("::")[0] for line in listed} == {f"tests/search/{f}.py" for f in (
         "test_make_run_resume", "test_multiworker", "test_node_loss", "test_object_storage",
-        "test_outage", "test_outage_oneshot", "test_replays_walk", "test_resume")}, listed
+        "test_outage", "test_outage_oneshot", "test_prior_queue_sweep", "test_replays_walk",
+        "test_resume")}, listed

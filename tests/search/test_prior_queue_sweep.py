@@ -17,8 +17,6 @@ import yaml
 from helpers import sweep_command
 from sweep_watch import trial_runs, wait_for_trials
 
-pytestmark = pytest.mark.slow
-
 GIVEN = ["ffss", "sffs", "ssff"]  # the space's order: the prior predicts the reverse
 
 
@@ -50,11 +48,14 @@ def _planned_queue(path: Path) -> list[str]:
     return [t.name for t in plan.trials], [t.order for t in plan.trials]
 
 
-def test_the_sweep_starts_trials_in_the_priors_order_and_resume_keeps_it(tmp_path):
+ENV = {"TUNE_GLOBAL_CHECKPOINT_S": "1"}
+
+
+def test_the_dry_run_shows_the_priors_queue(tmp_path):
     path = _experiment(tmp_path)
     names, orders = _planned_queue(path)
     assert orders == ["sfsf", "ssff", "sffs", "ffss"]  # baseline, then best-predicted first
-    env = {**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "1", "HOME": str(tmp_path)}
+    env = {**os.environ, **ENV, "HOME": str(tmp_path)}
     dry = subprocess.run(sweep_command("sweep", str(path), "--dry-run"), cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=300)
     assert dry.returncode == 0, dry.stderr[-3000:]
@@ -62,6 +63,13 @@ def test_the_sweep_starts_trials_in_the_priors_order_and_resume_keeps_it(tmp_pat
     assert table == names
     assert "weight 0.4" in dry.stdout and "queue: baseline seeds first" in dry.stdout
 
+
+@pytest.mark.slow
+@pytest.mark.soak
+def test_the_sweep_starts_trials_in_the_priors_order_and_resume_keeps_it(tmp_path):
+    path = _experiment(tmp_path)
+    names, _ = _planned_queue(path)
+    env = {**os.environ, **ENV, "HOME": str(tmp_path)}
     log = tmp_path / "driver.err"
     with log.open("w") as stderr:
         driver = subprocess.Popen(sweep_command("sweep", str(path)), cwd=tmp_path, env=env,
