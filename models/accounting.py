@@ -13,9 +13,11 @@ from __future__ import annotations
 from sublayer_search.models.config import ModelConfig, adaptive_bands
 from sublayer_search.models.guidance.config import saved_params
 from sublayer_search.spaces.cost import half_width, sublayer_costs
+from sublayer_search.spaces.kinds import CLASSIC, kind_of
 from sublayer_search.spaces.order import counts
 
-__all__ = ["embedding_params", "flops_per_token", "head_params", "param_count"]
+__all__ = ["active_param_count", "embedding_params", "flops_per_token", "head_params",
+           "param_count"]
 
 
 def embedding_params(cfg: ModelConfig) -> int:
@@ -56,12 +58,23 @@ def param_count(cfg: ModelConfig) -> int:
     sublayer's LayerNorm) + final LayerNorm (pre-norm only) + untied head parts − the
     matrices hard guidance shares.
     """
-    costs = sublayer_costs(d_model=cfg.d_model, d_ff=cfg.d_ff, exact=True)
+    costs = sublayer_costs(d_model=cfg.d_model, d_ff=cfg.d_ff, exact=True,
+                           n_heads=cfg.n_heads, settings=cfg.sublayers)
     n = counts(cfg.order)
     sublayers = sum(k * costs[kind] for kind, k in n.items())
     sublayers -= saved_params(n, cfg.guidance, d_model=cfg.d_model, d_ff=cfg.d_ff)
     final_norm = 2 * cfg.d_model if cfg.norm == "pre" else 0
     return embedding_params(cfg) + sublayers + final_norm + head_params(cfg)
+
+
+def active_param_count(cfg: ModelConfig) -> int:
+    """:func:`param_count` less the weights a token never passes through: the experts of
+    a mixture-of-experts sublayer (``e``) that are not among its ``top_k``."""
+    dims = cfg.dims
+    idle = sum(k * (kind_of(kind).params(dims, exact=True)
+                    - kind_of(kind).active_params(dims, exact=True))
+               for kind, k in counts(cfg.order).items())
+    return param_count(cfg) - idle
 
 
 def flops_per_token(cfg: ModelConfig) -> int:
@@ -80,7 +93,9 @@ def flops_per_token(cfg: ModelConfig) -> int:
     weighted sum of values, each ``context · d`` multiply-adds per token, counted at the
     full context (not halved for the causal mask), as in the PaLM / Chinchilla appendix.
     Cross-attention sublayers add ``2 · 2 · context · d`` too (memory length taken as
-    the context).
+    the context). A hybrid kind adds its own (:meth:`spaces.kinds.SublayerKind.flops`):
+    ``w`` its window instead of the context, ``r`` its state update and read-out
+    (2 · 2 · d · d/H), ``e`` the weights of its ``top_k`` experts and router only.
     """
     vocab, d, ctx = cfg.require_vocab(), cfg.d_model, cfg.context
     n = counts(cfg.order)
@@ -94,4 +109,5 @@ def flops_per_token(cfg: ModelConfig) -> int:
     else:
         head = vocab * d
     attention = (n["s"] + n["c"]) * 2 * 2 * ctx * d
-    return 2 * (matmul + head) + attention
+    hybrid = sum(k * kind_of(kind).flops(cfg.dims) for kind, k in n.items() if kind not in CLASSIC)
+    return 2 * (matmul + head) + attention + hybrid

@@ -22,6 +22,7 @@ the guidance) splits its fused k,v the same way (:meth:`CrossAttention.split_kv`
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import torch
@@ -30,6 +31,7 @@ from torch import Tensor, nn
 
 from sublayer_search.models.kernels.linear import Linear, linear
 from sublayer_search.spaces.cost import half_width
+from sublayer_search.spaces.kinds import CLASSIC, Dims, KindSettings, all_symbols, kind_of
 
 __all__ = [
     "CrossAttention",
@@ -39,6 +41,7 @@ __all__ = [
     "attend",
     "build_sublayer",
     "output_projection",
+    "output_projections",
     "projection",
 ]
 
@@ -241,6 +244,14 @@ def output_projection(layer: nn.Module) -> nn.Linear:
     raise TypeError(f"{type(sub).__name__} is not a sublayer with an output projection")
 
 
+def output_projections(layer: nn.Module) -> list[nn.Linear]:
+    """Every ``Linear`` of a (residual) sublayer that writes to the residual stream:
+    :func:`output_projection`'s, or a hybrid kind's own (each expert's ``fc2``)."""
+    sub = layer.sublayer if isinstance(layer, Residual) else layer
+    own = getattr(sub, "output_projections", None)
+    return list(own()) if callable(own) else [output_projection(layer)]
+
+
 def projection(layer: nn.Module, role: str) -> nn.Linear:
     """The ``Linear`` of a (residual) sublayer by role: ``q``, ``k``, ``v``, ``out`` of a
     self-attention built with ``split_qkv`` (of a cross-attention: ``k`` and ``v`` once
@@ -269,11 +280,20 @@ def build_sublayer(
     norm: str = "pre",
     causal: bool = True,
     split_qkv: bool = False,
+    settings: KindSettings | None = None,
 ) -> Residual:
-    """One residual sublayer for an order symbol: ``"s"``, ``"f"``, ``"c"`` or ``"h"``
-    (``split_qkv``: see :class:`SelfAttention`)."""
+    """One residual sublayer for an order symbol: ``"s"``, ``"f"``, ``"c"``, ``"h"``, or a
+    hybrid kind of :mod:`spaces.kinds` (``w``, ``r``, ``e``: its module's ``from_dims``,
+    with ``settings``) (``split_qkv``: see :class:`SelfAttention`)."""
     sub: nn.Module
-    if kind == "s":
+    if kind not in CLASSIC and kind in all_symbols():
+        dims = Dims(d_model=d_model, d_ff=d_ff, n_heads=n_heads,
+                    settings=settings or KindSettings())
+        module_name, _, class_name = kind_of(kind).module.partition(":")
+        factory = getattr(importlib.import_module(module_name), class_name)
+        sub = factory.from_dims(dims, attn_dropout=attn_dropout, act_dropout=act_dropout,
+                                activation=activation)
+    elif kind == "s":
         sub = SelfAttention(d_model, n_heads, attn_dropout=attn_dropout, causal=causal,
                             split_qkv=split_qkv)
     elif kind in ("f", "h"):
@@ -282,5 +302,6 @@ def build_sublayer(
     elif kind == "c":
         sub = CrossAttention(d_model, n_heads, attn_dropout=attn_dropout)
     else:
-        raise ValueError(f"unknown sublayer kind {kind!r} (expected s, f, c or h)")
+        raise ValueError(f"unknown sublayer kind {kind!r} (expected one of "
+                         f"{', '.join(all_symbols())})")
     return Residual(sub, d_model, dropout=dropout, norm=norm)

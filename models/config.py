@@ -22,6 +22,8 @@ from sublayer_search.models.errors import (
     is_positive_int,
 )
 from sublayer_search.models.guidance.config import GuidanceConfig, guidance_from
+from sublayer_search.spaces.errors import SpaceError
+from sublayer_search.spaces.kinds import Dims, KindSettings
 from sublayer_search.spaces.order import Order, counts
 
 __all__ = [
@@ -103,6 +105,26 @@ def check_flags(cfg: Any, names: tuple[str, ...]) -> None:
         check(isinstance(value, bool), f"model.{name}", value, "true or false")
 
 
+def sublayer_settings(value: Any) -> KindSettings:
+    """``model.sublayers`` as :class:`~spaces.kinds.KindSettings` (a mapping or None: the
+    defaults); a bad value is a :class:`ConfigError` naming ``model.sublayers.<field>``."""
+    try:
+        return KindSettings.from_value({} if value is None else value)
+    except SpaceError as exc:
+        raise ConfigError(f"model.{exc.field}", exc.value, exc.expected) from None
+
+
+def sublayers_dict(out: dict[str, Any], settings: KindSettings) -> dict[str, Any]:
+    """``out`` (a config's ``asdict``) with ``sublayers`` as the settings that differ from
+    the defaults, or without it when none do (so a model without the hybrid kinds reads,
+    and hashes, as before them)."""
+    changed = settings.changed()
+    out = {k: v for k, v in out.items() if k != "sublayers"}
+    if changed:
+        out["sublayers"] = changed
+    return out
+
+
 def config_from_dict(cls: Any, data: Mapping[str, Any]) -> Any:
     """``cls(**data)`` for a model config dataclass; unknown or missing keys raise.
 
@@ -177,12 +199,16 @@ class ModelConfig:
     """Cross-layer guidance (Crossformer): soft or hard, per block; the layer above a
     sublayer is the next one *of the same kind* in ``order`` (see
     :mod:`models.guidance.config`)."""
+    sublayers: KindSettings = dataclasses.field(default_factory=KindSettings)
+    """Settings of the hybrid kinds ``w``, ``r``, ``e`` (window, experts, ...; see
+    :class:`spaces.kinds.KindSettings`); left out of :meth:`to_dict` when all default."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.order, str):
             raise ConfigError("model.order", self.order, "an order string such as 'sfsf'")
         object.__setattr__(self, "order", Order.of(self.order, kind="lm"))
         object.__setattr__(self, "guidance", guidance_from(self.guidance))
+        object.__setattr__(self, "sublayers", sublayer_settings(self.sublayers))
         self.guidance.check_chains(counts(self.order), f"the order {self.order!r}")
         check(not self.guidance.cross_attention, "model.guidance.cross_attention", True,
               "false for a language model (no cross-attention to guide)")
@@ -243,11 +269,18 @@ class ModelConfig:
         return config_from_dict(cls, data)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain-Python settings (``cutoffs`` as a list), the inverse of :meth:`from_dict`."""
+        """Plain-Python settings (``cutoffs`` as a list), the inverse of :meth:`from_dict`;
+        ``sublayers`` only where some differ from the defaults."""
         out = dataclasses.asdict(self)
         out["cutoffs"] = list(self.cutoffs)
         out["guidance"] = self.guidance.to_dict()
-        return out
+        return sublayers_dict(out, self.sublayers)
+
+    @property
+    def dims(self) -> Dims:
+        """What :mod:`spaces.kinds` accounts a sublayer of this model by."""
+        return Dims(d_model=self.d_model, d_ff=self.d_ff, n_heads=self.n_heads,
+                    context=self.context, settings=self.sublayers)
 
     def with_vocab(self, vocab_size: int) -> ModelConfig:
         """A copy with ``vocab_size`` set (validated again)."""

@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from sublayer_search.models.blocks import SelfAttention, build_sublayer, output_projection
+from sublayer_search.models.blocks import SelfAttention, build_sublayer, output_projections
 from sublayer_search.models.config import ModelConfig, adaptive_bands
 from sublayer_search.models.guidance.apply import WeightPair, guidance_penalty, guide_stack
 from sublayer_search.models.kernels.fused_loss import linear_cross_entropy
@@ -173,6 +173,7 @@ class OrderedLM(nn.Module):
                 activation=cfg.activation,
                 norm=cfg.norm,
                 split_qkv=cfg.guidance.touches_attention,
+                settings=cfg.sublayers,
             )
             for kind in cfg.order
         )
@@ -202,15 +203,29 @@ class OrderedLM(nn.Module):
         ``‖·‖²_F``); None without soft pairs."""
         return guidance_penalty(self.guided)
 
+    def balance_loss(self) -> Tensor | None:
+        """``model.sublayers.balance ·`` the mean load-balancing loss of the last forward's
+        mixture-of-experts sublayers (``e``); None without them."""
+        losses = [m.balance_loss for m in self.layers.modules()
+                  if isinstance(getattr(m, "balance_loss", None), Tensor)]
+        if not losses:
+            return None
+        return self.cfg.sublayers.balance * torch.stack(losses).mean()
+
     def _init_weights(self) -> None:
         std = 0.02
         residual_std = std / math.sqrt(len(self.cfg.order))  # GPT-2: 0.02 / √(2·layers)
         for module in self.layers.modules():
             if isinstance(module, nn.Linear):
                 nn.init.normal_(module.weight, std=std)
-                nn.init.zeros_(module.bias)
+                if module.bias is not None:  # a router has none
+                    nn.init.zeros_(module.bias)
         for layer in self.layers:
-            nn.init.normal_(output_projection(layer).weight, std=residual_std)
+            for out in output_projections(layer):
+                nn.init.normal_(out.weight, std=residual_std)
+        for module in self.layers.modules():  # a hybrid kind's own (a recurrence's decays)
+            if hasattr(module, "init_own"):
+                module.init_own()
         if isinstance(self.embed, nn.Embedding):
             emb_std = self.cfg.d_model**-0.5 if self.cfg.scale_embedding else std
             nn.init.normal_(self.embed.weight, std=emb_std)

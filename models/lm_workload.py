@@ -144,7 +144,11 @@ class LMWorkload(Workload):
         x, y = train_batch(self.corpus, self.model_config.context, ctx)
         loss = model(x, y).loss
         term = guidance_term(unwrap(model), self.model_config.guidance)
-        return (loss if term is None else loss + term), y.numel()
+        balance = unwrap(model).balance_loss()  # mixture-of-experts sublayers only
+        for extra in (term, balance):
+            if extra is not None:
+                loss = loss + extra
+        return loss, y.numel()
 
     def evaluate(
         self, model: torch.nn.Module, ctx: StepContext, *, step: int, final: bool

@@ -114,6 +114,10 @@ def flat_settings(spec: Any) -> dict[str, Any]:
     for section in dataclasses.fields(spec):
         value = getattr(spec, section.name)
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            for key, item in dataclasses.asdict(value).items():
+            items = dataclasses.asdict(value)
+            if isinstance(items.get("sublayers"), dict):  # a model's hybrid-kind settings:
+                items.pop("sublayers")  # only those set (none: the params read as before)
+                items.update({f"sublayers.{k}": v for k, v in value.sublayers.changed().items()})
+            for key, item in items.items():
                 out[f"{section.name}.{key}"] = item
     return out

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sublayer_search.spaces.errors import SpaceError
-from sublayer_search.spaces.order import Order, counts
+from sublayer_search.spaces.order import any_order, counts
 
 __all__ = ["Candidate"]
 
@@ -29,7 +29,7 @@ class Candidate:
     baseline: bool = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "order", Order.of(self.order, kind="decoder"))
+        object.__setattr__(self, "order", any_order(self.order))
         for name in ("space", "name"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value:

@@ -5,7 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sublayer_search.spaces.errors import SpaceError
-from sublayer_search.spaces.order import Order, interleaved
+from sublayer_search.spaces.kinds import (
+    CLASSIC,
+    Dims,
+    KindSettings,
+    all_symbols,
+    kind_of,
+    registered_kinds,
+)
+from sublayer_search.spaces.order import Order, any_order, interleaved
 
 __all__ = ["GUIDED_BLOCKS", "STRADDLE", "Halves", "deepest_interleaved", "f_units_for",
            "guided_units", "half_width", "halves", "order_params", "sublayer_costs",
@@ -16,7 +24,7 @@ STRADDLE = ("fractional", "bottom", "top", "drop")
 
 
 def _canonical(order: str) -> Order:
-    return Order.of(order, kind="decoder")
+    return any_order(order)
 
 
 def _positive_int(name: str, value: object) -> int:
@@ -39,11 +47,8 @@ def unit_costs(*, d_model: int, d_ff: int, exact: bool = False) -> dict[str, int
     With ``exact`` also the biases and the sublayer's LayerNorm (weight + bias):
     ``s``/``c`` add 4d + 2d, ``f`` adds d_ff + d + 2d — the same count as ``models/``.
     """
-    d = _positive_int("d_model", d_model)
-    ff = _positive_int("d_ff", d_ff)
-    attention = 4 * d * d + (6 * d if exact else 0)
-    feedforward = 2 * d * ff + (ff + 3 * d if exact else 0)
-    return {"s": attention, "f": feedforward, "c": attention}
+    dims = Dims(d_model=_positive_int("d_model", d_model), d_ff=_positive_int("d_ff", d_ff))
+    return {k: kind_of(k).params(dims, exact=exact) for k in "sfc"}
 
 
 def half_width(d_ff: int) -> int:
@@ -52,27 +57,44 @@ def half_width(d_ff: int) -> int:
     return _positive_int("d_ff", d_ff) // 2
 
 
-def sublayer_costs(*, d_model: int, d_ff: int, exact: bool = False) -> dict[str, int]:
-    """Parameters of one sublayer of every kind: :func:`unit_costs` plus ``h``.
+def sublayer_costs(*, d_model: int, d_ff: int, exact: bool = False, n_heads: int = 1,
+                   settings: KindSettings | None = None) -> dict[str, int]:
+    """Parameters of one sublayer of every kind (:mod:`spaces.kinds`): :func:`unit_costs`
+    plus ``h`` and the hybrid kinds (``r`` reads ``n_heads``, ``e`` the ``settings``).
 
     ``h`` is a feedforward of width ``d_ff/2``: d·d_ff weights (half an ``f``); with
     ``exact`` also d_ff/2 + d biases and its LayerNorm's 2d, as ``models/`` builds it.
     """
+    dims = Dims(d_model=_positive_int("d_model", d_model), d_ff=_positive_int("d_ff", d_ff),
+                n_heads=_positive_int("n_heads", n_heads), settings=settings or KindSettings())
     costs = unit_costs(d_model=d_model, d_ff=d_ff, exact=exact)
-    d, half = d_model, half_width(d_ff)
-    costs["h"] = 2 * d * half + (half + 3 * d if exact else 0)
+    costs.update({k.symbol: k.params(dims, exact=exact) for k in registered_kinds()
+                  if k.symbol not in costs})
     return costs
 
 
-def order_params(order: str, *, d_model: int, d_ff: int, exact: bool = False) -> int:
+def order_params(order: str, *, d_model: int, d_ff: int, exact: bool = False,
+                 n_heads: int = 1, settings: KindSettings | None = None) -> int:
     """Total sublayer parameters of ``order`` (embeddings and output layers excluded)."""
-    costs = sublayer_costs(d_model=d_model, d_ff=d_ff, exact=exact)
+    costs = sublayer_costs(d_model=d_model, d_ff=d_ff, exact=exact, n_heads=n_heads,
+                           settings=settings)
     return sum(costs[ch] for ch in _canonical(order))
 
 
-def unit_weights(f_units: float, c_units: float) -> dict[str, float]:
+def unit_weights(f_units: float, c_units: float, dims: Dims | None = None,
+                 order: str = "") -> dict[str, float]:
+    """Cost of one sublayer of each kind in s-units; a hybrid kind of ``order`` (``w``,
+    ``r``, ``e``) weighs its weights over 4d², so it needs the model's ``dims``."""
     f = _positive_float("f_units", f_units)
-    return {"s": 1.0, "f": f, "c": _positive_float("c_units", c_units), "h": f / 2}
+    weights = {"s": 1.0, "f": f, "c": _positive_float("c_units", c_units), "h": f / 2}
+    hybrid = sorted(set(order) - set(CLASSIC), key=all_symbols().index)
+    if hybrid and dims is None:
+        raise SpaceError("dims", None, "the model's d_model, d_ff, n_heads and sublayer "
+                         f"settings: the kinds {', '.join(hybrid)} weigh by them")
+    for sym in hybrid:
+        assert dims is not None
+        weights[sym] = kind_of(sym).weights(dims) / (4 * dims.d_model**2)
+    return weights
 
 
 def f_units_for(d_model: int, d_ff: int) -> float:
@@ -80,14 +102,17 @@ def f_units_for(d_model: int, d_ff: int) -> float:
     return (2 * d_model * d_ff) / (4 * d_model**2)
 
 
-def units(order: str, *, f_units: float = 2.0, c_units: float = 1.0) -> float:
+def units(order: str, *, f_units: float = 2.0, c_units: float = 1.0,
+          dims: Dims | None = None) -> float:
     """Cost of ``order`` in s-units: one ``s`` = 1, ``f`` = ``f_units``, ``c`` = ``c_units``,
-    ``h`` = ``f_units / 2``.
+    ``h`` = ``f_units / 2``; a hybrid kind its weights over 4d² (``dims`` required then:
+    ``w`` = 1, ``r`` = 1 + H/4d, ``e`` = E·2·d·d_e/4d² + E/4d).
 
     With d_ff = 4d (the paper's setting) an ``f`` costs two ``s``, hence the default.
     """
-    weights = unit_weights(f_units, c_units)
-    return float(sum(weights[ch] for ch in _canonical(order)))
+    canonical = _canonical(order)
+    weights = unit_weights(f_units, c_units, dims, canonical)
+    return float(sum(weights[ch] for ch in canonical))
 
 
 GUIDED_BLOCKS = ("key_query", "value", "ffn")
@@ -131,9 +156,9 @@ def deepest_interleaved(budget: float, *, blocks: tuple[str, ...] | list[str] = 
 class Halves:
     """Sublayer counts in the bottom (input side) and top half of an order.
 
-    Both dicts have the keys ``"s"``, ``"f"`` and ``"c"``, and ``"h"`` when either
-    half counts half-width feedforwards; counts are floats because a straddling
-    sublayer may be split.
+    Both dicts have the keys ``"s"``, ``"f"`` and ``"c"``, and ``"h"`` or a hybrid kind
+    (``w``, ``r``, ``e``) when either half counts some; counts are floats because a
+    straddling sublayer may be split.
     """
 
     bottom: dict[str, float] = field(default_factory=dict)
@@ -142,12 +167,17 @@ class Halves:
     def __post_init__(self) -> None:
         for name in ("bottom", "top"):
             part = getattr(self, name)
-            if set(part) - set("sfch"):
-                raise SpaceError(name, part, "a dict with keys among s, f, c, h")
-        kinds = "sfch" if "h" in self.bottom or "h" in self.top else "sfc"
+            if set(part) - set(all_symbols()):
+                raise SpaceError(name, part, "a dict with keys among " + ", ".join(all_symbols()))
+        kinds = _kinds_of(set(self.bottom) | set(self.top))
         for name in ("bottom", "top"):
             part = getattr(self, name)
             object.__setattr__(self, name, {k: float(part.get(k, 0.0)) for k in kinds})
+
+
+def _kinds_of(present: set[str] | str) -> str:
+    """``sfc``, then ``h`` and the hybrid kinds among ``present``, in registration order."""
+    return "sfc" + "".join(k for k in all_symbols() if k not in "sfc" and k in present)
 
 
 def halves(
@@ -156,6 +186,7 @@ def halves(
     straddle: str = "fractional",
     f_units: float = 2.0,
     c_units: float = 1.0,
+    dims: Dims | None = None,
 ) -> Halves:
     """Split ``order`` in half by parameter count and count each kind per half.
 
@@ -169,15 +200,16 @@ def halves(
 
     Example: ``ssssff`` (8 units, cut at 4) → bottom ``{s: 4}``, top ``{f: 2}``. A
     half-width ``h`` weighs ``f_units / 2``: ``hshhsh`` (6 units) → ``{s: 1, h: 2}`` each.
+    A hybrid kind weighs by the model's ``dims`` (:func:`units`).
     """
     if straddle not in STRADDLE:
         raise SpaceError("straddle", straddle, "one of " + ", ".join(STRADDLE))
-    weights = unit_weights(f_units, c_units)
     canonical = _canonical(order)
+    weights = unit_weights(f_units, c_units, dims, canonical)
     total = sum(weights[ch] for ch in canonical)
     cut = total / 2
     eps = 1e-9 * total
-    kinds = "sfch" if "h" in canonical else "sfc"
+    kinds = _kinds_of(canonical)
     bottom = dict.fromkeys(kinds, 0.0)
     top = dict.fromkeys(kinds, 0.0)
     start = 0.0

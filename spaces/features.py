@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from sublayer_search.spaces.cost import halves, unit_weights
-from sublayer_search.spaces.order import KINDS, Order
+from sublayer_search.spaces.order import KINDS, any_order
 
 __all__ = ["FEATURE_NAMES", "QUARTERS", "OrderFeatures", "feature_matrix", "order_features"]
 
@@ -74,7 +74,7 @@ def order_features(order: str, *, f_units: float = 2.0, c_units: float = 1.0) ->
     ``f_units`` is the cost of one ``f`` in ``s``-units (2 at d_ff = 4d, the paper's
     setting; ``spaces.cost`` / ``f_units_for`` for other dims), ``c_units`` of one ``c``.
     """
-    canonical = Order.of(order, kind="decoder")
+    canonical = any_order(order)
     weights = unit_weights(f_units, c_units)
     split = halves(canonical, f_units=f_units, c_units=c_units)
     values = {f"s_q{i + 1}": share for i, share in enumerate(_quarter_shares(canonical, weights))}

@@ -14,13 +14,13 @@ from __future__ import annotations
 import random
 
 from sublayer_search.spaces.errors import SpaceError
-from sublayer_search.spaces.order import MAX_LENGTH, Order
+from sublayer_search.spaces.order import MAX_LENGTH, Order, any_order
 
 __all__ = ["f_ss_moves", "moves", "mutate", "neighbour_swaps", "point_flips"]
 
 
 def _canonical(order: str) -> Order:
-    return Order.of(order, kind="decoder")
+    return any_order(order)
 
 
 def neighbour_swaps(order: str) -> list[str]:

@@ -12,7 +12,7 @@ import pandas as pd
 
 from sublayer_search.analysis.figures import plots as plots
 from sublayer_search.analysis.report.writer import Writer
-from sublayer_search.analysis.store.frame import BaselineStats
+from sublayer_search.analysis.store.frame import BaselineStats, candidates
 from sublayer_search.analysis.studies.distribution import distribution
 from sublayer_search.analysis.studies.halves import halves_study
 from sublayer_search.analysis.studies.sandwich import SandwichInfo, headline, leaders
@@ -90,6 +90,13 @@ def halves_section(
     w: Writer, frame: pd.DataFrame, *, label: str, stem: str, metric: str, straddle: str,
     fig: str = "Fig. 4", text: str = "", scale: str | None = None,
 ) -> None:
+    orders = candidates(frame, metric)["order"].dropna()
+    if any(set(o) - set("sfch") for o in orders):  # the hybrid kinds: not weighed yet
+        sec = w.section(f"{fig}: {label}, sublayers in the bottom and top halves")
+        sec.text = ("Not drawn: the halves study cuts models by the parameters of s, f, c and "
+                    "h, and this sweep's orders hold hybrid kinds (w, r, e), whose share of "
+                    "the parameters it does not weigh yet.")
+        return
     h = halves_study(frame, metric=metric, straddle=straddle)
     sec = w.section(f"{fig}: {label}, sublayers in the bottom and top halves")
     sec.text = (text + "Each model is cut in half by parameter count (f = 2 s-units); counts "

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from sublayer_search.analysis.errors import AnalysisError
-from sublayer_search.spaces.order import parse_order
+from sublayer_search.spaces.order import any_order
 from sublayer_search.spaces.records import TrialStatus, direction
 
 __all__ = [
@@ -142,7 +142,7 @@ def _canonical(order: object, row: int) -> str | None:
     if order is None:
         return None
     try:
-        return parse_order(str(order), kind="decoder")
+        return any_order(str(order))
     except ValueError as exc:
         raise AnalysisError(f"row {row}: {exc}") from exc
 

@@ -27,17 +27,23 @@ from collections.abc import Sequence
 
 from torch import Tensor, nn
 
-from sublayer_search.models.blocks import output_projection
+from sublayer_search.models.blocks import output_projections
 from sublayer_search.models.config import ModelConfig
 from sublayer_search.models.errors import ConfigError
 from sublayer_search.models.lm import LMOutput, OrderedLM
 from sublayer_search.models.supernet.config import SHARING
+from sublayer_search.spaces.kinds import all_symbols
 from sublayer_search.spaces.order import KINDS, Order, parse_order
 
 __all__ = ["PoolKey", "Supernet", "canonical_orders", "path_keys", "pool_keys"]
 
 PoolKey = tuple[str, int]
 """(kind, index) of a pool sublayer: index is the ordinal (``ordinal``) or position (``slot``)."""
+
+
+def _rank(kind: str) -> int:
+    """Kinds in pool order: the classic ``sfch``, then the others as registered."""
+    return (KINDS + "".join(k for k in all_symbols() if k not in KINDS)).index(kind)
 
 
 def path_keys(order: str, sharing: str) -> list[PoolKey]:
@@ -59,8 +65,8 @@ def pool_keys(orders: Sequence[str], sharing: str) -> list[PoolKey]:
     position then kind (``slot``)."""
     keys = {key for order in orders for key in path_keys(order, sharing)}
     if sharing == "slot":
-        return sorted(keys, key=lambda k: (k[1], KINDS.index(k[0])))
-    return sorted(keys, key=lambda k: (KINDS.index(k[0]), k[1]))
+        return sorted(keys, key=lambda k: (k[1], _rank(k[0])))
+    return sorted(keys, key=lambda k: (_rank(k[0]), k[1]))
 
 
 def canonical_orders(orders: Sequence[str]) -> tuple[str, ...]:
@@ -119,7 +125,8 @@ class Supernet(nn.Module):
         """The deepest order's number of sublayers."""
         residual_std = 0.02 / math.sqrt(self.depth)
         for layer in self.lm.layers:
-            nn.init.normal_(output_projection(layer).weight, std=residual_std)
+            for out in output_projections(layer):
+                nn.init.normal_(out.weight, std=residual_std)
 
     @property
     def model_config(self) -> ModelConfig:

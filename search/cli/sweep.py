@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from sublayer_search.search.cli.output import print_table, print_trials
 from sublayer_search.search.cli.spaces import shown_order
 from sublayer_search.spaces.exit_codes import ExitCode
+from sublayer_search.spaces.kinds import all_symbols
 from sublayer_search.spaces.records import FAILED_STATUSES
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ __all__ = ["ESTIMATED", "MAX_TRIALS", "plan_file", "print_dry_run", "run_planned
 
 MAX_TRIALS = 10_000
 """A larger plan runs only with ``--yes`` (a typo in a space can ask for millions)."""
-ESTIMATED = ("params", "flops_per_token")
+ESTIMATED = ("params", "active_params", "flops_per_token")
 """The dry run's columns that depend on the vocabulary (marked ``~`` while it is estimated)."""
 
 
@@ -95,11 +96,14 @@ def print_dry_run(args: argparse.Namespace, plan: SweepPlan[Any, Any, Any, Any],
     shown = [{**r, "order": shown_order(r["order"], t.variant.params()),
               **({c: f"~{r[c]}" for c in ESTIMATED if c in r} if estimate else {})}
              for r, t in zip(rows, plan.trials, strict=True)]
-    half = [c for c in ("n_h", "guidance", "stacks") if any(c in r for r in rows)]
+    kinds = [f"n_{k}" for k in all_symbols() if k not in "sfc"]  # n_h and the hybrid kinds
+    half = [c for c in (*kinds, "guidance", "stacks") if any(c in r for r in rows)]
+    active = ["active_params"] if any("active_params" in r for r in rows) else []
     print_table(shown, ["name", "family", "seed", "n_s", "n_f", *half, "units", "params",
-                        "flops_per_token", "order"])
+                        *active, "flops_per_token", "order"])
     if estimate:
-        print(f"~ {' and '.join(ESTIMATED)} assume {estimate}")
+        print(f"~ {' and '.join(c for c in ESTIMATED if any(c in r for r in rows))} "
+              f"assume {estimate}")
     for line in plan.describe_models():  # a translation sweep: IOT and baseline depths
         print(line)
     print(dry_run_footer(plan))

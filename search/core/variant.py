@@ -22,7 +22,7 @@ from typing import Any
 
 from sublayer_search.models.guidance.config import GuidanceConfig
 from sublayer_search.spaces.candidate import Candidate
-from sublayer_search.spaces.order import Order
+from sublayer_search.spaces.order import any_order
 
 __all__ = ["Identity", "PLAIN", "Subset", "Variant", "VariantCandidate", "plain_identity",
            "run_variant", "variant_key", "variant_of"]
@@ -76,7 +76,7 @@ class Variant:
     subset: Subset | None = None
 
     def __post_init__(self) -> None:  # a checked order is trusted, plain text parsed
-        object.__setattr__(self, "order", Order.of(self.order, kind="decoder"))
+        object.__setattr__(self, "order", any_order(self.order))
 
     @property
     def label(self) -> str:

@@ -109,8 +109,11 @@ class SweepPlan(Generic[ModelT, DataT, ExtraT, SpecT]):
         out = {f"data.{k}": v for k, v in asdict(self.data).items()}  # type: ignore[call-overload]
         out.update({f"train.{k}": v for k, v in asdict(self.experiment.train).items()})
         # a trial's guidance is in its identity (its variant), not in the shared template
-        out.update({f"model.{k}": v for k, v in asdict(self.model).items()  # type: ignore[call-overload]
-                    if k != "guidance"})
+        model = asdict(self.model)  # type: ignore[call-overload]
+        if "sublayers" in model:  # the hybrid kinds' settings: only those set, so that a
+            model.pop("sublayers")  # model without them hashes as before them
+            model.update({f"sublayers.{k}": v for k, v in self.model.sublayers.changed().items()})
+        out.update({f"model.{k}": v for k, v in model.items() if k != "guidance"})
         # settings beside the template (IOT routing): hashed too, so reuse never takes a
         # run trained with other ones (none: the hash is unchanged)
         out.update({f"model.{k}": v for k, v in self.task.settings().items()})
@@ -141,8 +144,9 @@ class SweepPlan(Generic[ModelT, DataT, ExtraT, SpecT]):
                "family": trial.family,
                **{col: trial.params.get(col) for col in extra_columns()},  # sandwich k
                "n_s": c["s"], "n_f": c["f"], "n_c": c["c"]}
-        if "h" in c:  # half-width feedforwards (macaron): only where there are some
-            row["n_h"] = c["h"]
+        for kind in c:  # half-width feedforwards (macaron), the hybrid kinds: only where
+            if kind not in "sfc":  # there are some (n_h, n_w, n_r, n_e)
+                row[f"n_{kind}"] = c[kind]
         if self.guided:
             row["guidance"] = trial.guidance
         row.update(self.task.row(model or self.model_for(trial), trial.variant))

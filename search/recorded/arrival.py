@@ -29,7 +29,7 @@ from sublayer_search.search.recorded.curves import Curve
 from sublayer_search.search.recorded.errors import ReplayError
 from sublayer_search.search.searchers.prior import OrderPrior, PriorTable
 from sublayer_search.search.searchers.queue import prior_queue
-from sublayer_search.spaces.order import parse_order
+from sublayer_search.spaces.order import any_order
 
 __all__ = ["concurrency", "in_prior_order", "judged_table", "retime"]
 
@@ -85,7 +85,7 @@ def judged_table(study: str, curves: Sequence[Curve], *, mode: str = "min") -> P
     for c in curves:
         if c.complete and c.order and c.final == c.final:
             try:
-                records.append((parse_order(c.order, kind="decoder"), float(c.final)))
+                records.append((any_order(c.order), float(c.final)))
             except ValueError:
                 continue  # an order the decoder grammar does not read: no record of it
     return PriorTable(study=study, table=f"{study}/replayed", records=tuple(records), mode=mode)

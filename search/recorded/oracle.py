@@ -24,7 +24,7 @@ from typing import Any
 from ray.tune.search import Searcher
 
 from sublayer_search.spaces.candidate import Candidate
-from sublayer_search.spaces.order import parse_order
+from sublayer_search.spaces.order import any_order
 from sublayer_search.spaces.records import Direction, TrialStatus
 
 __all__ = ["OrderTable", "drive", "evaluations_to_top"]
@@ -54,7 +54,7 @@ class OrderTable:
         found: dict[str, list[float]] = defaultdict(list)
         for order, value in rows:
             if math.isfinite(float(value)):
-                found[parse_order(order, kind="decoder")].append(float(value))
+                found[any_order(order)].append(float(value))
         return cls(values={o: sum(v) / len(v) for o, v in found.items()}, mode=mode, metric=metric)
 
     @classmethod

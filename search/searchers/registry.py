@@ -28,6 +28,7 @@ from sublayer_search.search.core.scalars import strict_scalars
 from sublayer_search.search.core.section import Refused
 from sublayer_search.search.searchers.settings import MISPLACED, SearchSection
 from sublayer_search.search.tasks.sections import mapping
+from sublayer_search.spaces.kinds import CLASSIC
 from sublayer_search.spaces.problems import ProblemError
 
 if TYPE_CHECKING:
@@ -68,6 +69,9 @@ class SearchAlgorithm:
     """Searches candidates with ``model.guidance``."""
     iot_subsets: ClassVar[bool] = True
     """Searches IOT subsets (space ``iot_subsets``: a model is a set of orders)."""
+    any_kinds: ClassVar[bool] = True
+    """Searches orders of any sublayer kinds (:mod:`~sublayer_search.spaces.kinds`); False:
+    it reads order features (halves, units, mutations) that weigh s, f, c and h only."""
     resumable: ClassVar[bool] = True
     """``sublayer sweep --resume`` restores its state (``save``/``restore``)."""
     supernet_stage: ClassVar[bool] = False
@@ -119,6 +123,11 @@ class SearchAlgorithm:
         if not cls.iot_subsets and any(c.variant.subset is not None for c in pool):
             problems.append(Problem("search.algorithm", cls.name, cls.refusal(
                 "iot_subsets", f"{listed(searcher_names(iot_subsets=True))} for iot_subsets")))
+        hybrid = next((c.order for c in pool if set(c.order) - set(CLASSIC)), None)
+        if not cls.any_kinds and hybrid is not None:
+            problems.append(Problem("search.algorithm", cls.name, cls.refusal(
+                "any_kinds", f"{listed(searcher_names(any_kinds=True))} for orders with "
+                             f"the hybrid kinds w, r, e (the space holds {hybrid!r})")))
         if not cls.guided_candidates and any(c.variant.guided for c in pool):
             problems.append(Problem("search.algorithm", cls.name, cls.refusal(
                 "guided_candidates",

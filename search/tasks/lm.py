@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sublayer_search.models.accounting import flops_per_token, param_count
+from sublayer_search.models.accounting import active_param_count, flops_per_token, param_count
 from sublayer_search.models.config import ModelConfig, model_preset
 from sublayer_search.models.data.config import DataConfig
 from sublayer_search.models.data.corpus import (
@@ -23,6 +23,7 @@ from sublayer_search.models.train_config import TrainConfig
 from sublayer_search.search.core.variant import Variant, VariantCandidate
 from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.cost import f_units_for, units
+from sublayer_search.spaces.errors import SpaceError
 from sublayer_search.spaces.order import interleaved
 from sublayer_search.spaces.registry import ALL_SPACES
 
@@ -98,7 +99,13 @@ class LMTask(Task[ModelConfig, DataConfig, None, TrialSpec]):
         if not pool:
             return None
         fu = f_units_for(template.d_model, template.d_ff) if template is not None else 2.0
-        budgets = sorted({units(c.order, f_units=fu) for c in pool})
+        dims = template.dims if template is not None else None
+        try:
+            budgets = sorted({units(c.order, f_units=fu, dims=dims) for c in pool})
+        except SpaceError:  # hybrid kinds, and no model to weigh them by
+            problems.append(Problem("baseline.order", None, "an explicit baseline order: "
+                                    "the space's hybrid kinds weigh by the model section"))
+            return None
         if len(budgets) != 1:
             problems.append(Problem("baseline.order", None,
                                     f"an explicit baseline order: the space mixes budgets {budgets}"))
@@ -151,8 +158,13 @@ class LMTask(Task[ModelConfig, DataConfig, None, TrialSpec]):
         return f_units_for(model.d_model, model.d_ff), 1.0
 
     def row(self, model: ModelConfig, variant: Variant) -> dict[str, Any]:
-        return {"units": units(variant.order, f_units=f_units_for(model.d_model, model.d_ff)),
-                "params": param_count(model), "flops_per_token": flops_per_token(model)}
+        row = {"units": units(variant.order, f_units=f_units_for(model.d_model, model.d_ff),
+                              dims=model.dims),
+               "params": param_count(model), "flops_per_token": flops_per_token(model)}
+        active = active_param_count(model)
+        if active != row["params"]:  # experts: a token passes through some of them only
+            row["active_params"] = active
+        return row
 
     def reported_metrics(self, data: DataConfig) -> frozenset[str]:
         return super().reported_metrics(data) | {"guidance_loss"}

@@ -99,7 +99,7 @@ def test_any_text_parses_or_names_a_position(text: str) -> None:
 @pytest.mark.parametrize(
     ("text", "kind", "position", "fragment"),
     [
-        ("sfx", "lm", 2, "unknown symbol 'x' (expected one of s, f)"),
+        ("sfx", "lm", 2, "unknown symbol 'x' (expected one of s, f, w, r, e)"),
         ("", "lm", 0, "empty order (expected at least one sublayer"),
         ("| . |", "lm", 0, "empty order"),
         ("s(sf", "lm", 1, "'(' is never closed (expected ')')"),
@@ -111,7 +111,7 @@ def test_any_text_parses_or_names_a_position(text: str) -> None:
         ("s^f", "lm", 2, "missing exponent"),
         ("^2", "lm", 0, "nothing to repeat"),
         ("s6", "lm", 1, "unexpected digit '6'"),
-        ("sfcf", "lm", 2, "'c' is not allowed in an order for kind 'lm' (expected one of s, f)"),
+        ("sfcf", "lm", 2, "'c' is not allowed in an order for kind 'lm' (expected one of s, f, w, r, e)"),
         ("scf", "encoder", 1, "'c' is not allowed"),
         ("scx", "decoder", 2, "unknown symbol 'x' (expected one of s, c, f)"),
         ("ss s^1023", "lm", 3, "longer than 1024 sublayers (expected at most 1024)"),
@@ -143,7 +143,7 @@ def test_contract_message_and_pickling() -> None:
     with pytest.raises(OrderError) as info:
         parse_order("sfx")
     assert str(info.value) == (
-        "invalid order 'sfx': position 2: unknown symbol 'x' (expected one of s, f)"
+        "invalid order 'sfx': position 2: unknown symbol 'x' (expected one of s, f, w, r, e)"
     )
     again = pickle.loads(pickle.dumps(info.value))
     assert str(again) == str(info.value) and again.position == 2

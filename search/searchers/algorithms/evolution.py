@@ -35,6 +35,7 @@ class Evolution(SearchAlgorithm):
     takes_prior = True
     guided_candidates = False
     iot_subsets = False
+    any_kinds = False
     why_not = {
         "guided_candidates": "mutations keep no guidance",
         "iot_subsets": "an IOT model is a set of orders, not one to mutate",

@@ -19,6 +19,7 @@ class Surrogate(SearchAlgorithm):
 
     position = 2
     takes_prior = True
+    any_kinds = False
 
     @classmethod
     def make(cls, plan: SearchInput) -> Stateful:

@@ -1,0 +1,75 @@
+"""A sweep over orders with the hybrid kinds: the dry run counts them, their settings are
+checked before anything starts and recorded only when set, searchers that weigh order
+features refuse them, and a real sweep trains and records them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import write_experiment
+from mlflow.tracking import MlflowClient
+
+from sublayer_search.analysis.store.trial_record import TrialRecord
+from sublayer_search.models.accounting import param_count
+from sublayer_search.models.config import model_preset
+from sublayer_search.search.cli.main import main
+from sublayer_search.spaces.exit_codes import ExitCode
+
+ORDERS = ["swsf", "rfrf", "sese"]
+
+
+def _experiment(tmp_path: Path, **extra) -> Path:
+    return write_experiment(tmp_path, "hybrid", orders=ORDERS,
+                            tracking_uri=f"sqlite:///{tmp_path}/mlflow.db",
+                            **{"model": {"preset": "debug", "dropout": 0.0,
+                                         "sublayers": {"window": 4}}, **extra})
+
+
+def test_the_dry_run_counts_each_kind(tmp_path: Path, capsys) -> None:
+    assert main(["sweep", str(_experiment(tmp_path)), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.startswith("name"))
+    assert header.split() == ["name", "family", "seed", "n_s", "n_f", "n_w", "n_r", "n_e",
+                              "units", "params", "active_params", "flops_per_token", "order"]
+    for order in ORDERS:
+        cfg = model_preset("debug", order=order, vocab_size=65, sublayers={"window": 4})
+        line = next(line for line in out.splitlines() if line.startswith(order))
+        assert f"{param_count(cfg):,}" in line or str(param_count(cfg)) in line, (order, line)
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ({"model": {"preset": "debug", "sublayers": {"top_k": 9}}},
+     "model.sublayers.top_k: got 9, expected an integer in 1..4"),
+    ({"search": {"algorithm": "evolution", "num_samples": 4}},
+     "search.algorithm: got 'evolution', expected grid, optuna or oneshot for orders with the "
+     "hybrid kinds w, r, e (the space holds 'swsf')"),
+    ({"search": {"algorithm": "surrogate", "num_samples": 4}},
+     "for orders with the hybrid kinds w, r, e (the space holds 'swsf')"),
+    ({"search": {"prior": "press2020"}},
+     "search.prior: got 'press2020', expected no prior for orders with the hybrid kinds"),
+])
+def test_what_cannot_run_is_refused_before_anything_starts(tmp_path, capsys, extra, message):
+    assert main(["sweep", str(_experiment(tmp_path, **extra))]) == ExitCode.BAD_INPUT
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err, err
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "ray_results").exists()
+
+
+@pytest.mark.slow
+def test_a_real_sweep_trains_and_records_the_hybrid_orders(tmp_path: Path) -> None:
+    assert main(["sweep", str(_experiment(tmp_path))]) == 0
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    exp = client.get_experiment_by_name("hybrid")
+    runs = [r for r in client.search_runs([exp.experiment_id])
+            if r.data.tags.get("sublayer.role") == "trial"]
+    records = {r.order: r for r in map(TrialRecord.from_mlflow, runs)}
+    assert set(records) == set(ORDERS)
+    for order, record in records.items():
+        cfg = model_preset("debug", order=order, vocab_size=65, sublayers={"window": 4})
+        assert record.params == param_count(cfg) and record.final is not None, order
+        assert record.settings["model.sublayers.window"] == "4"  # set, so recorded
+        assert not any(k.startswith("model.sublayers.") and k != "model.sublayers.window"
+                       for k in record.settings)  # the defaults are not
+    assert records["swsf"].settings.get("n_w") == "1" and records["sese"].settings["n_e"] == "2"
