@@ -23,6 +23,14 @@ from sublayer_search.spaces.generators.families import (
     check_macaron,
     check_par,
 )
+from sublayer_search.spaces.generators.hybrid import (
+    build_multiset,
+    build_placements,
+    check_multiset,
+    check_placements,
+    multiset_size,
+    placements_size,
+)
 from sublayer_search.spaces.generators.iot_subsets import (
     IOTSubset,
     explicit_subsets,
@@ -254,6 +262,15 @@ SPACES: dict[str, SpaceInfo] = {
         SpaceInfo(name="explicit", build=_build_explicit, check=_check_explicit,
                   kinds=("lm", "encoder", "decoder"), size=None, order_facts=("family", "k"),
                   summary="a given list of orders"),
+        SpaceInfo(name="multiset", build=build_multiset, check=check_multiset,
+                  kinds=("lm",), size=multiset_size,
+                  summary="random permutations of any counts of sublayer kinds "
+                          "(counts={s: 2, r: 6, f: 8})"),
+        SpaceInfo(name="placements", build=build_placements, check=check_placements,
+                  kinds=("lm",), size=placements_size,
+                  summary="k attention layers (attend, s) among n layers of a mixer (r), "
+                          "each then a channel mixer (f), placed evenly, bottom, top, "
+                          "middle or at random"),
         SpaceInfo(name="iot_subsets", build=_build_iot, check=_check_iot,
                   kinds=("lm", "encoder", "decoder"), size=None, order_sets=True,
                   summary="IOT block-order subsets stacked `layers` times (size=4 "

@@ -18,6 +18,9 @@ SAMPLES: dict[str, tuple[dict[str, Any], str]] = {
     "iot_subsets": ({"size": 4, "layers": 2}, "decoder"),
     "par": ({"n": 6}, "lm"),
     "macaron": ({"n": 2}, "lm"),
+    "multiset": ({"counts": {"s": 1, "r": 2, "f": 2}, "count": 4, "seed": 3}, "lm"),
+    "placements": ({"n": 4, "attention": [1, 2], "at": ["evenly", "random"], "draws": 2},
+                   "lm"),
 }
 
 
