@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from sublayer_search.spaces.errors import SpaceError
@@ -16,8 +17,8 @@ from sublayer_search.spaces.kinds import (
 from sublayer_search.spaces.order import Order, any_order, interleaved
 
 __all__ = ["GUIDED_BLOCKS", "STRADDLE", "Halves", "deepest_interleaved", "f_units_for",
-           "guided_units", "half_width", "halves", "order_params", "sublayer_costs",
-           "unit_costs", "units"]
+           "guided_units", "half_width", "halves", "kind_units_of", "order_params",
+           "parse_kind_units", "sublayer_costs", "unit_costs", "units"]
 
 STRADDLE = ("fractional", "bottom", "top", "drop")
 """Ways to count the sublayer that straddles the middle in :func:`halves`."""
@@ -82,19 +83,41 @@ def order_params(order: str, *, d_model: int, d_ff: int, exact: bool = False,
 
 
 def unit_weights(f_units: float, c_units: float, dims: Dims | None = None,
-                 order: str = "") -> dict[str, float]:
+                 order: str = "", kind_units: Mapping[str, float] | None = None,
+                 ) -> dict[str, float]:
     """Cost of one sublayer of each kind in s-units; a hybrid kind of ``order`` (``w``,
-    ``r``, ``e``) weighs its weights over 4d², so it needs the model's ``dims``."""
+    ``r``, ``e``) weighs its weights over 4d², so it needs the model's ``dims`` (or its
+    weight, as :func:`kind_units_of` records it, in ``kind_units``)."""
     f = _positive_float("f_units", f_units)
     weights = {"s": 1.0, "f": f, "c": _positive_float("c_units", c_units), "h": f / 2}
     hybrid = sorted(set(order) - set(CLASSIC), key=all_symbols().index)
-    if hybrid and dims is None:
-        raise SpaceError("dims", None, "the model's d_model, d_ff, n_heads and sublayer "
-                         f"settings: the kinds {', '.join(hybrid)} weigh by them")
     for sym in hybrid:
-        assert dims is not None
-        weights[sym] = kind_of(sym).weights(dims) / (4 * dims.d_model**2)
+        if dims is not None:
+            weights[sym] = kind_of(sym).weights(dims) / (4 * dims.d_model**2)
+        elif kind_units is not None and sym in kind_units:
+            weights[sym] = _positive_float(f"kind_units.{sym}", kind_units[sym])
+        else:
+            raise SpaceError("dims", None, "the model's d_model, d_ff, n_heads and sublayer "
+                             f"settings: the kinds {', '.join(hybrid)} weigh by them")
     return weights
+
+
+def kind_units_of(order: str, dims: Dims) -> str | None:
+    """``"r=1.015625,e=4.015625"``: the s-units of each hybrid kind of ``order`` at
+    ``dims`` (what a trial records for the halves study); None for an order without one."""
+    hybrid = sorted(set(_canonical(order)) - set(CLASSIC), key=all_symbols().index)
+    weights = unit_weights(2.0, 1.0, dims, "".join(hybrid))
+    return ",".join(f"{k}={weights[k]!r}" for k in hybrid) or None
+
+
+def parse_kind_units(text: str | None) -> dict[str, float]:
+    """The mapping :func:`kind_units_of` wrote (empty for None)."""
+    out: dict[str, float] = {}
+    for part in (text or "").split(","):
+        if part.strip():
+            key, _, value = part.partition("=")
+            out[key.strip()] = float(value)
+    return out
 
 
 def f_units_for(d_model: int, d_ff: int) -> float:
@@ -187,6 +210,7 @@ def halves(
     f_units: float = 2.0,
     c_units: float = 1.0,
     dims: Dims | None = None,
+    kind_units: Mapping[str, float] | None = None,
 ) -> Halves:
     """Split ``order`` in half by parameter count and count each kind per half.
 
@@ -200,12 +224,13 @@ def halves(
 
     Example: ``ssssff`` (8 units, cut at 4) → bottom ``{s: 4}``, top ``{f: 2}``. A
     half-width ``h`` weighs ``f_units / 2``: ``hshhsh`` (6 units) → ``{s: 1, h: 2}`` each.
-    A hybrid kind weighs by the model's ``dims`` (:func:`units`).
+    A hybrid kind weighs by the model's ``dims`` (:func:`units`) or by its recorded
+    weight in ``kind_units`` (:func:`kind_units_of`).
     """
     if straddle not in STRADDLE:
         raise SpaceError("straddle", straddle, "one of " + ", ".join(STRADDLE))
     canonical = _canonical(order)
-    weights = unit_weights(f_units, c_units, dims, canonical)
+    weights = unit_weights(f_units, c_units, dims, canonical, kind_units)
     total = sum(weights[ch] for ch in canonical)
     cut = total / 2
     eps = 1e-9 * total

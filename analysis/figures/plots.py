@@ -99,7 +99,8 @@ _GROUP_LABELS = {GROUPS[0]: "at least as good as the baseline mean, untested",
 
 def plot_halves(info: HalvesInfo, *, title: str | None = None) -> Figure:
     """Grouped bars: mean count of each sublayer kind per half, per group (Fig. 4)."""
-    kinds = [k for k in "sfch" if info.means.loc[info.means["kind"] == k, "mean"].sum() > 0]
+    kinds = [k for k in dict.fromkeys(info.means["kind"])
+             if info.means.loc[info.means["kind"] == k, "mean"].sum() > 0]
     cats = [(half, k) for half in ("bottom", "top") for k in kinds]
     fig, ax = plt.subplots(figsize=(8.4, 4.2), layout="constrained")
     x = np.arange(len(cats))

@@ -7,12 +7,13 @@ Each function runs (or is given) one study and adds its section to a
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import Any
 
 import pandas as pd
 
 from sublayer_search.analysis.figures import plots as plots
 from sublayer_search.analysis.report.writer import Writer
-from sublayer_search.analysis.store.frame import BaselineStats, candidates
+from sublayer_search.analysis.store.frame import BaselineStats
 from sublayer_search.analysis.studies.distribution import distribution
 from sublayer_search.analysis.studies.halves import halves_study
 from sublayer_search.analysis.studies.sandwich import SandwichInfo, headline, leaders
@@ -90,13 +91,6 @@ def halves_section(
     w: Writer, frame: pd.DataFrame, *, label: str, stem: str, metric: str, straddle: str,
     fig: str = "Fig. 4", text: str = "", scale: str | None = None,
 ) -> None:
-    orders = candidates(frame, metric)["order"].dropna()
-    if any(set(o) - set("sfch") for o in orders):  # the hybrid kinds: not weighed yet
-        sec = w.section(f"{fig}: {label}, sublayers in the bottom and top halves")
-        sec.text = ("Not drawn: the halves study cuts models by the parameters of s, f, c and "
-                    "h, and this sweep's orders hold hybrid kinds (w, r, e), whose share of "
-                    "the parameters it does not weigh yet.")
-        return
     h = halves_study(frame, metric=metric, straddle=straddle)
     sec = w.section(f"{fig}: {label}, sublayers in the bottom and top halves")
     sec.text = (text + "Each model is cut in half by parameter count (f = 2 s-units); counts "
@@ -113,6 +107,11 @@ def halves_section(
             sec.numbers.append((
                 f"{group} (n={n}, untested grouping): mean f bottom / top",
                 f"{h.mean(group, 'bottom', 'f'):.2f} / {h.mean(group, 'top', 'f'):.2f}"))
+    hybrid = [k for k in dict.fromkeys(h.means["kind"]) if k not in "sfch"]
+    if hybrid:  # the hybrid kinds: where each sits, and a test per kind
+        sec.text += (" The hybrid kinds weigh the s-units each trial recorded; per kind, a "
+                     "Mann–Whitney test of its bottom-half count, Holm-adjusted over the kinds.")
+        _hybrid_numbers(sec, h, hybrid)
     if h.mann_whitney is not None:
         mw = h.mann_whitney
         sec.numbers.append(("Mann–Whitney U, bottom-half s (better vs not)",
@@ -128,7 +127,7 @@ def halves_section(
     w.figure(sec, f"{stem}_position_map", plots.plot_position_map(
         h, title=f"{fig}, by depth: share of parameters in self-attention"))
     w.table(sec, f"{stem}_halves_models", h.models)
-    present = [k for k in "sfch" if f"bottom_{k}" in h.models
+    present = [k for k in dict.fromkeys(h.means["kind"]) if f"bottom_{k}" in h.models
                and (h.models[[f"bottom_{k}", f"top_{k}"]] > 0).any(axis=None)]
     w.table(sec, f"{stem}_halves_means", h.means[h.means["kind"].isin(present)])
     w.table(sec, f"{stem}_position_map", h.position)
@@ -139,6 +138,21 @@ def halves_section(
         tests.append({"test": "spearman_metric_bottom_share", **asdict(h.spearman)})
     if tests:
         w.table(sec, f"{stem}_halves_tests", pd.DataFrame(tests))
+    if hybrid and h.per_kind is not None and len(h.per_kind):
+        w.table(sec, f"{stem}_halves_per_kind", h.per_kind)
+
+
+def _hybrid_numbers(sec: Any, h: Any, hybrid: list[str]) -> None:
+    for group, n in h.group_sizes().items():
+        for kind in hybrid if n else []:
+            sec.numbers.append((
+                f"{group} (n={n}, untested grouping): mean {kind} bottom / top",
+                f"{h.mean(group, 'bottom', kind):.2f} / {h.mean(group, 'top', kind):.2f}"))
+    for row in ([] if h.per_kind is None else h.per_kind.to_dict("records")):
+        sec.numbers.append((
+            f"Mann–Whitney U, bottom-half {row['kind']} (better vs not)",
+            f"U = {row['U']:.1f}, p = {row['p']:.3g}, Holm-adjusted p = "
+            f"{row['p_adjusted']:.3g}, rank-biserial r = {row['rank_biserial']:+.2f}"))
 
 
 def sandwich_section(w: Writer, info: SandwichInfo, *,

@@ -154,6 +154,7 @@ def _row(client: MlflowClient, run: Any) -> dict[str, Any]:
         "steps": record.steps,
         "end_ms": record.end_ms,
         **_translation_fields(record),
+        **({"kind_units": record.kind_units} if record.kind_units else {}),
         **guidance_fields(record.settings, {GUIDANCE_TAG: record.guidance} if record.guidance
                           else {}, record.latest, run_id=run.info.run_id),
     }

@@ -98,6 +98,9 @@ class TrialRecord:
     n_f: int | None = _param("n_f")
     n_c: int | None = _param("n_c")
     n_h: int | None = _param("n_h")
+    kind_units: str | None = _param("kind_units")
+    """An order with hybrid kinds (``w``, ``r``, ``e``): each one's weight in s-units at the
+    trial's model (``r=1.015625,e=4.015625``), what the halves study cuts it by."""
     units: float | None = _param("units")
     params: int | None = _param("params")
     flops_per_token: int | None = _param("flops_per_token")

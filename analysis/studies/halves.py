@@ -4,12 +4,16 @@ Models are split into those at least as good as the average baseline ("better") 
 the others ("not better"); each order is cut in half by parameter count with
 ``spaces.cost.halves`` and the sublayers of each kind counted per half. A half-width
 feedforward ``h`` (Macaron blocks) weighs half an ``f`` and is counted as its own kind
-(columns ``bottom_h``/``top_h`` and kind ``h`` in the means, only when an order has one).
+(columns ``bottom_h``/``top_h`` and kind ``h`` in the means, only when an order has one);
+so is each hybrid kind (``w``, ``r``, ``e``), weighed by the s-units its trial recorded
+(``kind_units``). Per kind, a Mann–Whitney test of its bottom-half count (better vs not
+better), Holm-adjusted over the kinds tested: Fig. 4's statement for any alphabet.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -17,7 +21,9 @@ from scipy import stats
 
 from sublayer_search.analysis.errors import AnalysisError
 from sublayer_search.analysis.store.frame import at_least_as_good, study_inputs
-from sublayer_search.spaces.cost import STRADDLE, halves
+from sublayer_search.analysis.studies.significance import adjust_pvalues
+from sublayer_search.spaces.cost import STRADDLE, halves, parse_kind_units
+from sublayer_search.spaces.kinds import all_symbols
 from sublayer_search.spaces.order import counts
 
 __all__ = [
@@ -26,6 +32,7 @@ __all__ = [
     "MannWhitney",
     "Spearman",
     "halves_study",
+    "per_kind_tests",
     "position_map",
 ]
 
@@ -80,6 +87,9 @@ class HalvesInfo:
     mann_whitney: MannWhitney | None
     spearman: Spearman | None
     f_units: float = 2.0
+    per_kind: pd.DataFrame | None = None
+    """Per kind: Mann–Whitney of its bottom-half count, better vs not, Holm-adjusted over
+    the kinds tested (:func:`per_kind_tests`); ``mann_whitney`` is its ``s`` row unadjusted."""
 
     def __post_init__(self) -> None:
         if self.straddle not in STRADDLE:
@@ -100,9 +110,12 @@ class HalvesInfo:
         return {g: int((self.models["group"] == g).sum()) for g in GROUPS}
 
 
-def _position_shares(order: str, edges: np.ndarray, f_units: float, c_units: float) -> np.ndarray:
-    """Share of each bin's parameter mass occupied by ``s`` sublayers."""
-    weight = {"s": 1.0, "f": float(f_units), "c": float(c_units), "h": float(f_units) / 2}
+def _position_shares(order: str, edges: np.ndarray, f_units: float, c_units: float,
+                     kind_units: str | None = None) -> np.ndarray:
+    """Share of each bin's parameter mass occupied by ``s`` sublayers (a hybrid kind
+    weighed by its recorded s-units)."""
+    weight = {"s": 1.0, "f": float(f_units), "c": float(c_units), "h": float(f_units) / 2,
+              **parse_kind_units(kind_units)}
     widths = np.array([weight[ch] for ch in order])
     ends = np.cumsum(widths) / widths.sum()
     starts = ends - widths / widths.sum()
@@ -128,19 +141,23 @@ def position_map(
     edges = np.linspace(0.0, 1.0, bins + 1)
     rows = []
     for group in GROUPS:
-        orders = models.loc[models["group"] == group, "order"]
+        members = models[models["group"] == group]
+        orders = members["order"]
         if orders.empty:
             continue
-        shares = np.mean([_position_shares(o, edges, f_units, c_units) for o in orders], axis=0)
+        weighed = members["kind_units"] if "kind_units" in members else [None] * len(orders)
+        shares = np.mean([_position_shares(o, edges, f_units, c_units,
+                                           w if isinstance(w, str) else None)
+                          for o, w in zip(orders, weighed, strict=True)], axis=0)
         for i, share in enumerate(shares):
             rows.append({"group": group, "bin": i, "lo": edges[i], "hi": edges[i + 1],
                          "p_s": float(share), "n": len(orders)})
     return pd.DataFrame(rows, columns=["group", "bin", "lo", "hi", "p_s", "n"])
 
 
-def _mann_whitney(models: pd.DataFrame) -> MannWhitney | None:
-    better = models.loc[models["group"] == GROUPS[0], "bottom_s"].to_numpy(dtype=float)
-    other = models.loc[models["group"] == GROUPS[1], "bottom_s"].to_numpy(dtype=float)
+def _mann_whitney(models: pd.DataFrame, column: str = "bottom_s") -> MannWhitney | None:
+    better = models.loc[models["group"] == GROUPS[0], column].to_numpy(dtype=float)
+    other = models.loc[models["group"] == GROUPS[1], column].to_numpy(dtype=float)
     if len(better) == 0 or len(other) == 0:
         return None
     result = stats.mannwhitneyu(better, other, alternative="two-sided")
@@ -165,15 +182,6 @@ def _spearman(models: pd.DataFrame) -> Spearman | None:
     return Spearman(rho=float(result.statistic), pvalue=float(result.pvalue), n=len(x))
 
 
-def _refuse_hybrid(orders: pd.Series) -> None:
-    hybrid = sorted({o for o in orders if set(o) - set(_KINDS + _HALF)})
-    if hybrid:
-        raise AnalysisError(
-            f"the halves study cuts models by the parameters of s, f, c and h; the orders "
-            f"{', '.join(hybrid[:3])}{' ...' if len(hybrid) > 3 else ''} hold hybrid kinds "
-            "(w, r, e), whose share of the parameters this study does not weigh yet")
-
-
 def halves_study(
     frame: pd.DataFrame,
     *,
@@ -193,13 +201,15 @@ def halves_study(
     no_order = rows.loc[rows["order"].isna(), "name"].tolist()
     if no_order:
         raise AnalysisError(f"trial(s) without an order: {', '.join(map(str, no_order))}")
-    _refuse_hybrid(rows["order"])
     values = rows[column].to_numpy(dtype=float)
     better = at_least_as_good(values, base.mean, lower=base.lower_is_better)
-    kinds = _KINDS + (_HALF if any(_HALF in o for o in rows["order"]) else "")
+    present = set("".join(rows["order"]))
+    kinds = _KINDS + "".join(k for k in all_symbols() if k not in _KINDS and k in present)
+    weighed = rows["kind_units"] if "kind_units" in rows else pd.Series(None, index=rows.index)
     records = []
-    for (_, row), value, good in zip(rows.iterrows(), values, better, strict=True):
-        split = halves(row["order"], straddle=straddle, f_units=f_units, c_units=c_units)
+    for (_, row), value, good, units_text in zip(rows.iterrows(), values, better, weighed,
+                                                 strict=True):
+        split = _split(row, units_text, straddle=straddle, f_units=f_units, c_units=c_units)
         n_s = counts(row["order"])["s"]
         rec = {"run_id": row["run_id"], "name": row["name"], "order": row["order"],
                "value": float(value), "group": GROUPS[0] if good else GROUPS[1]}
@@ -207,6 +217,8 @@ def halves_study(
             rec[f"bottom_{kind}"] = split.bottom.get(kind, 0.0)
             rec[f"top_{kind}"] = split.top.get(kind, 0.0)
         rec["bottom_attention_share"] = split.bottom["s"] / n_s if n_s else float("nan")
+        if isinstance(units_text, str):  # hybrid kinds: how they were weighed
+            rec["kind_units"] = units_text
         records.append(rec)
     models = pd.DataFrame(records)
     means = []
@@ -229,4 +241,37 @@ def halves_study(
         mann_whitney=_mann_whitney(models),
         spearman=_spearman(models),
         f_units=f_units,
+        per_kind=per_kind_tests(models, kinds),
     )
+
+
+def _split(row: pd.Series, units_text: object, **options: object) -> Any:
+    """:func:`~spaces.cost.halves` of the row's order, hybrid kinds by their s-units."""
+    order = row["order"]
+    if set(order) <= set(_KINDS + _HALF):
+        return halves(order, **options)  # type: ignore[arg-type]
+    if not isinstance(units_text, str) or not units_text:
+        raise AnalysisError(f"trial {row['name']}: its order {order} holds hybrid kinds but "
+                            "its run records no kind_units (what they weigh): retrain it with "
+                            "this release")
+    return halves(order, kind_units=parse_kind_units(units_text), **options)  # type: ignore[arg-type]
+
+
+def per_kind_tests(models: pd.DataFrame, kinds: str, *, adjust: str = "holm") -> pd.DataFrame:
+    """Per kind whose bottom-half count varies: two-sided Mann–Whitney U of that count,
+    better vs not better (rank-biserial r > 0: better models hold more of it in the bottom
+    half), p-values adjusted over the kinds tested (Holm by default)."""
+    rows = []
+    for kind in kinds:
+        column = f"bottom_{kind}"
+        if column not in models or models[column].nunique() < 2:
+            continue
+        result = _mann_whitney(models, column)
+        if result is not None:
+            rows.append({"kind": kind, "U": result.statistic, "p": result.pvalue,
+                         "rank_biserial": result.rank_biserial, "n_better": result.n_better,
+                         "n_other": result.n_other})
+    table = pd.DataFrame(rows, columns=["kind", "U", "p", "rank_biserial", "n_better",
+                                        "n_other"])
+    table["p_adjusted"] = adjust_pvalues(table["p"].to_numpy(), adjust) if len(table) else []
+    return table

@@ -22,7 +22,7 @@ from sublayer_search.models.specs import TrialSpec, main_metric
 from sublayer_search.models.train_config import TrainConfig
 from sublayer_search.search.core.variant import Variant, VariantCandidate
 from sublayer_search.spaces.candidate import Candidate
-from sublayer_search.spaces.cost import f_units_for, units
+from sublayer_search.spaces.cost import f_units_for, kind_units_of, units
 from sublayer_search.spaces.errors import SpaceError
 from sublayer_search.spaces.order import interleaved
 from sublayer_search.spaces.registry import ALL_SPACES
@@ -164,6 +164,9 @@ class LMTask(Task[ModelConfig, DataConfig, None, TrialSpec]):
         active = active_param_count(model)
         if active != row["params"]:  # experts: a token passes through some of them only
             row["active_params"] = active
+        weighed = kind_units_of(variant.order, model.dims)
+        if weighed:  # hybrid kinds: their s-units, for the halves study
+            row["kind_units"] = weighed
         return row
 
     def reported_metrics(self, data: DataConfig) -> frozenset[str]:

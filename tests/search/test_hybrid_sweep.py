@@ -59,17 +59,26 @@ def test_what_cannot_run_is_refused_before_anything_starts(tmp_path, capsys, ext
 
 @pytest.mark.slow
 def test_a_real_sweep_trains_and_records_the_hybrid_orders(tmp_path: Path) -> None:
-    assert main(["sweep", str(_experiment(tmp_path))]) == 0
+    path = _experiment(tmp_path, baseline={"order": "sfsf", "seeds": 2})
+    assert main(["sweep", str(path)]) == 0
     client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
     exp = client.get_experiment_by_name("hybrid")
     runs = [r for r in client.search_runs([exp.experiment_id])
             if r.data.tags.get("sublayer.role") == "trial"]
     records = {r.order: r for r in map(TrialRecord.from_mlflow, runs)}
-    assert set(records) == set(ORDERS)
+    assert set(records) == set(ORDERS) | {"sfsf"}
     for order, record in records.items():
+        if order == "sfsf":  # the baseline seeds
+            continue
         cfg = model_preset("debug", order=order, vocab_size=65, sublayers={"window": 4})
         assert record.params == param_count(cfg) and record.final is not None, order
         assert record.settings["model.sublayers.window"] == "4"  # set, so recorded
         assert not any(k.startswith("model.sublayers.") and k != "model.sublayers.window"
                        for k in record.settings)  # the defaults are not
     assert records["swsf"].settings.get("n_w") == "1" and records["sese"].settings["n_e"] == "2"
+    assert records["swsf"].kind_units == "w=1.0" and records["sfsf"].kind_units is None
+    out = tmp_path / "report"
+    assert main(["analyze", "--experiment", "hybrid", "--tracking-uri",
+                 f"sqlite:///{tmp_path}/mlflow.db", "--out", str(out)]) == 0
+    report = (out / "report.html").read_text()
+    assert "mean w bottom / top" in report and "mean e bottom / top" in report, report

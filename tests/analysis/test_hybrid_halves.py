@@ -1,0 +1,67 @@
+"""The halves study over hybrid orders: each kind weighed by the s-units its trial
+recorded, counted per half, and tested per kind with Holm's adjustment."""
+
+from __future__ import annotations
+
+import pytest
+from analysis_helpers import frame, trial
+
+from sublayer_search.analysis.errors import AnalysisError
+from sublayer_search.analysis.studies.halves import halves_study
+from sublayer_search.analysis.studies.significance import adjust_pvalues
+from sublayer_search.spaces.cost import halves, kind_units_of, parse_kind_units
+from sublayer_search.spaces.kinds import Dims
+
+DIMS = Dims(d_model=64, d_ff=256, n_heads=4)
+
+
+def _trial(order: str, value: float, **kw: object) -> dict[str, object]:
+    row = trial(order.replace("r", "s").replace("w", "s"), value, **kw)  # classic units
+    row.update(order=order, name=kw.get("name") or order)
+    weighed = kind_units_of(order, DIMS)
+    if weighed:
+        row["kind_units"] = weighed
+    return row
+
+
+# better models (lower ppl) hold the attention s at the bottom, the recurrence r on top
+BETTER = ["ssrrffff", "srsrffff", "ssrfrfff", "sfsrrfff"]
+WORSE = ["rrssffff", "rsrsffff", "rrfsfsff", "rfrsfsff"]
+
+
+def _frame():
+    rows = [_trial("sfsfsfsf", 10.0 + 0.1 * i, baseline=True, seed=i) for i in range(3)]
+    rows += [_trial(o, 9.0 + 0.01 * i) for i, o in enumerate(BETTER)]
+    rows += [_trial(o, 11.0 + 0.01 * i) for i, o in enumerate(WORSE)]
+    return frame(*rows)
+
+
+def test_the_recorded_s_units_cut_each_hybrid_order() -> None:
+    assert kind_units_of("srfe", DIMS) == "r=1.015625,e=4.015625"
+    assert kind_units_of("sfsf", DIMS) is None
+    assert parse_kind_units("r=1.015625,e=4.015625") == {"r": 1.015625, "e": 4.015625}
+    h = halves_study(_frame())
+    models = h.models.set_index("order")
+    for order in BETTER + WORSE:
+        cut = halves(order, kind_units=parse_kind_units(kind_units_of(order, DIMS)))
+        assert models.loc[order, "bottom_r"] == cut.bottom["r"]
+        assert models.loc[order, "bottom_s"] == cut.bottom["s"]
+    assert set(h.means["kind"]) == {"s", "f", "c", "r"}
+    assert h.mean("better", "bottom", "s") > h.mean("not better", "bottom", "s")
+    assert h.mean("better", "bottom", "r") < h.mean("not better", "bottom", "r")
+
+
+def test_each_kind_is_tested_and_the_p_values_holm_adjusted() -> None:
+    table = halves_study(_frame()).per_kind.set_index("kind")
+    assert {"s", "r"} <= set(table.index) and "c" not in table.index  # c never varies
+    assert table.loc["s", "rank_biserial"] > 0 > table.loc["r", "rank_biserial"]
+    assert list(table["p_adjusted"]) == pytest.approx(list(adjust_pvalues(table["p"], "holm")))
+    assert (table["p_adjusted"] >= table["p"]).all()
+
+
+def test_a_hybrid_run_without_its_kind_units_is_refused_by_name() -> None:
+    rows = [_trial("sfsfsfsf", 10.0, baseline=True, seed=0), _trial("srff", 9.0)]
+    rows[1].pop("kind_units")
+    with pytest.raises(AnalysisError, match="trial srff: its order srff holds hybrid kinds "
+                                            "but its run records no kind_units"):
+        halves_study(frame(*rows))
