@@ -82,17 +82,22 @@ def _build_budgeted(*, kind: str, budget_units: int, count: int, seed: int = 0,
     return _numbered("budget", budgeted(budget_units, count, seed, p_s), "budgeted")
 
 
-def _check_sandwich(*, kind: str, n: int, ks: Sequence[int] | None = None) -> None:
-    validate_sandwich(n, ks, kind=kind)
+def _check_sandwich(*, kind: str, n: int, ks: Sequence[int] | None = None, mixer: str = "s",
+                    channel: str = "f") -> None:
+    validate_sandwich(n, ks, kind=kind, mixer=mixer, channel=channel)
 
 
-def _build_sandwich(*, kind: str, n: int, ks: Sequence[int] | None = None) -> list[Candidate]:
+def _build_sandwich(*, kind: str, n: int, ks: Sequence[int] | None = None, mixer: str = "s",
+                    channel: str = "f") -> list[Candidate]:
     chosen = list(dict.fromkeys(range(n) if ks is None else ks))
-    orders = sandwich(n, chosen, kind=kind)
-    return [
-        Candidate(order=o, space=SANDWICH, name=f"{SANDWICH}{n}_{k}", params={"n": n, "k": k})
-        for o, k in zip(orders, chosen, strict=True)
-    ]
+    orders = sandwich(n, chosen, kind=kind, mixer=mixer, channel=channel)
+    if (mixer, channel) == ("s", "f"):
+        return [Candidate(order=o, space=SANDWICH, name=f"{SANDWICH}{n}_{k}",
+                          params={"n": n, "k": k}) for o, k in zip(orders, chosen, strict=True)]
+    family = f"{SANDWICH}_{mixer}{channel}"  # not the paper's sandwich study's family
+    return [Candidate(order=o, space=SANDWICH, name=f"{family}{n}_{k}",
+                      params={"n": n, "k": k, "family": family})
+            for o, k in zip(orders, chosen, strict=True)]
 
 
 def _count(value: object) -> int:

@@ -89,3 +89,23 @@ def test_both_spaces_expand_as_candidates_of_their_space() -> None:
     assert [(c.name, c.order) for c in mixed] == [("mix00", "rs"), ("mix01", "sr")]
     with pytest.raises(SpaceError, match="kind"):
         expand("placements", {"n": 4, "attention": 1}, kind="decoder")
+
+
+def test_the_sandwich_family_over_any_two_kinds() -> None:
+    cands = expand("sandwich", {"n": 3, "ks": [0, 2], "mixer": "r"})
+    assert [(c.name, c.order) for c in cands] == [("sandwich_rf3_0", "rfrfrf"),
+                                                 ("sandwich_rf3_2", "rrrfff")]
+    # its own family: the paper's sandwich study (s and f) never mixes them in
+    assert {c.family for c in cands} == {"sandwich_rf"} and cands[1].params["k"] == 2
+    classic = expand("sandwich", {"n": 3, "ks": [2]})
+    assert (classic[0].name, classic[0].family, classic[0].params) == (
+        "sandwich3_2", "sandwich", {"n": 3, "k": 2})
+    assert [c.order for c in expand("sandwich", {"n": 2, "mixer": "w", "channel": "e"})] == [
+        "wewe", "wwee"]
+    with pytest.raises(SpaceError, match="mixer: got 'r', expected a decoder sublayer symbol"):
+        expand("sandwich", {"n": 2, "mixer": "r"}, kind="decoder")
+    with pytest.raises(SpaceError, match="mixer: got 'h', expected s with channel f for "
+                                         "decoders"):
+        expand("sandwich", {"n": 2, "mixer": "h"}, kind="decoder")
+    with pytest.raises(SpaceError, match="channel: got 'r', expected a symbol other than"):
+        expand("sandwich", {"n": 2, "mixer": "r", "channel": "r"})
