@@ -18,6 +18,7 @@ from sublayer_search.analysis.papers import iot_paper
 from sublayer_search.analysis.papers import press_paper as paper
 from sublayer_search.analysis.report.attention import AttentionStudy, attention_section
 from sublayer_search.analysis.report.guidance import crossformer_paper_report, guidance_section
+from sublayer_search.analysis.report.hybrid import attention_depth_section
 from sublayer_search.analysis.report.pareto import pareto_section
 from sublayer_search.analysis.report.sections import (
     distribution_and_halves,
@@ -86,6 +87,7 @@ def experiment_report(
         ref = seeds_ref(seeded, guided)  # the text points only at sections this report has
         distribution_and_halves(w, frame, label="Sweep", stem="sweep", metric=metric,
                                 straddle=straddle, seeds_ref=ref)
+        attention_depth_section(w, frame, metric=metric)  # hybrid orders only
         plain = unguided(frame)  # guided trials: the guidance section
         if candidates(plain, metric)["k"].notna().any():
             sandwich_section(w, sandwich_curve(plain, metric=metric), adjust=adjust,

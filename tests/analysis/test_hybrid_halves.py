@@ -65,3 +65,34 @@ def test_a_hybrid_run_without_its_kind_units_is_refused_by_name() -> None:
     with pytest.raises(AnalysisError, match="trial srff: its order srff holds hybrid kinds "
                                             "but its run records no kind_units"):
         halves_study(frame(*rows))
+
+
+def test_attention_depth_and_share_of_an_order() -> None:
+    from sublayer_search.analysis.studies.attention_depth import attention_depth, attention_share
+
+    assert attention_depth("srrr") == 0.5 / 4 and attention_depth("rrrs") == 3.5 / 4
+    assert attention_depth("rfrf") != attention_depth("rfrf")  # nan: no attention
+    assert attention_share("sfrfrf") == 1 / 3 and attention_share("swfe") == 0.5
+
+
+def test_the_depth_study_correlates_the_metric_with_where_attention_sits(tmp_path) -> None:
+    from sublayer_search.analysis.report.build import experiment_report
+    from sublayer_search.analysis.studies.attention_depth import attention_depth_study
+
+    orders = ["sfrfrfrf", "rfsfrfrf", "rfrfsfrf", "rfrfrfsf", "sfsfrfrf", "rfrfsfsf"]
+    rows = [_trial("sfsfsfsf", 10.0 + 0.1 * i, baseline=True, seed=i) for i in range(3)]
+    # deeper attention, lower (better) values: rho of value vs depth is negative
+    from sublayer_search.analysis.studies.attention_depth import attention_depth
+    rows += [_trial(o, 10.0 - attention_depth(o) + 0.001 * i) for i, o in enumerate(orders)]
+    study = attention_depth_study(frame(*rows))
+    assert study is not None and len(study.models) == len(orders)
+    tests = study.tests.set_index("measure")
+    assert tests.loc["depth", "rho"] == pytest.approx(-1.0)
+    assert tests.loc["depth", "ci_low"] <= tests.loc["depth", "rho"] <= tests.loc["depth",
+                                                                                  "ci_high"]
+    assert list(study.tests["p_adjusted"]) == pytest.approx(
+        list(adjust_pvalues(study.tests["p"], "holm")))
+    assert attention_depth_study(frame(*rows[:5])) is None  # fewer than 4 hybrid orders
+    report = experiment_report(frame(*rows), tmp_path / "out", title="hybrid")
+    assert any("metric vs attention depth" in k for k in report.numbers), report.numbers
+    assert (tmp_path / "out" / "figures" / "attention_depth.png").is_file()
