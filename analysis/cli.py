@@ -26,7 +26,7 @@ from sublayer_search.spaces.exit_codes import ExitCode
 
 __all__ = ["PAPERS", "add_arguments", "main", "run_analyze"]
 
-PAPERS = ("press2020", "zhu2021", "crossformer", "mini_press2020")
+PAPERS = ("press2020", "zhu2021", "crossformer", "mini_press2020", "hybrid_mini")
 STUDIES = ("sweep", "replication")
 
 
@@ -40,7 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="analyse a paper's published numbers (press2020: Press et al. "
                              "2020; zhu2021: IOT, Zhu et al. 2021; crossformer: cross-layer "
                              "guidance, Tables 1, 2, 3, 6; mini_press2020: this product's "
-                             "own small-scale replication of Press et al., shipped as data)")
+                             "own small-scale replication of Press et al., shipped as data; "
+                             "hybrid_mini: its small study of attention among recurrences)")
     parser.add_argument("--tracking-uri", default=None,
                         help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or sqlite:///mlflow.db)")
     parser.add_argument("--out", required=True, help="output folder for figures, CSVs, HTML")
@@ -106,10 +107,10 @@ def _checked_out(experiment: str, paper: str | None, out: str | None,
     why = unusable_folder(Path(out))
     if why:
         raise AnalysisError(f"--out: got {out!r}, expected a folder for the report ({why})")
-    if paper and study and paper != "mini_press2020":
+    if paper and study and paper not in ("mini_press2020", "hybrid_mini"):
         raise AnalysisError(f"--study: got {study!r} with --paper {paper}, expected no --study: "
                             f"{paper} is published numbers with a report of its own; --study "
-                            "applies to --experiment and --paper mini_press2020")
+                            "applies to --experiment and the shipped sweeps")
     return out
 
 
@@ -126,6 +127,9 @@ def _paper_report(args: argparse.Namespace, paper: str, out: str, study: str | N
     if paper == "mini_press2020":
         return report.builtin_study_report(paper, out, straddle=straddle, adjust=adjust,
                                            study=study or "replication")
+    if paper == "hybrid_mini":  # no Press et al. programme: the studies of any sweep
+        return report.builtin_study_report(paper, out, straddle=straddle, adjust=adjust,
+                                           study=study or "sweep")
     return report.paper_report(out, straddle=straddle, adjust=adjust)
 
 

@@ -206,8 +206,8 @@ class OrderedLM(nn.Module):
     def balance_loss(self) -> Tensor | None:
         """``model.sublayers.balance ·`` the mean load-balancing loss of the last forward's
         mixture-of-experts sublayers (``e``); None without them."""
-        losses = [m.balance_loss for m in self.layers.modules()
-                  if isinstance(getattr(m, "balance_loss", None), Tensor)]
+        losses: list[Tensor] = [loss for m in self.layers.modules()
+                                if isinstance(loss := getattr(m, "balance_loss", None), Tensor)]
         if not losses:
             return None
         return self.cfg.sublayers.balance * torch.stack(losses).mean()
@@ -224,8 +224,9 @@ class OrderedLM(nn.Module):
             for out in output_projections(layer):
                 nn.init.normal_(out.weight, std=residual_std)
         for module in self.layers.modules():  # a hybrid kind's own (a recurrence's decays)
-            if hasattr(module, "init_own"):
-                module.init_own()
+            own = getattr(module, "init_own", None)
+            if callable(own):
+                own()
         if isinstance(self.embed, nn.Embedding):
             emb_std = self.cfg.d_model**-0.5 if self.cfg.scale_embedding else std
             nn.init.normal_(self.embed.weight, std=emb_std)

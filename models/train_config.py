@@ -117,7 +117,8 @@ def flat_settings(spec: Any) -> dict[str, Any]:
             items = dataclasses.asdict(value)
             if isinstance(items.get("sublayers"), dict):  # a model's hybrid-kind settings:
                 items.pop("sublayers")  # only those set (none: the params read as before)
-                items.update({f"sublayers.{k}": v for k, v in value.sublayers.changed().items()})
+                changed = getattr(value, "sublayers").changed()  # noqa: B009 - any model config
+                items.update({f"sublayers.{k}": v for k, v in changed.items()})
             for key, item in items.items():
                 out[f"{section.name}.{key}"] = item
     return out

@@ -13,6 +13,8 @@ a token uses ``top_k`` experts and the router (active): :mod:`spaces.kinds` coun
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import Tensor, nn
 
@@ -45,7 +47,7 @@ class MixtureOfExperts(nn.Module):
                    activation=activation, act_dropout=act_dropout)
 
     def output_projections(self) -> list[nn.Linear]:
-        return [expert.fc2 for expert in self.experts]
+        return [cast(FeedForward, expert).fc2 for expert in self.experts]
 
     def forward(self, x: Tensor) -> Tensor:
         shape = x.shape

@@ -112,7 +112,8 @@ class SweepPlan(Generic[ModelT, DataT, ExtraT, SpecT]):
         model = asdict(self.model)  # type: ignore[call-overload]
         if "sublayers" in model:  # the hybrid kinds' settings: only those set, so that a
             model.pop("sublayers")  # model without them hashes as before them
-            model.update({f"sublayers.{k}": v for k, v in self.model.sublayers.changed().items()})
+            changed = getattr(self.model, "sublayers").changed()  # noqa: B009 - LM configs only
+            model.update({f"sublayers.{k}": v for k, v in changed.items()})
         out.update({f"model.{k}": v for k, v in model.items() if k != "guidance"})
         # settings beside the template (IOT routing): hashed too, so reuse never takes a
         # run trained with other ones (none: the hash is unchanged)

@@ -158,7 +158,7 @@ class LMTask(Task[ModelConfig, DataConfig, None, TrialSpec]):
         return f_units_for(model.d_model, model.d_ff), 1.0
 
     def row(self, model: ModelConfig, variant: Variant) -> dict[str, Any]:
-        row = {"units": units(variant.order, f_units=f_units_for(model.d_model, model.d_ff),
+        row: dict[str, Any] = {"units": units(variant.order, f_units=f_units_for(model.d_model, model.d_ff),
                               dims=model.dims),
                "params": param_count(model), "flops_per_token": flops_per_token(model)}
         active = active_param_count(model)
