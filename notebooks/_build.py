@@ -61,6 +61,21 @@ def distribution_study() -> list:
             "    display(sweep_info.summary())\n"
             "    plots.plot_distribution(sweep_info)\n"
             "    plots.plot_halves(halves_study(sweep))"),
+        new_markdown_cell(
+            "## Hybrid orders: the shipped `hybrid_mini` study\n\nAttention (`s`) among "
+            "gated linear recurrences (`r`) and feedforwards (`f`): each kind counted per "
+            "half by parameter count and its bottom-half count tested (better vs not, "
+            "Holm-adjusted over the kinds), then the metric against where attention sits "
+            "and how much of it (Spearman, bootstrap intervals, Holm-adjusted)."),
+        new_code_cell(
+            "from sublayer_search.analysis.store.study_export import builtin_export\n"
+            "from sublayer_search.analysis.studies.attention_depth import "
+            "attention_depth_study\n\n"
+            "hybrid = builtin_export('hybrid_mini').trials\n"
+            "hybrid_halves = halves_study(hybrid)\n"
+            "hybrid_halves.per_kind"),
+        new_code_cell("plots.plot_halves(hybrid_halves);"),
+        new_code_cell("attention_depth_study(hybrid).tests"),
     ]
 
 

@@ -113,7 +113,7 @@ def plot_halves(info: HalvesInfo, *, title: str | None = None) -> Figure:
                       color=_COLORS[group],
                       label=f"{_GROUP_LABELS[group]} (n={sizes[group]})")
         ax.bar_label(bars, fmt="%.2f", fontsize=8)
-    ax.set_xticks(x, [f"{half} half: {k}" for half, k in cats])
+    ax.set_xticks(x, [f"{h}\n{k}" if len(cats) > 4 else f"{h} half: {k}" for h, k in cats])
     ax.set_xlabel(f"half of the model by parameter count (straddle: {info.straddle})")
     ax.set_ylabel("mean number of sublayers (count)")
     ax.set_title(title or "Sublayers per half: at least as good as the baseline mean vs not "

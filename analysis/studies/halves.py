@@ -203,8 +203,7 @@ def halves_study(
         raise AnalysisError(f"trial(s) without an order: {', '.join(map(str, no_order))}")
     values = rows[column].to_numpy(dtype=float)
     better = at_least_as_good(values, base.mean, lower=base.lower_is_better)
-    present = set("".join(rows["order"]))
-    kinds = _KINDS + "".join(k for k in all_symbols() if k not in _KINDS and k in present)
+    kinds = _kinds_in(rows["order"])
     weighed = rows["kind_units"] if "kind_units" in rows else pd.Series(None, index=rows.index)
     records = []
     for (_, row), value, good, units_text in zip(rows.iterrows(), values, better, weighed,
@@ -243,6 +242,12 @@ def halves_study(
         f_units=f_units,
         per_kind=per_kind_tests(models, kinds),
     )
+
+
+def _kinds_in(orders: pd.Series) -> str:
+    """``sfc``, then ``h`` and the hybrid kinds the orders hold, in registration order."""
+    present = set("".join(orders))
+    return _KINDS + "".join(k for k in all_symbols() if k not in _KINDS and k in present)
 
 
 def _split(row: pd.Series, units_text: object, **options: object) -> Any:

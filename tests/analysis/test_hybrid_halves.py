@@ -96,3 +96,21 @@ def test_the_depth_study_correlates_the_metric_with_where_attention_sits(tmp_pat
     report = experiment_report(frame(*rows), tmp_path / "out", title="hybrid")
     assert any("metric vs attention depth" in k for k in report.numbers), report.numbers
     assert (tmp_path / "out" / "figures" / "attention_depth.png").is_file()
+
+
+def test_the_shipped_hybrid_study_says_what_its_findings_say(tmp_path) -> None:
+    """docs/findings.md's numbers on the shipped export: every hybrid order beats every
+    baseline seed; no relation of the metric to where attention sits."""
+    from sublayer_search.analysis.report.build import builtin_study_report
+
+    report = builtin_study_report("hybrid_mini", tmp_path / "out", study="sweep")
+    def number(label: str) -> str:
+        [value] = [str(v) for k, v in report.numbers.items() if k.endswith(": " + label)]
+        return value
+
+    assert number("at least as good as the best baseline") == "30 of 30"
+    depth = number("Spearman: metric vs attention depth")
+    assert depth.startswith("rho = -0.14 (95 % CI -0.50 to +0.27)"), depth
+    assert "Holm-adjusted p = 0.831" in depth
+    text = (tmp_path / "out" / "report.html").read_text()
+    assert "mean r bottom / top" in text
