@@ -85,6 +85,9 @@ EXCLUDED = {
     "python benchmarks/gpu_sharing.py --device cpu": "about a minute of Ray trials; "
                                                      "tests/search/test_benchmark_gpu_sharing.py",
     "sublayer sweep configs/mini_press2020.yaml": "the 68-minute programme it describes",
+    "sublayer sweep configs/hybrid_mini.yaml": "the 15-minute study it describes; "
+                                               "tests/search/test_hybrid_sweep.py runs a "
+                                               "small hybrid sweep",
     "sublayer analyze --experiment mini_press2020 --study replication --tracking-uri "
     "sqlite:///mlflow.db --out reports/mine": "needs the programme's sweep",
     "sublayer export mini_press2020 --tracking-uri sqlite:///mlflow.db --out my_study":
