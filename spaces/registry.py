@@ -15,6 +15,11 @@ from typing import Any
 
 from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.errors import SpaceError
+from sublayer_search.spaces.generators.budget_kinds import (
+    budgeted_kinds_size,
+    build_budgeted_kinds,
+    check_budgeted_kinds,
+)
 from sublayer_search.spaces.generators.budgeted import budgeted, validate_budgeted
 from sublayer_search.spaces.generators.explicit import explicit
 from sublayer_search.spaces.generators.families import (
@@ -43,6 +48,7 @@ from sublayer_search.spaces.generators.permutations import (
     validate_permutations,
 )
 from sublayer_search.spaces.generators.sandwich import SANDWICH, sandwich, validate_sandwich
+from sublayer_search.spaces.kinds import Dims
 from sublayer_search.spaces.order import ALPHABETS, sandwich_k
 
 __all__ = ["ALL_SPACES", "FAMILY_SPACES", "SPACES", "Alias", "SpaceInfo", "SpaceSize",
@@ -232,6 +238,9 @@ class SpaceInfo:
     explicit order recognised as a sandwich): a guided copy drops them."""
     order_sets: bool = False
     """A candidate is a set of orders (IOT subsets), not one order."""
+    weighs: bool = False
+    """Its build and check take the model's ``dims`` (:class:`~spaces.kinds.Dims`):
+    planning passes those of the experiment's model section."""
 
     def __post_init__(self) -> None:
         if set(self.kinds) - set(ALPHABETS):
@@ -241,7 +250,8 @@ class SpaceInfo:
     def arguments(self) -> dict[str, Any]:
         """Argument names mapped to their default (``inspect.Parameter.empty`` if required)."""
         params = inspect.signature(self.build).parameters
-        return {k: p.default for k, p in params.items() if k != "kind"}
+        hidden = ("kind", "dims") if self.weighs else ("kind",)
+        return {k: p.default for k, p in params.items() if k not in hidden}
 
     @property
     def required(self) -> tuple[str, ...]:
@@ -276,6 +286,12 @@ SPACES: dict[str, SpaceInfo] = {
                   summary="k attention layers (attend, s) among n layers of a mixer (r), "
                           "each then a channel mixer (f), placed evenly, bottom, top, "
                           "middle or at random"),
+        SpaceInfo(name="budgeted_kinds", build=build_budgeted_kinds,
+                  check=check_budgeted_kinds, kinds=("lm",), size=budgeted_kinds_size,
+                  weighs=True,
+                  summary="random draws over any symbols (symbols=srf) until a parameter "
+                          "budget (budget_units) and, with state, a state budget are spent, "
+                          "within tolerance, weighed at the model's dims"),
         SpaceInfo(name="iot_subsets", build=_build_iot, check=_check_iot,
                   kinds=("lm", "encoder", "decoder"), size=None, order_sets=True,
                   summary="IOT block-order subsets stacked `layers` times (size=4 "
@@ -385,14 +401,23 @@ def extra_columns() -> tuple[str, ...]:
     return tuple(dict.fromkeys(c for info in ALL_SPACES.values() for c in info.columns))
 
 
-def validate(name: str, args: Mapping[str, Any], *, kind: str = "lm") -> None:
-    """Check a space's name, kind and arguments without generating its orders."""
-    info, kwargs = _arguments(name, args, kind)
-    info.check(kind=kind, **kwargs)
+def _with_dims(info: SpaceInfo, kwargs: dict[str, Any], dims: Dims | None) -> dict[str, Any]:
+    return {**kwargs, "dims": dims} if info.weighs else kwargs
 
 
-def expand(name: str, args: Mapping[str, Any], *, kind: str = "lm") -> list[Candidate]:
-    """The candidates of space ``name`` with ``args`` (checked first) for model ``kind``."""
+def validate(name: str, args: Mapping[str, Any], *, kind: str = "lm",
+             dims: Dims | None = None) -> None:
+    """Check a space's name, kind and arguments without generating its orders (``dims``:
+    the model's, for a space that weighs its kinds by them)."""
     info, kwargs = _arguments(name, args, kind)
+    info.check(kind=kind, **_with_dims(info, kwargs, dims))
+
+
+def expand(name: str, args: Mapping[str, Any], *, kind: str = "lm",
+           dims: Dims | None = None) -> list[Candidate]:
+    """The candidates of space ``name`` with ``args`` (checked first) for model ``kind``
+    (``dims``: the model's, for a space that weighs its kinds by them)."""
+    info, kwargs = _arguments(name, args, kind)
+    kwargs = _with_dims(info, kwargs, dims)
     info.check(kind=kind, **kwargs)
     return info.build(kind=kind, **kwargs)

@@ -143,6 +143,10 @@ def _add_spaces(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     s.add_argument("args", nargs="*", help="space arguments as NAME=VALUE (e.g. n=16 k=[0,6])")
     s.add_argument("--kind", default="lm", choices=["lm", "encoder", "decoder"],
                    help="model kind whose sublayers the orders use (default: lm)")
+    s.add_argument("--preset", default=None, metavar="NAME",
+                   help="a model preset (debug, tiny, press2020) whose dims weigh the hybrid "
+                        "kinds: units of orders with w, r or e, and a space that weighs "
+                        "its kinds (budgeted_kinds) need one")
     s.set_defaults(func=_cmd_spaces_sample)
 
 

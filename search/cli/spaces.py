@@ -86,6 +86,8 @@ def spaces_epilog() -> str:
         lines.append(f"  {'':<13} {info.summary.replace('`', '')}; kinds: {', '.join(info.kinds)}")
     lines.append("example: sublayer spaces sample sandwich n=16 k=[0,6,15]  (k: one value or a "
                  "list; default every k in 0..n-1)")
+    lines.append("example: sublayer spaces sample budgeted_kinds symbols=srf budget_units=8 "
+                 "count=4 --preset tiny  (weighed at the tiny preset's dims)")
     return "\n".join(lines)
 
 
@@ -114,8 +116,15 @@ def cmd_spaces_sample(args: argparse.Namespace) -> int:
             kwargs[key] = _parse_value(value, key)
         except ValueError as exc:
             return _bad(str(exc))
+    dims = None
+    if args.preset is not None:
+        from sublayer_search.models.config import PRESETS
+
+        if args.preset not in PRESETS:
+            return _bad(f"--preset: got {args.preset!r}, expected one of {', '.join(PRESETS)}")
+        dims = PRESETS[args.preset].dims
     try:
-        cands = expand(args.space, spelled(args.space, kwargs), kind=args.kind)
+        cands = expand(args.space, spelled(args.space, kwargs), kind=args.kind, dims=dims)
     except ValueError as exc:
         known = ", ".join(f"{n} ({i.summary})" for n, i in ALL_SPACES.items())
         return _bad(f"{_as_typed(exc, kwargs, args.space)}{_kind_hint(exc, args.kind, kwargs)}\n  spaces: {known}")
@@ -123,8 +132,9 @@ def cmd_spaces_sample(args: argparse.Namespace) -> int:
     rows = [{"name": c.name, "order": shown_order(c.order, c.params), "n_s": c.counts["s"],
              "n_f": c.counts["f"], "n_c": c.counts["c"], "n_h": c.counts.get("h", 0),
              **{f"n_{k}": c.counts.get(k, 0) for k in hybrid},
-             # a hybrid kind weighs by a model's dims: none here (the sweep's dry run has them)
-             "units": None if set(c.order) - set(CLASSIC) else units(c.order)} for c in cands]
+             # a hybrid kind weighs by a model's dims: --preset's, else none here
+             "units": units(c.order, dims=dims) if dims is not None or not set(c.order) - set(CLASSIC)
+             else None} for c in cands]
     cols = ["name", "n_s", "n_f"] + (["n_c"] if args.kind == "decoder" else [])
     cols += (["n_h"] if any(r["n_h"] for r in rows) else []) + [f"n_{k}" for k in hybrid]
     cols += ["units", "order"]

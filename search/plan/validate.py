@@ -56,7 +56,7 @@ def validate(exp: Experiment, problems: list[Problem]) -> Validated:
     template = exp.model.template if exp.model is not None else None
     guidance = exp.model.guidance if exp.model is not None else guidance_settings(None, [])
     seeds_of: dict[tuple[str, str], list[int]] = {}
-    pool = _expand_spaces(exp, task, problems, seeds_of)
+    pool = _expand_spaces(exp, task, template, problems, seeds_of)
     base = _baseline(exp, task, pool, template, problems)  # unguided, at the space's budget
     pool = cross(pool, [setting for _, setting in guidance.values()])
     pool, duplicates = drop_duplicates(  # per-space seeds: grid only (else a problem)
@@ -78,10 +78,11 @@ def _space_error_path(prefix: str, exc: Exception, space: str,
     return prob
 
 
-def _expand_spaces(exp: Experiment, task: AnyTask, problems: list[Problem],
+def _expand_spaces(exp: Experiment, task: AnyTask, template: Any, problems: list[Problem],
                    seeds_of: dict[tuple[str, str], list[int]]) -> list[VariantCandidate]:
-    """Every space's candidates; ``seeds_of`` gets the seeds of spaces that set their own,
-    keyed by (space, candidate name)."""
+    """Every space's candidates (one that weighs its kinds by the ``template``'s dims gets
+    them); ``seeds_of`` gets the seeds of spaces that set their own, keyed by (space,
+    candidate name)."""
     out: list[VariantCandidate] = []
     many = isinstance(exp.space, list)
     for i, space in enumerate(exp.spaces):
@@ -99,7 +100,8 @@ def _expand_spaces(exp: Experiment, task: AnyTask, problems: list[Problem],
             kind, args, side = task.space_args(space.type, space.args)
             suffix = "_enc" if side == "encoder" else ""
             cands = [VariantCandidate.of(replace(c, name=c.name + suffix), side=side)
-                     for c in expand(space.type, spelled(space.type, args), kind=kind)]
+                     for c in expand(space.type, spelled(space.type, args), kind=kind,
+                                     dims=getattr(template, "dims", None))]
             out.extend(cands)
             own = space.seed_list
             for c in cands if own is not None else ():

@@ -119,3 +119,17 @@ def test_tiny_real_sweep_over_par_and_macaron(tmp_path: Path, monkeypatch: pytes
                  f"sqlite:///{tmp_path}/mlflow.db", "--out", str(out)]) == 0
     models = next(out.glob("tables/*halves_models.csv")).read_text()
     assert "bottom_h" in models.splitlines()[0]
+
+
+def test_spaces_sample_weighs_hybrid_kinds_at_a_presets_dims(capsys) -> None:
+    assert main(["spaces", "sample", "budgeted_kinds", "symbols=srf", "budget_units=8",
+                 "count=3", "--preset", "tiny"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()
+            if line.startswith("draw")]
+    assert len(rows) == 3 and all(abs(float(r[4]) - 8) <= 0.4 for r in rows), rows
+    assert main(["spaces", "sample", "budgeted_kinds", "symbols=srf", "budget_units=8",
+                 "count=3"]) == 2
+    assert "takes --preset" in capsys.readouterr().err
+    assert main(["spaces", "sample", "multiset", "counts={s: 1, r: 2}", "count=2",
+                 "--preset", "nope"]) == 2
+    assert "--preset: got 'nope', expected one of debug, tiny" in capsys.readouterr().err

@@ -82,3 +82,27 @@ def test_a_real_sweep_trains_and_records_the_hybrid_orders(tmp_path: Path) -> No
                  f"sqlite:///{tmp_path}/mlflow.db", "--out", str(out)]) == 0
     report = (out / "report.html").read_text()
     assert "mean w bottom / top" in report and "mean e bottom / top" in report, report
+
+
+def test_budgeted_draws_over_any_kinds_are_weighed_at_the_models_dims(tmp_path, capsys) -> None:
+    """The space gets the model section's dims: every planned order's units land within
+    the tolerance of the budget, as the dry-run table accounts them."""
+    path = _experiment(tmp_path, space={"type": "budgeted_kinds", "symbols": "srf",
+                                        "budget_units": 8, "count": 4, "tolerance": 0.05},
+                       baseline={"order": "sfsfsfsf"})
+    assert main(["sweep", str(path), "--dry-run"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    column = next(line for line in out if line.startswith("name")).split().index("units")
+    lines = [line.split() for line in out if line.startswith("draw")]
+    assert len(lines) == 4
+    for line in lines:
+        assert abs(float(line[column]) - 8) <= 0.4, line
+
+
+def test_budgeted_draws_name_a_bad_argument_before_anything_starts(tmp_path, capsys) -> None:
+    path = _experiment(tmp_path, space={"type": "budgeted_kinds", "symbols": "sq",
+                                        "budget_units": 8, "count": 4})
+    assert main(["sweep", str(path)]) == ExitCode.BAD_INPUT
+    err = capsys.readouterr().err
+    assert "space.symbols: got 'sq', expected distinct lm sublayer symbols" in err, err
+    assert not (tmp_path / "mlflow.db").exists()

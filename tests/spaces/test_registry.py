@@ -75,8 +75,8 @@ def test_validate_is_cheap_for_huge_spaces() -> None:
 
 
 def test_every_space_is_described() -> None:
-    assert list(SPACES)[:7] == ["permutations", "budgeted", "sandwich", "explicit", "multiset",
-                                "placements", "iot_subsets"]
+    assert list(SPACES)[:8] == ["permutations", "budgeted", "sandwich", "explicit", "multiset",
+                                "placements", "budgeted_kinds", "iot_subsets"]
     assert SPACES["budgeted"].required == ("budget_units", "count")
     assert SPACES["sandwich"]({"n": 2})[1].name == "sandwich2_1"
 

@@ -19,6 +19,7 @@ SAMPLES: dict[str, tuple[dict[str, Any], str]] = {
     "par": ({"n": 6}, "lm"),
     "macaron": ({"n": 2}, "lm"),
     "multiset": ({"counts": {"s": 1, "r": 2, "f": 2}, "count": 4, "seed": 3}, "lm"),
+    "budgeted_kinds": ({"symbols": "srf", "budget_units": 12, "count": 4, "seed": 2}, "lm"),
     "placements": ({"n": 4, "attention": [1, 2], "at": ["evenly", "random"], "draws": 2},
                    "lm"),
 }
