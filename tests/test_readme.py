@@ -88,6 +88,10 @@ EXCLUDED = {
     "sublayer sweep configs/hybrid_mini.yaml": "the 15-minute study it describes; "
                                                "tests/search/test_hybrid_sweep.py runs a "
                                                "small hybrid sweep",
+    "sublayer sweep configs/mad_debug.yaml": "a sweep; tests/search/test_mad_sweep.py runs "
+                                             "this file's sweep (its tracking in a tmp dir)",
+    ".venv/bin/python benchmarks/proxy_cost.py --orders '(sf)^2' --steps 5":
+        "a benchmark of a minute; tests/models/test_mad.py trains the proxy",
     "sublayer analyze --experiment mini_press2020 --study replication --tracking-uri "
     "sqlite:///mlflow.db --out reports/mine": "needs the programme's sweep",
     "sublayer export mini_press2020 --tracking-uri sqlite:///mlflow.db --out my_study":

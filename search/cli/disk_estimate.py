@@ -40,6 +40,10 @@ def human_bytes(count: float) -> str:
 
 def disk_lines(exp: Experiment, rows: Sequence[dict[str, Any]], *, approximate: bool) -> list[str]:
     """The dry run's lines on checkpoint disk use (none when no row has a parameter count)."""
+    from sublayer_search.search.tasks import task_class
+
+    if not task_class(exp.task).checkpoints:
+        return [f"checkpoints: none (task {exp.task} trials start again instead of resuming)"]
     sizes = [checkpoint_bytes(int(r["params"]), exp.train.optimizer) for r in rows
              if isinstance(r.get("params"), int)]
     if not sizes:

@@ -151,6 +151,9 @@ class Task(ABC, Generic[ModelT, DataT, ExtraT, SpecT]):
     """What its models cannot do, each with why: ``fsdp`` (sharded one sublayer per unit
     by ``train.parallel: fsdp``), ``supernet`` (ranked by a one-shot weight-sharing
     supernet). Planning refuses them naming the task and the reason."""
+    checkpoints: ClassVar[bool] = True
+    """Whether its trials write checkpoints (and resume from them); a task whose trials
+    are short enough to start again says False (the dry run then counts no disk)."""
     estimate: str | None = None
     """Set by :meth:`resolve` in a dry run whose vocabulary-dependent counts (``params``,
     ``flops_per_token`` of :meth:`row`) are estimates: what they assume (a vocabulary the

@@ -1,0 +1,82 @@
+"""task: mad: the proxy's sweep plans, refuses bad input before anything starts, trains
+with Ray Tune, records in MLflow and is analysed like any sweep."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from mlflow.tracking import MlflowClient
+
+from sublayer_search.search.cli.main import main
+from sublayer_search.spaces.exit_codes import ExitCode
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _debug(tmp_path: Path, **changes) -> Path:
+    doc = yaml.safe_load((REPO / "configs" / "mad_debug.yaml").read_text())
+    doc.update(tracking={"uri": f"sqlite:///{tmp_path}/mlflow.db"},
+               ray={"storage_path": str(tmp_path / "ray_results")})
+    for key, value in changes.items():
+        section, _, field = key.partition("__")
+        if field:
+            doc[section] = {**doc.get(section, {}), field: value}
+        else:
+            doc[section] = value
+    path = tmp_path / "mad.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def test_the_dry_run_says_what_a_trial_trains(tmp_path, capsys) -> None:
+    assert main(["sweep", str(_debug(tmp_path)), "--dry-run"]) == 0
+    captured = capsys.readouterr()
+    assert "5 trial(s); metric mad_acc; nothing was run" in captured.out
+    assert "checkpoints: none (task mad trials start again" in captured.out
+    assert "data.protocol: reduced: 2 setting(s), one per task (in_context_recall, " \
+           "memorization)" in captured.err
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_the_full_protocol_is_counted_before_it_runs(tmp_path, capsys) -> None:
+    path = _debug(tmp_path, data={"protocol": "full", "tasks": ["memorization"]})
+    assert main(["sweep", str(path), "--dry-run"]) == 0
+    assert "data.protocol: full: 6 settings of memorization, 36 runs" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"data__tasks": ["recall"]}, "data.tasks: got ['recall'], expected distinct task names"),
+    ({"data__name": "tinyshakespeare"}, "data.name"),
+    ({"model__context": 64}, "model.context: got 64, expected no value here: each MAD task"),
+    ({"data__train_samples": 0}, "data.train_samples: got 0, expected a positive integer"),
+    ({"train__parallel": "fsdp", "resources": {"cpu": 1, "workers": 2}},
+     "a proxy model is small"),
+])
+def test_bad_input_is_refused_before_anything_starts(tmp_path, capsys, changes, message) -> None:
+    assert main(["sweep", str(_debug(tmp_path, **changes))]) == ExitCode.BAD_INPUT
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err, err
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "ray_results").exists()
+
+
+@pytest.mark.slow
+def test_a_proxy_sweep_records_scores_per_task_and_is_analysed(tmp_path, capsys) -> None:
+    assert main(["sweep", str(_debug(tmp_path))]) == 0
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    exp = client.get_experiment_by_name("mad_debug")
+    runs = [r for r in client.search_runs([exp.experiment_id])
+            if r.data.tags.get("sublayer.role") == "trial"]
+    assert len(runs) == 5
+    for run in runs:
+        m = run.data.metrics
+        assert 0 <= m["acc_in_context_recall"] <= 1 and 0 <= m["acc_memorization"] <= 1
+        assert m["mad_acc"] == pytest.approx((m["acc_in_context_recall"]
+                                              + m["acc_memorization"]) / 2)
+        history = client.get_metric_history(run.info.run_id, "mad_acc")
+        assert sorted(h.step for h in history) == [10, 20]  # one report per setting
+    out = tmp_path / "report"
+    assert main(["analyze", "--experiment", "mad_debug", "--tracking-uri",
+                 f"sqlite:///{tmp_path}/mlflow.db", "--out", str(out)]) == 0
+    assert (out / "report.html").exists()
