@@ -177,6 +177,8 @@ class OrderedLM(nn.Module):
             )
             for kind in cfg.order
         )
+        self._balanced = tuple(m for m in self.layers.modules() if hasattr(m, "balance_loss"))
+        """The sublayers that keep a load-balancing loss (experts), found once."""
         # cross-layer guidance: hard shares matrices now, soft keeps the pairs to pull
         self.guided: list[WeightPair] = guide_stack(self.layers, cfg.order, cfg.guidance)
         self.final_norm: nn.Module = nn.LayerNorm(d) if cfg.norm == "pre" else nn.Identity()
@@ -206,7 +208,7 @@ class OrderedLM(nn.Module):
     def balance_loss(self) -> Tensor | None:
         """``model.sublayers.balance ·`` the mean load-balancing loss of the last forward's
         mixture-of-experts sublayers (``e``); None without them."""
-        losses: list[Tensor] = [loss for m in self.layers.modules()
+        losses: list[Tensor] = [loss for m in self._balanced
                                 if isinstance(loss := getattr(m, "balance_loss", None), Tensor)]
         if not losses:
             return None

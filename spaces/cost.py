@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 
 from sublayer_search.spaces.errors import SpaceError
 from sublayer_search.spaces.kinds import (
-    CLASSIC,
     Dims,
     KindSettings,
     all_symbols,
+    hybrid_kinds,
     kind_of,
     registered_kinds,
 )
@@ -90,7 +90,7 @@ def unit_weights(f_units: float, c_units: float, dims: Dims | None = None,
     weight, as :func:`kind_units_of` records it, in ``kind_units``)."""
     f = _positive_float("f_units", f_units)
     weights = {"s": 1.0, "f": f, "c": _positive_float("c_units", c_units), "h": f / 2}
-    hybrid = sorted(set(order) - set(CLASSIC), key=all_symbols().index)
+    hybrid = hybrid_kinds(order)
     for sym in hybrid:
         if dims is not None:
             weights[sym] = kind_of(sym).weights(dims) / (4 * dims.d_model**2)
@@ -105,7 +105,7 @@ def unit_weights(f_units: float, c_units: float, dims: Dims | None = None,
 def kind_units_of(order: str, dims: Dims) -> str | None:
     """``"r=1.015625,e=4.015625"``: the s-units of each hybrid kind of ``order`` at
     ``dims`` (what a trial records for the halves study); None for an order without one."""
-    hybrid = sorted(set(_canonical(order)) - set(CLASSIC), key=all_symbols().index)
+    hybrid = hybrid_kinds(_canonical(order))
     weights = unit_weights(2.0, 1.0, dims, "".join(hybrid))
     return ",".join(f"{k}={weights[k]!r}" for k in hybrid) or None
 

@@ -28,7 +28,7 @@ Built in:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -42,6 +42,8 @@ __all__ = [
     "KindSettings",
     "SublayerKind",
     "all_symbols",
+    "first_hybrid",
+    "hybrid_kinds",
     "kind_of",
     "register_kind",
     "registered_kinds",
@@ -233,6 +235,18 @@ def kind_of(symbol: str) -> SublayerKind:
 def all_symbols() -> str:
     """Every registered symbol, in registration order (``scfhwre`` for the built-ins)."""
     return "".join(_REGISTRY)
+
+
+def hybrid_kinds(order: str) -> str:
+    """The kinds of ``order`` outside :data:`CLASSIC` (``w``, ``r``, ``e``, a plugin's), in
+    registration order: what weighs by a model's dims and what order features leave out."""
+    present = set(order) - set(CLASSIC)
+    return "".join(sym for sym in all_symbols() if sym in present)
+
+
+def first_hybrid(orders: Iterable[str]) -> str | None:
+    """The first of ``orders`` holding a hybrid kind (:func:`hybrid_kinds`), else None."""
+    return next((order for order in orders if hybrid_kinds(order)), None)
 
 
 def symbols_for(model: str) -> str:

@@ -19,6 +19,7 @@ from sublayer_search.analysis.studies.halves import halves_study
 from sublayer_search.analysis.studies.sandwich import SandwichInfo, headline, leaders
 from sublayer_search.analysis.studies.seeds import SeedsInfo
 from sublayer_search.analysis.studies.significance import ADJUST_NAMES, PAIRED
+from sublayer_search.spaces.kinds import hybrid_kinds
 
 __all__ = ["distribution_and_halves", "halves_section", "sandwich_section", "seeds_section",
            "trials_section"]
@@ -107,7 +108,7 @@ def halves_section(
             sec.numbers.append((
                 f"{group} (n={n}, untested grouping): mean f bottom / top",
                 f"{h.mean(group, 'bottom', 'f'):.2f} / {h.mean(group, 'top', 'f'):.2f}"))
-    hybrid = [k for k in dict.fromkeys(h.means["kind"]) if k not in "sfch"]
+    hybrid = list(hybrid_kinds("".join(dict.fromkeys(h.means["kind"]))))
     if hybrid:  # the hybrid kinds: where each sits, and a test per kind
         sec.text += (" The hybrid kinds weigh the s-units each trial recorded; per kind, a "
                      "Mann–Whitney test of its bottom-half count, Holm-adjusted over the kinds.")

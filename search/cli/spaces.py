@@ -8,7 +8,7 @@ from typing import Any
 from sublayer_search.search.cli.output import bad as _bad
 from sublayer_search.search.cli.output import print_table as _print_table
 from sublayer_search.spaces.exit_codes import ExitCode
-from sublayer_search.spaces.kinds import CLASSIC, all_symbols
+from sublayer_search.spaces.kinds import hybrid_kinds
 
 __all__ = ["cmd_registered", "cmd_spaces_sample", "registered_text", "shown_order",
            "spaces_epilog"]
@@ -128,12 +128,12 @@ def cmd_spaces_sample(args: argparse.Namespace) -> int:
     except ValueError as exc:
         known = ", ".join(f"{n} ({i.summary})" for n, i in ALL_SPACES.items())
         return _bad(f"{_as_typed(exc, kwargs, args.space)}{_kind_hint(exc, args.kind, kwargs)}\n  spaces: {known}")
-    hybrid = [k for k in all_symbols() if k not in CLASSIC and any(k in c.order for c in cands)]
+    hybrid = list(hybrid_kinds("".join(c.order for c in cands)))
     rows = [{"name": c.name, "order": shown_order(c.order, c.params), "n_s": c.counts["s"],
              "n_f": c.counts["f"], "n_c": c.counts["c"], "n_h": c.counts.get("h", 0),
              **{f"n_{k}": c.counts.get(k, 0) for k in hybrid},
              # a hybrid kind weighs by a model's dims: --preset's, else none here
-             "units": units(c.order, dims=dims) if dims is not None or not set(c.order) - set(CLASSIC)
+             "units": units(c.order, dims=dims) if dims is not None or not hybrid_kinds(c.order)
              else None} for c in cands]
     cols = ["name", "n_s", "n_f"] + (["n_c"] if args.kind == "decoder" else [])
     cols += (["n_h"] if any(r["n_h"] for r in rows) else []) + [f"n_{k}" for k in hybrid]

@@ -22,7 +22,7 @@ from sublayer_search.search.stopping.registry import stopping_rule
 from sublayer_search.search.tasks import Task
 from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.errors import OrderError
-from sublayer_search.spaces.kinds import CLASSIC
+from sublayer_search.spaces.kinds import first_hybrid
 from sublayer_search.spaces.order import parse_order
 from sublayer_search.spaces.registry import ALL_SPACES, expand, spelled
 
@@ -147,7 +147,7 @@ def _check_hybrid(exp: Experiment, pool: Sequence[VariantCandidate],
                   problems: list[Problem]) -> None:
     """Orders with the hybrid kinds (w, r, e) take no prior: its features weigh s, f, c
     and h only (a searcher's own refusal: ``any_kinds`` in its declaration)."""
-    hybrid = next((c.order for c in pool if set(c.order) - set(CLASSIC)), None)
+    hybrid = first_hybrid(c.order for c in pool)
     if hybrid is not None and exp.search.prior is not None:
         problems.append(Problem("search.prior", exp.search.prior, "no prior for orders with "
                                 f"the hybrid kinds w, r, e (the space holds {hybrid!r})"))

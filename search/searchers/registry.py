@@ -28,7 +28,7 @@ from sublayer_search.search.core.scalars import strict_scalars
 from sublayer_search.search.core.section import Refused
 from sublayer_search.search.searchers.settings import MISPLACED, SearchSection
 from sublayer_search.search.tasks.sections import mapping
-from sublayer_search.spaces.kinds import CLASSIC
+from sublayer_search.spaces.kinds import first_hybrid
 from sublayer_search.spaces.problems import ProblemError
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ class SearchAlgorithm:
         if not cls.iot_subsets and any(c.variant.subset is not None for c in pool):
             problems.append(Problem("search.algorithm", cls.name, cls.refusal(
                 "iot_subsets", f"{listed(searcher_names(iot_subsets=True))} for iot_subsets")))
-        hybrid = next((c.order for c in pool if set(c.order) - set(CLASSIC)), None)
+        hybrid = first_hybrid(c.order for c in pool)
         if not cls.any_kinds and hybrid is not None:
             problems.append(Problem("search.algorithm", cls.name, cls.refusal(
                 "any_kinds", f"{listed(searcher_names(any_kinds=True))} for orders with "
