@@ -64,6 +64,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--include-stopped", action="store_true",
                         help="count trials stopped early by the scheduler (ASHA) at their last "
                              "value; by default they are kept apart from every study")
+    parser.add_argument("--proxy", default=None, metavar="EXPERIMENT",
+                        help="a proxy sweep (task: mad) of the same orders in the same store: "
+                             "the report adds how far its ranking agrees with this sweep's "
+                             "(Kendall tau, top-5 recall, bootstrap intervals) and the compute "
+                             "ratio")
     parser.add_argument("--no-attach", action="store_true",
                         help="do not attach the report to the sweep's parent MLflow run")
 
@@ -84,6 +89,9 @@ def _run(args: argparse.Namespace) -> int:
     study = getattr(args, "study", None)
     out = _checked_out(experiments[0] if experiments else "", paper,
                        getattr(args, "out", None), study)
+    if paper and getattr(args, "proxy", None) is not None:
+        raise AnalysisError(f"--proxy: got {args.proxy!r} with --paper {paper}, expected it "
+                            "with --experiment (a sweep in the same store as the proxy's)")
     if paper:
         result = _paper_report(args, paper, out, study)
     else:
@@ -157,6 +165,13 @@ def _experiment_report(args: argparse.Namespace, experiments: list[str], out: st
     attention_study = getattr(args, "attention_study", None)
     if attention_study is not None and len(experiments) == 1 and not is_translation(trials):
         attention = attention_study(experiments[0], uri, loaded)
+    proxy_name = getattr(args, "proxy", None)
+    proxy = None
+    if proxy_name is not None:
+        if replication:
+            raise AnalysisError(f"--proxy: got {proxy_name!r} with --study replication, "
+                                "expected it with the studies of any sweep (no --study)")
+        proxy = (proxy_name, load_pooled([proxy_name], uri, history=False)[0])
     if replication:
         from sublayer_search.analysis.report.replication import replication_report
 
@@ -166,7 +181,7 @@ def _experiment_report(args: argparse.Namespace, experiments: list[str], out: st
         result = report.experiment_report(
             trials, out, title=_title(experiments), metric=getattr(args, "metric", None),
             straddle=straddle, history=history, routing=routing, adjust=adjust,
-            attention=attention,
+            attention=attention, proxy=proxy,
         )
     for name in [] if getattr(args, "no_attach", False) else experiments:
         try:

@@ -88,6 +88,10 @@ EXCLUDED = {
     "sublayer sweep configs/hybrid_mini.yaml": "the 15-minute study it describes; "
                                                "tests/search/test_hybrid_sweep.py runs a "
                                                "small hybrid sweep",
+    "sublayer sweep configs/mad_proxy.yaml": "hours of CPU; tests/search/test_mad_sweep.py "
+                                             "runs a proxy sweep at debug size",
+    "sublayer analyze --experiment hybrid_mini --proxy mad_proxy --out reports/hybrid_trust":
+        "needs both sweeps; tests/search/test_mad_sweep.py runs the same at debug size",
     "sublayer sweep configs/mad_debug.yaml": "a sweep; tests/search/test_mad_sweep.py runs "
                                              "this file's sweep (its tracking in a tmp dir)",
     ".venv/bin/python benchmarks/proxy_cost.py --orders '(sf)^2' --steps 5":

@@ -20,6 +20,7 @@ from sublayer_search.analysis.report.attention import AttentionStudy, attention_
 from sublayer_search.analysis.report.guidance import crossformer_paper_report, guidance_section
 from sublayer_search.analysis.report.hybrid import attention_depth_section
 from sublayer_search.analysis.report.pareto import pareto_section
+from sublayer_search.analysis.report.proxy import proxy_section
 from sublayer_search.analysis.report.sections import (
     distribution_and_halves,
     halves_section,
@@ -58,6 +59,7 @@ def experiment_report(
     routing: pd.DataFrame | None = None,
     attention: AttentionStudy | None = None,
     adjust: str = "holm",
+    proxy: tuple[str, pd.DataFrame] | None = None,
 ) -> Report:
     """Run every study that applies to a sweep's trial frame and write the report.
 
@@ -68,6 +70,8 @@ def experiment_report(
     translation sections instead (see :func:`analysis.report.translation.translation_report`);
     ``routing`` is ``runs.load_routing``'s frame for the per-split x per-order BLEU matrix.
     ``adjust`` (holm, bh, none): the multiple-comparison adjustment of the seed tests.
+    ``proxy``: (name, trial frame) of a proxy sweep of the same orders (``task: mad``):
+    a section on how far its ranking agrees (:mod:`analysis.studies.proxy_trust`).
     AnalysisError when the frame has no metric or no finished baseline.
     """
     frame = validate_trials(frame)
@@ -100,6 +104,8 @@ def experiment_report(
     pareto_section(w, frame, metric=metric)
     if attention is not None:
         attention_section(w, attention)
+    if proxy is not None:
+        proxy_section(w, frame, proxy[1], metric=metric, name=proxy[0])
     return w.write()
 
 

@@ -153,6 +153,7 @@ def _row(client: MlflowClient, run: Any) -> dict[str, Any]:
         "trial_id": record.trial_id,
         "steps": record.steps,
         "end_ms": record.end_ms,
+        "start_ms": getattr(run.info, "start_time", None),
         **_translation_fields(record),
         **({"kind_units": record.kind_units} if record.kind_units else {}),
         **guidance_fields(record.settings, {GUIDANCE_TAG: record.guidance} if record.guidance

@@ -33,7 +33,7 @@ def _debug(tmp_path: Path, **changes) -> Path:
 def test_the_dry_run_says_what_a_trial_trains(tmp_path, capsys) -> None:
     assert main(["sweep", str(_debug(tmp_path)), "--dry-run"]) == 0
     captured = capsys.readouterr()
-    assert "5 trial(s); metric mad_acc; nothing was run" in captured.out
+    assert "8 trial(s); metric mad_acc; nothing was run" in captured.out
     assert "checkpoints: none (task mad trials start again" in captured.out
     assert "data.protocol: reduced: 2 setting(s), one per task (in_context_recall, " \
            "memorization)" in captured.err
@@ -62,13 +62,18 @@ def test_bad_input_is_refused_before_anything_starts(tmp_path, capsys, changes, 
 
 
 @pytest.mark.slow
-def test_a_proxy_sweep_records_scores_per_task_and_is_analysed(tmp_path, capsys) -> None:
-    assert main(["sweep", str(_debug(tmp_path))]) == 0
+def test_a_proxy_sweep_records_scores_per_task_and_the_report_weighs_it(tmp_path) -> None:
+    """The proxy sweep alone, then against a language-model sweep of the same orders in
+    the same store (one test: each sweep runs once)."""
+    from helpers import write_experiment
+
+    proxy = _debug(tmp_path)
+    assert main(["sweep", str(proxy)]) == 0
     client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
     exp = client.get_experiment_by_name("mad_debug")
     runs = [r for r in client.search_runs([exp.experiment_id])
             if r.data.tags.get("sublayer.role") == "trial"]
-    assert len(runs) == 5
+    assert len(runs) == 8
     for run in runs:
         m = run.data.metrics
         assert 0 <= m["acc_in_context_recall"] <= 1 and 0 <= m["acc_memorization"] <= 1
@@ -76,7 +81,32 @@ def test_a_proxy_sweep_records_scores_per_task_and_is_analysed(tmp_path, capsys)
                                               + m["acc_memorization"]) / 2)
         history = client.get_metric_history(run.info.run_id, "mad_acc")
         assert sorted(h.step for h in history) == [10, 20]  # one report per setting
+    orders = yaml.safe_load(proxy.read_text())["space"]["orders"]
+    lm = write_experiment(tmp_path, "lm_twin", orders=orders,
+                          tracking_uri=f"sqlite:///{tmp_path}/mlflow.db",
+                          baseline={"order": "sfsf", "seeds": 2})
+    assert main(["sweep", str(lm)]) == 0
     out = tmp_path / "report"
-    assert main(["analyze", "--experiment", "mad_debug", "--tracking-uri",
-                 f"sqlite:///{tmp_path}/mlflow.db", "--out", str(out)]) == 0
-    assert (out / "report.html").exists()
+    assert main(["analyze", "--experiment", "lm_twin", "--proxy", "mad_debug",
+                 "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db", "--out", str(out)]) == 0
+    summary = (out / "tables" / "proxy_trust_summary.csv").read_text()
+    rows = {line.split(",")[0]: line.split(",") for line in summary.splitlines()[1:]}
+    assert -1 <= float(rows["kendall_tau"][1]) <= 1 and rows["kendall_tau"][5] == "7"
+    assert 0 <= float(rows["top5_recall"][1]) <= 1 and float(rows["compute_ratio"][1]) > 0
+    assert (out / "figures" / "proxy_trust.png").exists()
+    assert "How far the proxy ranks like the language models" in \
+        (out / "report.html").read_text()
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--paper", "hybrid_mini", "--proxy", "mad_debug"], "--proxy: got 'mad_debug' with --paper"),
+    (["--experiment", "nope", "--proxy", "mad_debug"], "nope"),
+])
+def test_a_proxy_the_report_cannot_use_is_named(tmp_path, capsys, argv, message) -> None:
+    from mlflow.tracking import MlflowClient as Client
+
+    Client(f"sqlite:///{tmp_path}/mlflow.db").search_experiments()  # an empty store
+    assert main(["analyze", *argv, "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db",
+                 "--out", str(tmp_path / "out")]) == ExitCode.BAD_INPUT
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err, err

@@ -1,0 +1,71 @@
+"""The report's section on a proxy's trust (:mod:`analysis.studies.proxy_trust`): how well
+the proxy sweep's ranking of the orders agrees with the language models', and what it
+costs, with a figure."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.figure import Figure
+
+from sublayer_search.analysis.report.writer import Writer
+from sublayer_search.analysis.studies.proxy_trust import ProxyTrust, proxy_trust
+from sublayer_search.spaces.records import direction
+
+__all__ = ["proxy_section"]
+
+
+def proxy_section(w: Writer, frame: pd.DataFrame, proxy: pd.DataFrame, *, metric: str,
+                  name: str) -> None:
+    """The section comparing ``proxy`` (the trials of sweep ``name``) with ``frame``'s."""
+    trust = proxy_trust(frame, proxy, lm_metric=metric)
+    sec = w.section(
+        f"How far the proxy ranks like the language models ({name})",
+        f"Each order's {trust.proxy_metric} in the proxy sweep against its {metric} here "
+        "(means over an order's finished seeds). Kendall's tau-b with scipy's p-value, "
+        f"top-{trust.top} recall (the share of the {trust.top} best language models among "
+        f"the proxy's {trust.top} best), both with 95 % bootstrap intervals over orders; "
+        "the compute ratio is the language models' seconds per order over the proxy's "
+        "(trial wall time): above 1 the proxy is the cheaper, when both ran on alike "
+        "machines.")
+    sec.numbers += [
+        ("orders both scored", f"{len(trust.orders)}"),
+        ("Kendall tau-b", f"{trust.tau:+.2f} (95 % CI {trust.tau_ci[0]:+.2f} to "
+                          f"{trust.tau_ci[1]:+.2f}), p = {trust.tau_p:.3g}"),
+        (f"top-{trust.top} recall", f"{trust.recall:.2f} (95 % CI {trust.recall_ci[0]:.2f} "
+                                    f"to {trust.recall_ci[1]:.2f}; chance "
+                                    f"{trust.chance_recall:.2f})"),
+        ("compute ratio (LM / proxy seconds per order)", _ratio(trust)),
+    ]
+    w.figure(sec, "proxy_trust", _plot(trust))
+    w.table(sec, "proxy_trust_orders", trust.orders)
+    w.table(sec, "proxy_trust_summary", trust.summary())
+
+
+def _ratio(trust: ProxyTrust) -> str:
+    ratio = trust.compute_ratio
+    if math.isnan(ratio):
+        return "not recorded (trials without start and end times)"
+    return f"{ratio:.3g} ({trust.lm_seconds:.1f} s / {trust.proxy_seconds:.1f} s)"
+
+
+def _plot(trust: ProxyTrust) -> Figure:
+    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.8), layout="constrained")
+    o = trust.orders
+    axes[0].scatter(o["proxy"], o["lm"], s=18, color="tab:blue")
+    axes[0].set_xlabel(f"proxy {trust.proxy_metric}")
+    lower = direction(trust.lm_metric) == "min"
+    axes[0].set_ylabel(f"{trust.lm_metric} ({'lower' if lower else 'higher'} is better)")
+    axes[0].set_title(f"tau {trust.tau:+.2f} [{trust.tau_ci[0]:+.2f}, {trust.tau_ci[1]:+.2f}]",
+                      fontsize=9)
+    axes[1].scatter(o["proxy_rank"], o["lm_rank"], s=18, color="tab:orange")
+    n = len(o)
+    axes[1].plot([1, n], [1, n], color="grey", lw=0.8, ls="--")
+    axes[1].set_xlabel("proxy rank (1 = best)")
+    axes[1].set_ylabel("language-model rank (1 = best)")
+    axes[1].set_title(f"top-{trust.top} recall {trust.recall:.2f} (chance "
+                      f"{trust.chance_recall:.2f})", fontsize=9)
+    fig.suptitle("The proxy's ranking against the language models'", fontsize=10)
+    return fig
