@@ -29,7 +29,7 @@ from sublayer_search.analysis.errors import AnalysisError
 from sublayer_search.analysis.store.frame import usable
 from sublayer_search.spaces.records import direction
 
-__all__ = ["ProxyTrust", "proxy_trust", "top_recall"]
+__all__ = ["ProxyAccount", "ProxyTrust", "proxy_account", "proxy_trust", "top_recall"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,10 +84,7 @@ def _per_order(frame: pd.DataFrame, metric: str, side: str) -> pd.DataFrame:
     rows = usable(frame, metric)
     if rows.empty:
         raise AnalysisError(f"the {side} sweep has no finished trial of metric {metric!r}")
-    seconds = ((rows["end_ms"].astype(float) - rows["start_ms"].astype(float)) / 1000
-               if {"start_ms", "end_ms"} <= set(rows.columns) else pd.Series(math.nan,
-                                                                            index=rows.index))
-    return (rows.assign(value=rows["final"].astype(float), seconds=seconds)
+    return (rows.assign(value=rows["final"].astype(float), seconds=_seconds(rows))
             .groupby("order", sort=True)[["value", "seconds"]].mean())
 
 
@@ -136,3 +133,51 @@ def _interval(statistic, x: np.ndarray, y: np.ndarray, resamples: int,
                              n_resamples=resamples, method="percentile",
                              random_state=np.random.default_rng(seed)).confidence_interval
     return float(ci.low), float(ci.high)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProxyAccount:
+    """The compute of a proxy-first search end to end (:func:`proxy_account`), in trial
+    wall seconds: the proxy sweep, the language models trained, and what training every
+    order the proxy scored as a language model would have taken (estimated)."""
+
+    proxy_orders: int
+    proxy_seconds: float
+    lm_trials: int
+    lm_orders: int
+    lm_seconds: float
+    all_lm_estimate: float
+    """Mean seconds of a language-model trial x (the proxy's orders + the baseline's
+    trials): training them all instead."""
+
+    def table(self) -> pd.DataFrame:
+        both = self.proxy_seconds + self.lm_seconds
+        return pd.DataFrame([
+            {"stage": "proxy sweep", "orders": self.proxy_orders, "seconds": self.proxy_seconds},
+            {"stage": "language models trained", "orders": self.lm_orders,
+             "seconds": self.lm_seconds},
+            {"stage": "end to end", "orders": self.proxy_orders, "seconds": both},
+            {"stage": "every order as a language model (estimate)",
+             "orders": self.proxy_orders, "seconds": self.all_lm_estimate},
+        ])
+
+
+def _seconds(frame: pd.DataFrame) -> pd.Series:
+    if not {"start_ms", "end_ms"} <= set(frame.columns):
+        return pd.Series(math.nan, index=frame.index)
+    return (frame["end_ms"].astype(float) - frame["start_ms"].astype(float)) / 1000
+
+
+def proxy_account(lm: pd.DataFrame, proxy: pd.DataFrame, *, lm_metric: str,
+                  proxy_metric: str = "mad_acc") -> ProxyAccount:
+    """The compute of both sweeps (every trial that ran, finished or not)."""
+    ran_lm = lm[lm["metric"] == lm_metric]
+    ran_proxy = proxy[proxy["metric"] == proxy_metric]
+    lm_seconds = _seconds(ran_lm)
+    proxy_orders = ran_proxy.loc[~ran_proxy["baseline"].astype(bool), "order"].nunique()
+    baseline_trials = int(ran_lm["baseline"].astype(bool).sum())
+    return ProxyAccount(
+        proxy_orders=int(proxy_orders), proxy_seconds=float(_seconds(ran_proxy).sum()),
+        lm_trials=len(ran_lm), lm_orders=int(ran_lm["order"].nunique()),
+        lm_seconds=float(lm_seconds.sum()),
+        all_lm_estimate=float(lm_seconds.mean()) * (proxy_orders + baseline_trials))

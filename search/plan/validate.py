@@ -141,6 +141,15 @@ def _check_search(exp: Experiment, pool: Sequence[VariantCandidate],
             "takes_warm_start", f"false for search.algorithm {algo}")))
     problems += stopping_rule(exp.scheduler.type).problems(exp.scheduler, exp.train)
     _check_hybrid(exp, pool, problems)
+    if exp.search.proxy is not None:
+        if not searcher.plans_every_trial:
+            only = listed(searcher_names(plans_every_trial=True))
+            problems.append(Problem("search.proxy", exp.search.proxy.experiment,
+                                    f"no proxy stage with search.algorithm {algo} ({only} "
+                                    "only: the stage picks among the planned orders)"))
+        if exp.task == "mad":
+            problems.append(Problem("search.proxy", exp.search.proxy.experiment,
+                                    "no proxy stage in a proxy sweep (task: mad)"))
 
 
 def _check_hybrid(exp: Experiment, pool: Sequence[VariantCandidate],

@@ -25,6 +25,7 @@ from ray import tune
 
 from sublayer_search.analysis.store.mlflow_store import redact_uri
 from sublayer_search.search.core.problems import ExperimentError, Problem
+from sublayer_search.search.plan.proxy_stage import with_proxy_stage
 from sublayer_search.search.plan.storage import Storage
 from sublayer_search.search.plan.sweep_plan import SweepPlan, trial_table
 from sublayer_search.search.plan.warm_start import with_warm_start
@@ -257,6 +258,7 @@ class SweepRun:
         _quiet_output()
         if not self.resume:  # before Ray starts: an unknown experiment name is bad input (exit 2)
             self.advance(with_warm_start(self.plan, self.uri))
+        self.advance(with_proxy_stage(self.plan, self.uri))  # the same pick when resumed
         started = connect(self.plan, self.address)
         try:
             check_cluster(self.plan)

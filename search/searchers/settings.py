@@ -15,7 +15,7 @@ from pydantic import Field
 from sublayer_search.search.core.scalars import Count
 from sublayer_search.search.core.section import Strict
 
-__all__ = ["MISPLACED", "STATIC_OBJECTIVES", "SearchSection"]
+__all__ = ["MISPLACED", "STATIC_OBJECTIVES", "ProxyStage", "SearchSection"]
 
 STATIC_OBJECTIVES = ("params", "flops_per_token")
 """Objectives known from the order before training (the trial table's columns; minimised)."""
@@ -23,6 +23,18 @@ STATIC_OBJECTIVES = ("params", "flops_per_token")
 MISPLACED = "no {key} for search.algorithm {algorithm} (a setting of {owners})"
 """What a file that gives one searcher's setting to another is told, unless the setting
 says otherwise (:attr:`SearchSection.elsewhere`)."""
+
+
+class ProxyStage(Strict):
+    """``search.proxy``: a proxy sweep ranks the orders first; only its best train."""
+
+    experiment: Annotated[str, Field(min_length=1)]
+    """The MLflow experiment (same store) of a finished proxy sweep (``task: mad``) that
+    scored every order of this sweep's space."""
+    top_k: Count = Field(5, ge=1)
+    """How many of the orders the proxy scores best train (the baseline always trains)."""
+    metric: Annotated[str, Field(min_length=1)] = "mad_acc"
+    """The proxy's score (its direction by name: accuracies higher, losses lower)."""
 
 
 class SearchSection(Strict):
@@ -45,6 +57,10 @@ class SearchSection(Strict):
     """Studies that shape a searcher taking a prior before its first trial (``press2020``,
     an export, a trials CSV, an MLflow experiment;
     :mod:`~sublayer_search.search.searchers.prior`)."""
+
+    proxy: ProxyStage | None = None
+    """Proxy first: train only the ``top_k`` orders that a proxy sweep (``task: mad``)
+    scored best, with the baseline (:mod:`~sublayer_search.search.plan.proxy_stage`)."""
 
     elsewhere: ClassVar[Mapping[str, str]] = {}
     """By own setting: what a file giving it to another searcher is told (``{key}``,

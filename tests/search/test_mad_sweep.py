@@ -96,6 +96,25 @@ def test_a_proxy_sweep_records_scores_per_task_and_the_report_weighs_it(tmp_path
     assert (out / "figures" / "proxy_trust.png").exists()
     assert "How far the proxy ranks like the language models" in \
         (out / "report.html").read_text()
+    # proxy first: the language models of the proxy's 3 best orders only, and the baseline
+    scores = {r.data.params["order"]: r.data.metrics["final_mad_acc"] for r in runs
+              if r.data.tags.get("sublayer.baseline") != "true"}
+    best = sorted(scores, key=lambda o: (-scores[o], o))[:3]
+    staged = write_experiment(tmp_path, "lm_staged", orders=orders,
+                              tracking_uri=f"sqlite:///{tmp_path}/mlflow.db",
+                              baseline={"order": "sfsf", "seeds": 2},
+                              search={"proxy": {"experiment": "mad_debug", "top_k": 3}})
+    assert main(["sweep", str(staged)]) == 0
+    trained = client.search_runs([client.get_experiment_by_name("lm_staged").experiment_id])
+    trained = [r.data.params["order"] for r in trained
+               if r.data.tags.get("sublayer.role") == "trial"]
+    assert sorted(trained) == sorted([*best, "sfsf", "sfsf"])
+    out = tmp_path / "staged_report"
+    assert main(["analyze", "--experiment", "lm_staged", "--proxy", "mad_debug",
+                 "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db", "--out", str(out)]) == 0
+    compute = (out / "tables" / "proxy_compute.csv").read_text()
+    assert "end to end,6," in compute and "language models trained,4," in compute
+    assert "agreement" in (out / "report.html").read_text()
 
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -110,3 +129,38 @@ def test_a_proxy_the_report_cannot_use_is_named(tmp_path, capsys, argv, message)
                  "--out", str(tmp_path / "out")]) == ExitCode.BAD_INPUT
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize(("search", "message"), [
+    ({"proxy": {"experiment": "nope"}},
+     "search.proxy.experiment: got 'nope', expected the name of a proxy sweep's MLflow"),
+    ({"algorithm": "optuna", "num_samples": 3, "proxy": {"experiment": "x"}},
+     "search.proxy: got 'x', expected no proxy stage with search.algorithm optuna"),
+    ({"proxy": {"experiment": "x", "top_k": 0}}, "search.proxy.top_k"),
+])
+def test_a_proxy_stage_that_cannot_run_is_refused_before_ray(tmp_path, capsys, search,
+                                                             message) -> None:
+    from helpers import write_experiment
+    from mlflow.tracking import MlflowClient as Client
+
+    Client(f"sqlite:///{tmp_path}/mlflow.db").search_experiments()  # the store exists
+    path = write_experiment(tmp_path, "staged", orders=["sfsf", "ssff"],
+                            tracking_uri=f"sqlite:///{tmp_path}/mlflow.db", search=search)
+    assert main(["sweep", str(path)]) == ExitCode.BAD_INPUT
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err, err
+    assert not (tmp_path / "ray_results").exists()
+
+
+def test_a_proxy_sweep_takes_no_proxy_stage_and_the_dry_run_names_the_pick(tmp_path, capsys):
+    path = _debug(tmp_path, search={"proxy": {"experiment": "other"}})
+    assert main(["sweep", str(path), "--dry-run"]) == ExitCode.BAD_INPUT
+    assert "no proxy stage in a proxy sweep (task: mad)" in capsys.readouterr().err
+    from helpers import write_experiment
+
+    lm = write_experiment(tmp_path, "staged", orders=["ssff", "sffs", "fssf"],
+                          tracking_uri=f"sqlite:///{tmp_path}/mlflow.db",
+                          search={"proxy": {"experiment": "mad_debug", "top_k": 2}})
+    assert main(["sweep", str(lm), "--dry-run"]) == 0
+    assert "search.proxy: when the sweep starts, only the 2 of these 3 orders that " \
+           "mad_debug scores best (mad_acc) train" in capsys.readouterr().out
