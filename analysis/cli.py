@@ -89,9 +89,14 @@ def _run(args: argparse.Namespace) -> int:
     study = getattr(args, "study", None)
     out = _checked_out(experiments[0] if experiments else "", paper,
                        getattr(args, "out", None), study)
-    if paper and getattr(args, "proxy", None) is not None:
-        raise AnalysisError(f"--proxy: got {args.proxy!r} with --paper {paper}, expected it "
-                            "with --experiment (a sweep in the same store as the proxy's)")
+    proxy_name = getattr(args, "proxy", None)
+    if paper and proxy_name is not None and (
+            paper not in ("mini_press2020", "hybrid_mini")
+            or (study or ("sweep" if paper == "hybrid_mini" else "replication")) != "sweep"):
+        raise AnalysisError(f"--proxy: got {proxy_name!r} with --paper {paper}"
+                            f"{' --study ' + study if study else ''}, expected it with "
+                            "--experiment, or with a shipped sweep's studies of any sweep "
+                            "(--paper hybrid_mini, or --paper mini_press2020 --study sweep)")
     if paper:
         result = _paper_report(args, paper, out, study)
     else:
@@ -128,16 +133,22 @@ def _paper_report(args: argparse.Namespace, paper: str, out: str, study: str | N
 
     adjust = getattr(args, "adjust", "holm")
     straddle = getattr(args, "straddle", "fractional")
+    proxy = None
+    if getattr(args, "proxy", None) is not None:  # checked: a shipped sweep's studies
+        from sublayer_search.analysis.studies.pooling import load_pooled
+
+        uri = _store(getattr(args, "tracking_uri", None), [args.proxy])
+        proxy = (args.proxy, load_pooled([args.proxy], uri, history=False)[0])
     if paper == "zhu2021":
         return report.iot_paper_report(out)
     if paper == "crossformer":
         return report.crossformer_paper_report(out)
     if paper == "mini_press2020":
         return report.builtin_study_report(paper, out, straddle=straddle, adjust=adjust,
-                                           study=study or "replication")
+                                           study=study or "replication", proxy=proxy)
     if paper == "hybrid_mini":  # no Press et al. programme: the studies of any sweep
         return report.builtin_study_report(paper, out, straddle=straddle, adjust=adjust,
-                                           study=study or "sweep")
+                                           study=study or "sweep", proxy=proxy)
     return report.paper_report(out, straddle=straddle, adjust=adjust)
 
 

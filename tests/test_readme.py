@@ -90,8 +90,8 @@ EXCLUDED = {
                                                "small hybrid sweep",
     "sublayer sweep configs/mad_proxy.yaml": "hours of CPU; tests/search/test_mad_sweep.py "
                                              "runs a proxy sweep at debug size",
-    "sublayer analyze --experiment hybrid_mini --proxy mad_proxy --out reports/hybrid_trust":
-        "needs both sweeps; tests/search/test_mad_sweep.py runs the same at debug size",
+    "sublayer analyze --paper hybrid_mini --proxy mad_proxy --out reports/hybrid_trust":
+        "needs the proxy sweep; tests/search/test_mad_sweep.py weighs a debug one",
     "sublayer sweep configs/mad_debug.yaml": "a sweep; tests/search/test_mad_sweep.py runs "
                                              "this file's sweep (its tracking in a tmp dir)",
     ".venv/bin/python benchmarks/proxy_cost.py --orders '(sf)^2' --steps 5":

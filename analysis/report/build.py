@@ -134,9 +134,11 @@ def iot_paper_report(out_dir: str | Path) -> Report:
 
 
 def builtin_study_report(name: str, out_dir: str | Path, *, straddle: str = "fractional",
-                         adjust: str = "holm", study: str = "replication") -> Report:
+                         adjust: str = "holm", study: str = "replication",
+                         proxy: tuple[str, pd.DataFrame] | None = None) -> Report:
     """The report of a study shipped as data (``analysis/data/<name>_*``): ``replication``
-    (the default) or ``sweep`` (:func:`experiment_report`, as for any sweep)."""
+    (the default) or ``sweep`` (:func:`experiment_report`, as for any sweep; ``proxy``: a
+    proxy sweep of its orders, as there)."""
     from sublayer_search.analysis.report.replication import replication_report
     from sublayer_search.analysis.store.study_export import builtin_export
 
@@ -146,7 +148,8 @@ def builtin_study_report(name: str, out_dir: str | Path, *, straddle: str = "fra
                                            if isinstance(wall, int | float) else "")
     if study == "sweep":
         return experiment_report(export.trials, out_dir, title=f"Sweep {name!r} (shipped)",
-                                 straddle=straddle, history=export.history, adjust=adjust)
+                                 straddle=straddle, history=export.history, adjust=adjust,
+                                 proxy=proxy)
     return replication_report(export.trials, export.history, out_dir,
                               title=f"{name}: this product's small-scale replication of "
                                     "Press et al. (2020)", source=source, straddle=straddle,

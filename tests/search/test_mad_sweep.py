@@ -118,7 +118,9 @@ def test_a_proxy_sweep_records_scores_per_task_and_the_report_weighs_it(tmp_path
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["--paper", "hybrid_mini", "--proxy", "mad_debug"], "--proxy: got 'mad_debug' with --paper"),
+    (["--paper", "press2020", "--proxy", "mad_debug"], "--proxy: got 'mad_debug' with --paper"),
+    (["--paper", "mini_press2020", "--proxy", "mad_debug"],
+     "--proxy: got 'mad_debug' with --paper mini_press2020, expected it with --experiment"),
     (["--experiment", "nope", "--proxy", "mad_debug"], "nope"),
 ])
 def test_a_proxy_the_report_cannot_use_is_named(tmp_path, capsys, argv, message) -> None:
@@ -164,3 +166,22 @@ def test_a_proxy_sweep_takes_no_proxy_stage_and_the_dry_run_names_the_pick(tmp_p
     assert main(["sweep", str(lm), "--dry-run"]) == 0
     assert "search.proxy: when the sweep starts, only the 2 of these 3 orders that " \
            "mad_debug scores best (mad_acc) train" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_a_shipped_studys_orders_scored_by_a_proxy_sweep_are_weighed(tmp_path) -> None:
+    """--paper hybrid_mini --proxy: seven of the study's orders, scored at debug size."""
+    from sublayer_search.analysis.store.study_export import builtin_export
+
+    trials = builtin_export("hybrid_mini").trials
+    orders = sorted(set(trials.loc[~trials["baseline"].astype(bool), "order"]))[:7]
+    path = _debug(tmp_path, space={"type": "explicit", "orders": orders},
+                  baseline={"enabled": False}, data={"tasks": ["compression"],
+                                                     "train_samples": 32, "test_samples": 16},
+                  train={"steps": 4, "batch_size": 4, "eval_batch_size": 16})
+    assert main(["sweep", str(path)]) == 0
+    out = tmp_path / "report"
+    assert main(["analyze", "--paper", "hybrid_mini", "--proxy", "mad_debug", "--tracking-uri",
+                 f"sqlite:///{tmp_path}/mlflow.db", "--out", str(out)]) == 0
+    table = (out / "tables" / "proxy_trust_orders.csv").read_text().splitlines()
+    assert len(table) == 8 and {line.split(",")[0] for line in table[1:]} == set(orders)
