@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from sublayer_search.models.distributed import unwrap
 from sublayer_search.models.lm import OrderedLM
 from sublayer_search.models.mad.generate import IGNORE, split
 from sublayer_search.models.mad.settings import MadSpec, Run, Setting, runs, score
@@ -85,11 +86,13 @@ class MadWorkload(Workload):
 
     def loss(self, model: Any, ctx: StepContext) -> tuple[torch.Tensor, int]:
         pick = torch.randint(0, len(self.train_x), (ctx.batch_size,), generator=ctx.generator)
-        x, y = self.train_x[pick].to(ctx.device), self.train_y[pick].to(ctx.device)
+        # the global batch: every worker draws all of it, then keeps its share
+        x = ctx.workers.local(self.train_x[pick]).to(ctx.device)
+        y = ctx.workers.local(self.train_y[pick]).to(ctx.device)
         logits = model(x)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), y.reshape(-1),
                                ignore_index=IGNORE)
-        balance = getattr(model, "balance_loss", lambda: None)()  # experts only
+        balance = unwrap(model).balance_loss()  # experts only
         return (loss if balance is None else loss + balance), int((y != IGNORE).sum())
 
     @torch.no_grad()
