@@ -92,6 +92,11 @@ EXCLUDED = {
                                              "runs a proxy sweep at debug size",
     "sublayer analyze --paper hybrid_mini --proxy mad_proxy --out reports/hybrid_trust":
         "needs the proxy sweep; tests/search/test_mad_sweep.py weighs a debug one",
+    "sublayer sweep configs/mad_mini_press2020.yaml": "hours of CPU; tests/search/"
+                                                      "test_mad_sweep.py runs a proxy sweep",
+    "sublayer analyze --paper mini_press2020 --study sweep --proxy mad_mini_press2020 "
+    "--out reports/press_trust": "needs the proxy sweep; tests/search/test_mad_sweep.py "
+                                 "weighs a debug one against hybrid_mini",
     "sublayer sweep configs/mad_debug.yaml": "a sweep; tests/search/test_mad_sweep.py runs "
                                              "this file's sweep (its tracking in a tmp dir)",
     ".venv/bin/python benchmarks/proxy_cost.py --orders '(sf)^2' --steps 5":
