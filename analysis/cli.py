@@ -135,7 +135,7 @@ def _paper_report(args: argparse.Namespace, paper: str, out: str, study: str | N
     straddle = getattr(args, "straddle", "fractional")
     proxy = None
     if getattr(args, "proxy", None) is not None:  # checked: a shipped sweep's studies
-        from sublayer_search.analysis.studies.pooling import load_pooled
+        from sublayer_search.analysis.store.pooling import load_pooled
 
         uri = _store(getattr(args, "tracking_uri", None), [args.proxy])
         proxy = (args.proxy, load_pooled([args.proxy], uri, history=False)[0])
@@ -158,7 +158,7 @@ def _experiment_report(args: argparse.Namespace, experiments: list[str], out: st
     from sublayer_search.analysis.report import build as report
     from sublayer_search.analysis.store.frame import with_stopped
     from sublayer_search.analysis.store.iot_frame import is_translation
-    from sublayer_search.analysis.studies.pooling import load_pooled
+    from sublayer_search.analysis.store.pooling import load_pooled
 
     adjust = getattr(args, "adjust", "holm")
     straddle = getattr(args, "straddle", "fractional")

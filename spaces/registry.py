@@ -36,12 +36,7 @@ from sublayer_search.spaces.generators.hybrid import (
     multiset_size,
     placements_size,
 )
-from sublayer_search.spaces.generators.iot_subsets import (
-    IOTSubset,
-    explicit_subsets,
-    iot_subsets,
-    validate_iot,
-)
+from sublayer_search.spaces.generators.iot_subsets import build_iot_space, check_iot_space
 from sublayer_search.spaces.generators.permutations import (
     count_permutations,
     permutations,
@@ -142,61 +137,6 @@ def _build_explicit(*, kind: str, orders: Sequence[str]) -> list[Candidate]:
     return out
 
 
-def _iot_stack(kind: str, stack: str | None) -> str:
-    if stack is None:
-        return "decoder" if kind == "decoder" else "encoder"
-    if stack == "decoder" and kind != "decoder":
-        raise SpaceError("stack", stack, f"'encoder' for kind {kind!r} (decoder blocks hold c)")
-    return stack
-
-
-def _iot_selected(stack: str, size: int | None, mode: str | None, seed: int,
-                  count: int | None, codes: Any, code_base: int | None) -> list[IOTSubset] | None:
-    """Check the arguments; explicit ``codes`` give the subsets (``None``: size and mode)."""
-    if codes is None:
-        if code_base is not None:
-            raise SpaceError("code_base", code_base, "no code_base without codes (it says "
-                             "whether codes are 1-based, the default, or 0-based)")
-        validate_iot(stack, 4 if size is None else size, mode or "paper", seed, count)
-        return None
-    for name, value in (("size", size), ("mode", mode), ("count", count)):
-        if value is not None:
-            raise SpaceError(name, value, f"no {name} with codes (codes give the subsets; "
-                                          "size and mode choose them instead)")
-    return explicit_subsets(stack, codes, 1 if code_base is None else code_base)
-
-
-def _check_iot(*, kind: str, stack: str | None = None, size: int | None = None,
-               mode: str | None = None, seed: int = 0, count: int | None = None,
-               layers: int = 6, codes: Any = None, code_base: int | None = None) -> None:
-    stack = _iot_stack(kind, stack)
-    _iot_selected(stack, size, mode, seed, count, codes, code_base)
-    iot_subsets(stack, 1, "exhaustive")[0].orders(layers)  # checks layers
-
-
-def _build_iot(*, kind: str, stack: str | None = None, size: int | None = None,
-               mode: str | None = None, seed: int = 0, count: int | None = None,
-               layers: int = 6, codes: Any = None,
-               code_base: int | None = None) -> list[Candidate]:
-    """Default: the paper's subset of size 4; ``codes`` (with ``code_base``) give subsets
-    explicitly (see :func:`spaces.generators.iot_subsets.explicit_subsets`). ``params["codes"]`` is 1-based,
-    ``params["codes0"]`` the authors' 0-based form of the same subset."""
-    stack = _iot_stack(kind, stack)
-    subsets = _iot_selected(stack, size, mode, seed, count, codes, code_base)
-    if subsets is None:
-        subsets = iot_subsets(stack, 4 if size is None else size, mode or "paper", seed, count)
-    out = []
-    for subset in subsets:
-        orders = subset.orders(layers)
-        out.append(Candidate(
-            order=orders[0], space="iot_subsets", name=f"iot{subset.id}",
-            params={"subset": subset.id, "codes": list(subset.codes),
-                    "codes0": [c - 1 for c in subset.codes], "stack": stack,
-                    "layers": layers, "orders": list(orders)},
-        ))
-    return out
-
-
 SpaceSize = tuple[str, int, int]
 """(the argument that sets the size, orders, sublayers of the longest order)."""
 
@@ -292,7 +232,7 @@ SPACES: dict[str, SpaceInfo] = {
                   summary="random draws over any symbols (symbols=srf) until a parameter "
                           "budget (budget_units) and, with state, a state budget are spent, "
                           "within tolerance, weighed at the model's dims"),
-        SpaceInfo(name="iot_subsets", build=_build_iot, check=_check_iot,
+        SpaceInfo(name="iot_subsets", build=build_iot_space, check=check_iot_space,
                   kinds=("lm", "encoder", "decoder"), size=None, order_sets=True,
                   summary="IOT block-order subsets stacked `layers` times (size=4 "
                           "mode=paper by default, or codes=[[1,4,6],[1,2]], 1-based; "

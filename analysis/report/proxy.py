@@ -75,7 +75,7 @@ def _ratio(trust: ProxyTrust) -> str:
 def _plot(trust: ProxyTrust) -> Figure:
     fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.8), layout="constrained")
     o = trust.orders
-    axes[0].scatter(o["proxy"], o["lm"], s=18, color="tab:blue")
+    axes[0].scatter(o["proxy"], o["language_model"], s=18, color="tab:blue")
     axes[0].set_xlabel(f"proxy {trust.proxy_metric}")
     lower = direction(trust.lm_metric) == "min"
     axes[0].set_ylabel(f"{trust.lm_metric} ({'lower' if lower else 'higher'} is better)")

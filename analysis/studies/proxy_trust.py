@@ -39,7 +39,7 @@ class ProxyTrust:
     lm_metric: str
     proxy_metric: str
     orders: pd.DataFrame
-    """order, lm (metric), proxy (score), lm_rank, proxy_rank (1 = best), lm_seconds,
+    """order, language_model (its metric), proxy (score), lm_rank, proxy_rank (1 = best), lm_seconds,
     proxy_seconds."""
     tau: float
     tau_p: float
@@ -110,7 +110,7 @@ def proxy_trust(lm: pd.DataFrame, proxy: pd.DataFrame, *, lm_metric: str,
                        resamples, seed)
     recall_ci = _interval(lambda x, y: top_recall(y, x, top), score, quality, resamples, seed)
     orders = pd.DataFrame({
-        "order": both.index, "lm": both["value_lm"].to_numpy(),
+        "order": both.index, "language_model": both["value_lm"].to_numpy(),
         "proxy": both["value_proxy"].to_numpy(),
         "lm_rank": stats.rankdata(-quality, method="min").astype(int),
         "proxy_rank": stats.rankdata(-score, method="min").astype(int),

@@ -83,8 +83,8 @@ def print_dry_run(args: argparse.Namespace, plan: SweepPlan[Any, Any, Any, Any],
     the scheduler, the prior and the queue it orders on stdout."""
     from sublayer_search.search.cli.disk_estimate import disk_lines
     from sublayer_search.search.cli.node_fit import fit_lines
-    from sublayer_search.search.plan.proxy_stage import proxy_lines
     from sublayer_search.search.plan.resources import resource_problems
+    from sublayer_search.search.run.proxy_stage import proxy_lines
     from sublayer_search.search.searchers.queue import queue_lines
     from sublayer_search.search.searchers.registry import dry_run_footer  # the searcher's own
 

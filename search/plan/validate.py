@@ -19,7 +19,7 @@ from sublayer_search.search.plan.duplicates import Duplicate, drop_duplicates
 from sublayer_search.search.plan.experiment import Experiment
 from sublayer_search.search.searchers.registry import listed, search_algorithm, searcher_names
 from sublayer_search.search.stopping.registry import stopping_rule
-from sublayer_search.search.tasks import Task
+from sublayer_search.search.tasks import Task, task_class
 from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.errors import OrderError
 from sublayer_search.spaces.kinds import first_hybrid
@@ -147,9 +147,10 @@ def _check_search(exp: Experiment, pool: Sequence[VariantCandidate],
             problems.append(Problem("search.proxy", exp.search.proxy.experiment,
                                     f"no proxy stage with search.algorithm {algo} ({only} "
                                     "only: the stage picks among the planned orders)"))
-        if exp.task == "mad":
+        refused = task_class(exp.task).refusals.get("proxy")
+        if refused:
             problems.append(Problem("search.proxy", exp.search.proxy.experiment,
-                                    "no proxy stage in a proxy sweep (task: mad)"))
+                                    f"no proxy stage in {refused}"))
 
 
 def _check_hybrid(exp: Experiment, pool: Sequence[VariantCandidate],

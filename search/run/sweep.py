@@ -25,12 +25,12 @@ from ray import tune
 
 from sublayer_search.analysis.store.mlflow_store import redact_uri
 from sublayer_search.search.core.problems import ExperimentError, Problem
-from sublayer_search.search.plan.proxy_stage import with_proxy_stage
 from sublayer_search.search.plan.storage import Storage
 from sublayer_search.search.plan.sweep_plan import SweepPlan, trial_table
 from sublayer_search.search.plan.warm_start import with_warm_start
 from sublayer_search.search.run.local_ray import shutdown_ray, start_local_ray
 from sublayer_search.search.run.node_data import check_node_data
+from sublayer_search.search.run.proxy_stage import with_proxy_stage
 from sublayer_search.search.run.reuse import rerun_hint, reuse_finished
 from sublayer_search.search.run.state_format import legacy_trials
 from sublayer_search.search.run.tuning import (

@@ -60,7 +60,7 @@ class SearchSection(Strict):
 
     proxy: ProxyStage | None = None
     """Proxy first: train only the ``top_k`` orders that a proxy sweep (``task: mad``)
-    scored best, with the baseline (:mod:`~sublayer_search.search.plan.proxy_stage`)."""
+    scored best, with the baseline (:mod:`~sublayer_search.search.run.proxy_stage`)."""
 
     elsewhere: ClassVar[Mapping[str, str]] = {}
     """By own setting: what a file giving it to another searcher is told (``{key}``,

@@ -150,7 +150,8 @@ class Task(ABC, Generic[ModelT, DataT, ExtraT, SpecT]):
     refusals: ClassVar[dict[str, str]] = {}
     """What its models cannot do, each with why: ``fsdp`` (sharded one sublayer per unit
     by ``train.parallel: fsdp``), ``supernet`` (ranked by a one-shot weight-sharing
-    supernet). Planning refuses them naming the task and the reason."""
+    supernet), ``proxy`` (trained only where a proxy sweep scores them best:
+    ``search.proxy``). Planning refuses them naming the task and the reason."""
     checkpoints: ClassVar[bool] = True
     """Whether its trials write checkpoints (and resume from them); a task whose trials
     are short enough to start again says False (the dry run then counts no disk)."""

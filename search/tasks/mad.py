@@ -41,6 +41,7 @@ class MadTask(Task[ModelConfig, MadData, None, MadSpec]):
     refusals = {
         "fsdp": "a proxy model is small: one worker trains it (task mad)",
         "supernet": "a supernet ranks language-model orders on a corpus: task lm",
+        "proxy": "a proxy sweep (task: mad)",
     }
 
     def template(self, raw: dict[str, Any], problems: list[Problem]) -> ModelConfig | None:

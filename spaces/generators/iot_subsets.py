@@ -16,12 +16,16 @@ import itertools
 import math
 import random
 from dataclasses import dataclass
+from typing import Any
 
+from sublayer_search.spaces.candidate import Candidate
 from sublayer_search.spaces.errors import SpaceError
 from sublayer_search.spaces.generators import checks as _checks
 from sublayer_search.spaces.order import MAX_LENGTH
 
 __all__ = [
+    "build_iot_space",
+    "check_iot_space",
     "DECODER_BLOCKS",
     "ENCODER_BLOCKS",
     "IOT_MODES",
@@ -205,3 +209,59 @@ def subset_label(blocks: tuple[str, ...] | list[str], layers: int = 1) -> str:
     block of the subset repeated 6 times, the README's ``(sc)^n`` notation)."""
     joined = "|".join(blocks)
     return joined if layers == 1 else f"({joined})^{layers}"
+
+
+# -- the registry's side (spaces.registry) ------------------------------------------------
+def _iot_stack(kind: str, stack: str | None) -> str:
+    if stack is None:
+        return "decoder" if kind == "decoder" else "encoder"
+    if stack == "decoder" and kind != "decoder":
+        raise SpaceError("stack", stack, f"'encoder' for kind {kind!r} (decoder blocks hold c)")
+    return stack
+
+
+def _iot_selected(stack: str, size: int | None, mode: str | None, seed: int,
+                  count: int | None, codes: Any, code_base: int | None) -> list[IOTSubset] | None:
+    """Check the arguments; explicit ``codes`` give the subsets (``None``: size and mode)."""
+    if codes is None:
+        if code_base is not None:
+            raise SpaceError("code_base", code_base, "no code_base without codes (it says "
+                             "whether codes are 1-based, the default, or 0-based)")
+        validate_iot(stack, 4 if size is None else size, mode or "paper", seed, count)
+        return None
+    for name, value in (("size", size), ("mode", mode), ("count", count)):
+        if value is not None:
+            raise SpaceError(name, value, f"no {name} with codes (codes give the subsets; "
+                                          "size and mode choose them instead)")
+    return explicit_subsets(stack, codes, 1 if code_base is None else code_base)
+
+
+def check_iot_space(*, kind: str, stack: str | None = None, size: int | None = None,
+               mode: str | None = None, seed: int = 0, count: int | None = None,
+               layers: int = 6, codes: Any = None, code_base: int | None = None) -> None:
+    stack = _iot_stack(kind, stack)
+    _iot_selected(stack, size, mode, seed, count, codes, code_base)
+    iot_subsets(stack, 1, "exhaustive")[0].orders(layers)  # checks layers
+
+
+def build_iot_space(*, kind: str, stack: str | None = None, size: int | None = None,
+               mode: str | None = None, seed: int = 0, count: int | None = None,
+               layers: int = 6, codes: Any = None,
+               code_base: int | None = None) -> list[Candidate]:
+    """Default: the paper's subset of size 4; ``codes`` (with ``code_base``) give subsets
+    explicitly (see :func:`explicit_subsets`). ``params["codes"]`` is 1-based,
+    ``params["codes0"]`` the authors' 0-based form of the same subset."""
+    stack = _iot_stack(kind, stack)
+    subsets = _iot_selected(stack, size, mode, seed, count, codes, code_base)
+    if subsets is None:
+        subsets = iot_subsets(stack, 4 if size is None else size, mode or "paper", seed, count)
+    out = []
+    for subset in subsets:
+        orders = subset.orders(layers)
+        out.append(Candidate(
+            order=orders[0], space="iot_subsets", name=f"iot{subset.id}",
+            params={"subset": subset.id, "codes": list(subset.codes),
+                    "codes0": [c - 1 for c in subset.codes], "stack": stack,
+                    "layers": layers, "orders": list(orders)},
+        ))
+    return out

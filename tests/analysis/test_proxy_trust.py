@@ -52,7 +52,7 @@ def test_seeds_are_averaged_and_only_shared_orders_count() -> None:
     trust = proxy_trust(lm, proxy, lm_metric="val_bpc", resamples=100)
     assert len(trust.orders) == 8
     row = trust.orders.set_index("order").loc["sfsf"]
-    assert row["lm"] == pytest.approx(bpc["sfsf"] + 0.5)
+    assert row["language_model"] == pytest.approx(bpc["sfsf"] + 0.5)
     with pytest.raises(AnalysisError, match="share 6 scored order"):
         proxy_trust(lm, proxy.iloc[:6], lm_metric="val_bpc")
 

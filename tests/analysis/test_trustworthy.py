@@ -15,7 +15,7 @@ from scipy import stats
 from sublayer_search.analysis import AnalysisError, halves_study, seed_comparison
 from sublayer_search.analysis.cli import add_arguments, run_analyze
 from sublayer_search.analysis.papers import press_paper as paper
-from sublayer_search.analysis.studies.pooling import pool
+from sublayer_search.analysis.store.pooling import pool
 from sublayer_search.analysis.studies.significance import (
     adjust_pvalues,
     power,

@@ -240,7 +240,7 @@ def test_train_with_bad_config_file(tmp_path: Path, untouched: Callable[[set[str
     (["sandwich", "n=4", "k=[5]"], "k[0]: got 5, expected an integer in 0..3"),
     (["sandwich", "n=4", "k=[-1]"], "k[0]: got -1, expected an integer in 0..3"),
     (["sandwich", "n"], "space argument 'n': expected NAME=VALUE"),
-    (["zigzag", "n=4"], "name: got 'zigzag', expected one of budgeted, explicit"),
+    (["zigzag", "n=4"], "name: got 'zigzag', expected one of budgeted, budgeted_kinds, explicit"),
     (["permutations", "n_s=2", "count=3"], "n_f: got None, expected a value: 'n_f' is required"),
     (["budgeted", "budget_units=3", "count=9"], "count: got 9, expected at most 3"),
     (["explicit", "orders=[sfx]"], "orders[0]: got 'sfx', expected a valid lm order (position 2"),
