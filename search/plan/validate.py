@@ -96,6 +96,8 @@ def _expand_spaces(exp: Experiment, task: AnyTask, template: Any, problems: list
         if unfit is not None:
             problems.append(Problem(f"{prefix}.type", space.type, unfit))
             continue
+        if ALL_SPACES[space.type].weighs and getattr(template, "dims", None) is None:
+            continue  # weighed by a model section that has problems of its own
         try:
             kind, args, side = task.space_args(space.type, space.args)
             suffix = "_enc" if side == "encoder" else ""

@@ -106,3 +106,12 @@ def test_budgeted_draws_name_a_bad_argument_before_anything_starts(tmp_path, cap
     err = capsys.readouterr().err
     assert "space.symbols: got 'sq', expected distinct lm sublayer symbols" in err, err
     assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_budgeted_draws_wait_for_a_model_section_without_problems(tmp_path, capsys) -> None:
+    path = _experiment(tmp_path, space={"type": "budgeted_kinds", "symbols": "srf",
+                                        "budget_units": 8, "count": 4},
+                       model={"preset": "debug", "d_model": -3})
+    assert main(["sweep", str(path), "--dry-run"]) == ExitCode.BAD_INPUT
+    err = capsys.readouterr().err
+    assert "model.d_model: got -3" in err and "space.dims" not in err, err
