@@ -68,9 +68,10 @@ def test_export_writes_what_mlflow_holds(sweep, exported, capsys):
     got = read_export(exported, NAME)
     trials, history = runs.load(NAME, uri, history=True)
     # end_ms: the run's end in the loaded frame (replays keep the latest), the last
-    # final_<metric> stamp in the export
+    # final_<metric> stamp in the export; start_ms: the run's start in both
     pd.testing.assert_frame_equal(got.trials.drop(columns=["start_ms", "end_ms"]),
-                                  trials.drop(columns=["end_ms"]))
+                                  trials.drop(columns=["start_ms", "end_ms"]))
+    assert list(got.trials["start_ms"]) == list(trials["start_ms"])
     pd.testing.assert_frame_equal(got.history[list(HISTORY_COLUMNS)], history)
     assert (got.trials["start_ms"] < got.trials["end_ms"]).all()
     meta = got.meta
